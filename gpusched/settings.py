@@ -1,0 +1,174 @@
+"""Settings for gpusched: one file, configured by environment variables.
+
+GPUSCHED_DEBUG          "1"/"true" enables debug mode (default off).
+GPUSCHED_SECRET_KEY     required when debug is off; a fixed development key is used in debug mode.
+GPUSCHED_ALLOWED_HOSTS  comma-separated host names (default: loopback only).
+GPUSCHED_LOG_LEVEL      root log level (default INFO).
+DATABASE_URL            any dj-database-url URL; default is SQLite in var/ (WAL mode).
+REDIS_URL               Redis for the channel layer; default is the in-memory layer (one process).
+"""
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+
+def _env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = _env_bool("GPUSCHED_DEBUG")
+
+# With debug off and no key, SECRET_KEY stays empty and Django refuses anything that signs
+# (sessions, admin login) with ImproperlyConfigured; `manage.py check --deploy` reports it too.
+SECRET_KEY = os.environ.get("GPUSCHED_SECRET_KEY", "")
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = "django-insecure-gpusched-development-only"
+
+ALLOWED_HOSTS = _env_list("GPUSCHED_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "scheduling",
+    "telemetry",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gpusched.urls"
+WSGI_APPLICATION = "gpusched.wsgi.application"
+ASGI_APPLICATION = "gpusched.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database ---------------------------------------------------------------------------------
+
+# Every SQLite connection: WAL (readers never block the writer), IMMEDIATE write transactions
+# (no lock-upgrade deadlocks between processes), and a 20 s busy timeout.
+SQLITE_OPTIONS: dict[str, Any] = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+if os.environ.get("DATABASE_URL"):
+    _default_db: dict[str, Any] = dict(
+        dj_database_url.parse(
+            os.environ["DATABASE_URL"],
+            conn_max_age=int(os.environ.get("GPUSCHED_DB_CONN_MAX_AGE", "0")),
+            conn_health_checks=True,
+        )
+    )
+else:
+    VAR_DIR.mkdir(exist_ok=True)
+    _default_db = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": VAR_DIR / "gpusched.sqlite3",
+        "TEST": {"NAME": str(VAR_DIR / "test_gpusched.sqlite3")},
+    }
+if _default_db["ENGINE"] == "django.db.backends.sqlite3":
+    _default_db["OPTIONS"] = {**SQLITE_OPTIONS, **_default_db.get("OPTIONS", {})}
+
+DATABASES = {"default": _default_db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- channels ---------------------------------------------------------------------------------
+
+if os.environ.get("REDIS_URL"):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+        },
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- auth, i18n, static -----------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- REST API ---------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gpusched API",
+    "DESCRIPTION": "Topology-aware GPU scheduler: tenants, queues, workloads, placements.",
+    "VERSION": "0.1.0",
+}
+
+# --- logging ----------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+    },
+    "handlers": {
+        "stdout": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stdout",
+            "formatter": "plain",
+        },
+    },
+    "root": {"handlers": ["stdout"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},
+}

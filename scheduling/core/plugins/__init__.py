@@ -1,0 +1,1 @@
+"""One module per plugin; each exports NAME and `new(args)`. The registry ties names to modules."""

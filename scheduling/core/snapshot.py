@@ -1,0 +1,275 @@
+"""The cluster as numpy arrays, built once and then updated in place as pods are assumed onto nodes.
+
+Filter and Score plugins read whole columns (one entry per node), so a scheduling cycle costs a few
+dozen array operations whatever the cluster size; only Reserve looks at the GPUs of the one chosen
+node. `generation[i]` grows each time node i changes, so plugins may cache per-node results between
+cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE, GpuSetChooser
+from scheduling.core.topology import NodeTopology, uniform
+from scheduling.core.types import (
+    MILLI_PER_GPU,
+    NodeSpec,
+    Placement,
+    PodRequest,
+    SharingMode,
+    TaintEffect,
+    Toleration,
+)
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+class OverCommitError(RuntimeError):
+    """Assuming a placement would take more than a node has; the placement is refused and nothing
+    changes."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlot:
+    gpu: int
+    slot: int
+    profile: str
+
+
+class ClusterSnapshot:
+    def __init__(self, nodes: Iterable[NodeSpec]) -> None:
+        self.nodes: list[NodeSpec] = list(nodes)
+        self.names = [node.name for node in self.nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        if len(self.index) != len(self.names):
+            raise ValueError("node names must be unique")
+        n = len(self.nodes)
+        for node in self.nodes:
+            if len(node.gpus) > MAX_GPUS_PER_NODE:
+                raise ValueError(
+                    f"node {node.name}: more than {MAX_GPUS_PER_NODE} GPUs is not supported"
+                )
+        topologies = [node.topology or uniform(len(node.gpus)) for node in self.nodes]
+        self.max_numa = max((t.numa_count for t in topologies), default=1)
+        g = MAX_GPUS_PER_NODE
+
+        self.cpu_free: IntArray = np.array([node.cpu_milli for node in self.nodes], dtype=np.int64)
+        self.memory_free: IntArray = np.array(
+            [node.memory_mib for node in self.nodes], dtype=np.int64
+        )
+        self.numa_cpu_free: IntArray = np.zeros((n, self.max_numa), dtype=np.int64)
+        self.gpu_free: IntArray = np.full(
+            (n, g), -1, dtype=np.int64
+        )  # -1: no such GPU, or MIG-partitioned
+        self.gpu_shareable: BoolArray = np.zeros((n, g), dtype=np.bool_)
+        self.gpu_count: IntArray = np.array([len(node.gpus) for node in self.nodes], dtype=np.int64)
+        self.cordoned: BoolArray = np.array([node.cordoned for node in self.nodes], dtype=np.bool_)
+        self.generation: IntArray = np.zeros(n, dtype=np.int64)
+        self.tie_rank: IntArray = np.arange(n, dtype=np.int64)
+
+        self.models = sorted({node.gpu_model for node in self.nodes})
+        model_ids = {model: k for k, model in enumerate(self.models)}
+        self.model_id: IntArray = np.array(
+            [model_ids[node.gpu_model] for node in self.nodes], dtype=np.int64
+        )
+
+        self.choosers: list[GpuSetChooser] = []
+        chooser_ids: dict[NodeTopology, int] = {}
+        self.topology_id: IntArray = np.zeros(n, dtype=np.int64)
+        self.numa_gpu_mask: IntArray = np.zeros((n, self.max_numa), dtype=np.int64)
+
+        self.mig_profiles = sorted(
+            {p for node in self.nodes for gpu in node.gpus for p in gpu.mig_layout}
+        )
+        self._mig_column = {profile: k for k, profile in enumerate(self.mig_profiles)}
+        self.mig_free: IntArray = np.zeros((n, len(self.mig_profiles)), dtype=np.int64)
+        self.mig_slots_free: list[dict[str, list[MigSlot]]] = [{} for _ in range(n)]
+
+        for i, (node, topology) in enumerate(zip(self.nodes, topologies, strict=True)):
+            self._load_node(i, node, topology, chooser_ids)
+
+        self.cpu_capacity: IntArray = self.cpu_free.copy()
+        self.memory_capacity: IntArray = self.memory_free.copy()
+        self.gpu_capacity_milli: IntArray = (self.gpu_free >= 0).sum(axis=1) * MILLI_PER_GPU
+        self._bit_weights: IntArray = 1 << np.arange(g, dtype=np.int64)
+        self.whole_gpu_mask: IntArray = ((self.gpu_free >= 0) * self._bit_weights).sum(axis=1)
+        self.topology_groups: list[IntArray] = [
+            np.flatnonzero(self.topology_id == t) for t in range(len(self.choosers))
+        ]
+        self.full_free_mask: IntArray = np.zeros(n, dtype=np.int64)
+        self.gpu_free_total: IntArray = np.zeros(n, dtype=np.int64)
+        self.full_free_count: IntArray = np.zeros(n, dtype=np.int64)
+        self.max_share_free: IntArray = np.zeros(n, dtype=np.int64)
+        self._refresh_gpu_columns(slice(None))
+        self._mask_cache: dict[object, BoolArray] = {}
+
+    def _load_node(
+        self,
+        i: int,
+        node: NodeSpec,
+        topology: NodeTopology,
+        chooser_ids: dict[NodeTopology, int],
+    ) -> None:
+        if topology.gpu_count != len(node.gpus):
+            raise ValueError(
+                f"node {node.name}: topology has {topology.gpu_count} GPUs, "
+                f"node has {len(node.gpus)}"
+            )
+        if topology not in chooser_ids:
+            chooser_ids[topology] = len(self.choosers)
+            self.choosers.append(GpuSetChooser(topology))
+        self.topology_id[i] = chooser_ids[topology]
+        shares = topology.numa_cpu_shares(node.cpu_milli)
+        self.numa_cpu_free[i, : len(shares)] = shares
+        for gpu in node.gpus:
+            self.numa_gpu_mask[i, topology.gpu_numa[gpu.index]] |= 1 << gpu.index
+            if gpu.sharing is SharingMode.MIG:
+                for slot, profile in enumerate(gpu.mig_layout):
+                    self.mig_slots_free[i].setdefault(profile, []).append(
+                        MigSlot(gpu.index, slot, profile)
+                    )
+                    self.mig_free[i, self._mig_column[profile]] += 1
+            else:
+                self.gpu_free[i, gpu.index] = MILLI_PER_GPU
+                self.gpu_shareable[i, gpu.index] = gpu.sharing.shareable
+
+    def _refresh_gpu_columns(self, rows: slice | int) -> None:
+        free = self.gpu_free[rows]
+        full = free == MILLI_PER_GPU
+        self.full_free_mask[rows] = (full * self._bit_weights).sum(axis=-1)
+        self.full_free_count[rows] = full.sum(axis=-1)
+        self.max_share_free[rows] = np.where(self.gpu_shareable[rows], free, 0).max(
+            axis=-1, initial=0
+        )
+        self.gpu_free_total[rows] = free.clip(0).sum(axis=-1)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def chooser(self, i: int) -> GpuSetChooser:
+        return self.choosers[int(self.topology_id[i])]
+
+    def mig_column(self, profile: str) -> int | None:
+        return self._mig_column.get(profile)
+
+    # Masks that depend only on static node facts are computed once per distinct pod constraint.
+
+    def selector_mask(self, selector: Mapping[str, str]) -> BoolArray:
+        key = ("selector", tuple(sorted(selector.items())))
+        mask = self._mask_cache.get(key)
+        if mask is None:
+            mask = np.array(
+                [all(node.labels.get(k) == v for k, v in selector.items()) for node in self.nodes],
+                dtype=np.bool_,
+            )
+            self._mask_cache[key] = mask
+        return mask
+
+    def tolerated_mask(self, tolerations: tuple[Toleration, ...]) -> BoolArray:
+        key = ("tolerations", tolerations)
+        mask = self._mask_cache.get(key)
+        if mask is None:
+            mask = np.array(
+                [
+                    all(
+                        taint.effect is TaintEffect.PREFER_NO_SCHEDULE
+                        or any(t.tolerates(taint) for t in tolerations)
+                        for taint in node.taints
+                    )
+                    for node in self.nodes
+                ],
+                dtype=np.bool_,
+            )
+            self._mask_cache[key] = mask
+        return mask
+
+    def model_mask(self, models: frozenset[str]) -> BoolArray:
+        key = ("models", models)
+        mask = self._mask_cache.get(key)
+        if mask is None:
+            allowed = [k for k, model in enumerate(self.models) if model in models]
+            mask = np.isin(self.model_id, allowed)
+            self._mask_cache[key] = mask
+        return mask
+
+    # Assume / forget: the only mutations. Both keep every derived column consistent.
+
+    def assume(self, pod: PodRequest, placement: Placement) -> None:
+        i = self.index[placement.node]
+        numa_cpu = np.zeros(self.max_numa, dtype=np.int64)
+        numa_cpu[: len(placement.numa_cpu_milli)] = placement.numa_cpu_milli
+        if sum(placement.numa_cpu_milli) != pod.cpu_milli:
+            raise ValueError(
+                f"pod {pod.uid}: placement charges {sum(placement.numa_cpu_milli)} CPU milli, "
+                f"the pod asks {pod.cpu_milli}"
+            )
+        gpus = list(placement.gpu_indices)
+        if (
+            self.cpu_free[i] < pod.cpu_milli
+            or self.memory_free[i] < pod.memory_mib
+            or (self.numa_cpu_free[i] < numa_cpu).any()
+            or (self.gpu_free[i, gpus] < placement.milli_per_gpu).any()
+            or not self._mig_slots_are_free(i, placement)
+        ):
+            raise OverCommitError(f"pod {pod.uid} does not fit on {placement.node} any more")
+        self._apply(i, pod, placement, numa_cpu, sign=1)
+        self._take_mig_slots(i, placement)
+
+    def forget(self, pod: PodRequest, placement: Placement) -> None:
+        i = self.index[placement.node]
+        numa_cpu = np.zeros(self.max_numa, dtype=np.int64)
+        numa_cpu[: len(placement.numa_cpu_milli)] = placement.numa_cpu_milli
+        self._apply(i, pod, placement, numa_cpu, sign=-1)
+        for gpu, slot in placement.mig_slots:
+            profile = self.nodes[i].gpus[gpu].mig_layout[slot]
+            self.mig_slots_free[i].setdefault(profile, []).append(MigSlot(gpu, slot, profile))
+            self.mig_free[i, self._mig_column[profile]] += 1
+
+    def _apply(
+        self, i: int, pod: PodRequest, placement: Placement, numa_cpu: IntArray, *, sign: int
+    ) -> None:
+        self.cpu_free[i] -= sign * pod.cpu_milli
+        self.memory_free[i] -= sign * pod.memory_mib
+        self.numa_cpu_free[i] -= sign * numa_cpu
+        if placement.gpu_indices:
+            self.gpu_free[i, list(placement.gpu_indices)] -= sign * placement.milli_per_gpu
+            self._refresh_gpu_columns(i)
+        self.generation[i] += 1
+
+    def _mig_slots_are_free(self, i: int, placement: Placement) -> bool:
+        free = {(s.gpu, s.slot) for slots in self.mig_slots_free[i].values() for s in slots}
+        return all(slot in free for slot in placement.mig_slots)
+
+    def _take_mig_slots(self, i: int, placement: Placement) -> None:
+        for gpu, slot in placement.mig_slots:
+            profile = self.nodes[i].gpus[gpu].mig_layout[slot]
+            self.mig_slots_free[i][profile] = [
+                s for s in self.mig_slots_free[i][profile] if (s.gpu, s.slot) != (gpu, slot)
+            ]
+            self.mig_free[i, self._mig_column[profile]] -= 1
+
+
+def charge_cpu(free: IntArray, preferred: Iterable[int], amount: int) -> tuple[int, ...]:
+    """Take `amount` CPU milli from a node's NUMA nodes: the preferred ones first (where the pod's
+    GPUs
+    are), then whichever has the most left. Returns the amount taken from each NUMA node."""
+    taken = [0] * len(free)
+    left = amount
+    order = list(dict.fromkeys(preferred)) + sorted(
+        range(len(free)), key=lambda u: (-int(free[u]), u)
+    )
+    for u in order:
+        if left <= 0:
+            break
+        take = min(left, max(0, int(free[u]) - taken[u]))
+        taken[u] += take
+        left -= take
+    if left > 0:  # callers check node-level CPU first, so this only happens on inconsistent input
+        raise OverCommitError(f"{amount} CPU milli does not fit in the NUMA nodes' free CPU")
+    return tuple(taken)

@@ -1,0 +1,198 @@
+"""Plain data the core works on: nodes and their GPUs, pod requests, placements. No I/O, no
+Django.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from scheduling.core.topology import NodeTopology
+
+MILLI_PER_GPU = 1000
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MILLI_RESOURCE = "gpusched.io/gpu-milli"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class ServiceClass(enum.StrEnum):
+    ONLINE = "online"
+    BATCH = "batch"
+    OPPORTUNISTIC = "opportunistic"
+
+
+class TopologyPolicy(enum.StrEnum):
+    """Kubelet Topology Manager policy names; `restricted` and `single-numa-node` filter, the
+    others only score."""
+
+    NONE = "none"
+    BEST_EFFORT = "best-effort"
+    RESTRICTED = "restricted"
+    SINGLE_NUMA_NODE = "single-numa-node"
+
+
+class TopologyScope(enum.StrEnum):
+    """How tightly a GPU set must be connected, tightest first."""
+
+    NVLINK = "nvlink"
+    PCIE = "pcie"
+    NUMA = "numa"
+    NODE = "node"
+
+
+class SharingMode(enum.StrEnum):
+    EXCLUSIVE = "exclusive"
+    TIME_SLICING = "time-slicing"
+    MPS = "mps"
+    MIG = "mig"
+
+    @property
+    def shareable(self) -> bool:
+        return self in (SharingMode.TIME_SLICING, SharingMode.MPS)
+
+
+class TaintEffect(enum.StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}" if self.value else f"{{{self.key}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # "Equal" | "Exists"
+    value: str = ""
+    effect: TaintEffect | None = None  # None tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return self.key in ("", taint.key)
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    index: int
+    model: str
+    memory_mib: int = 0
+    uuid: str = ""
+    sharing: SharingMode = SharingMode.EXCLUSIVE
+    mig_layout: tuple[
+        str, ...
+    ] = ()  # MIG instance profiles this GPU is partitioned into, e.g. ("3g.40gb", "1g.10gb")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: tuple[GpuDevice, ...] = ()
+    topology: NodeTopology | None = None
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    taints: tuple[Taint, ...] = ()
+    cordoned: bool = False
+
+    @property
+    def gpu_model(self) -> str:
+        return self.gpus[0].model if self.gpus else ""
+
+
+@dataclass(frozen=True, slots=True)
+class GangRef:
+    """Membership of a pod in a pod set that must be placed all together (at least `min_count`
+    members)."""
+
+    name: str
+    min_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """What one pod asks for. Exactly one GPU form is used: `gpus` whole GPUs, a `gpu_milli` share
+    of one
+    GPU, or `mig_count` MIG instances of `mig_profile`."""
+
+    uid: str
+    name: str = ""
+    namespace: str = "default"
+    tenant: str = ""
+    priority: int = 0
+    service_class: ServiceClass = ServiceClass.BATCH
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    mig_profile: str = ""
+    mig_count: int = 0
+    gpu_models: frozenset[str] = frozenset()
+    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_scope: TopologyScope | None = None
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tolerations: tuple[Toleration, ...] = ()
+    gang: GangRef | None = None
+    created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        forms = sum((self.gpus > 0, self.gpu_milli > 0, self.mig_count > 0))
+        if forms > 1:
+            raise ValueError(
+                f"pod {self.uid}: ask for whole GPUs, a GPU share or MIG instances, not several"
+            )
+        if not 0 <= self.gpu_milli < MILLI_PER_GPU:
+            raise ValueError(f"pod {self.uid}: gpu_milli must be in 1..999 (1000 is one whole GPU)")
+        if self.mig_count and not self.mig_profile:
+            raise ValueError(f"pod {self.uid}: mig_count needs mig_profile")
+        if min(self.cpu_milli, self.memory_mib, self.gpus, self.mig_count) < 0:
+            raise ValueError(f"pod {self.uid}: requests must not be negative")
+
+    @property
+    def wants_gpu(self) -> bool:
+        return self.gpus > 0 or self.gpu_milli > 0 or self.mig_count > 0
+
+    @property
+    def gpu_demand_milli(self) -> int:
+        """Whole-GPU and shared-GPU demand in milli-GPUs, as the FGD paper counts it (MIG slices
+        are not counted)."""
+        return self.gpus * MILLI_PER_GPU + self.gpu_milli
+
+    @property
+    def effective_scope(self) -> TopologyScope:
+        """The scope a filtering policy enforces: the one asked for, else one NUMA node."""
+        if self.topology_scope is not None:
+            return self.topology_scope
+        if self.topology_policy in (TopologyPolicy.RESTRICTED, TopologyPolicy.SINGLE_NUMA_NODE):
+            return TopologyScope.NUMA
+        return TopologyScope.NODE
+
+    @property
+    def topology_filters(self) -> bool:
+        return self.topology_policy in (TopologyPolicy.RESTRICTED, TopologyPolicy.SINGLE_NUMA_NODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod goes: the node, the GPUs (with the milli taken on each) and any MIG instances."""
+
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    milli_per_gpu: int = 0
+    mig_slots: tuple[tuple[int, int], ...] = ()  # (gpu index, slot index in its mig_layout)
+    numa_cpu_milli: tuple[int, ...] = ()  # CPU taken from each NUMA node of the node, in order
+    scope: TopologyScope | None = None  # tightest scope the GPU set reached (multi-GPU pods)

@@ -1,0 +1,3 @@
+from django.urls import URLPattern, URLResolver
+
+websocket_urlpatterns: list[URLPattern | URLResolver] = []

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Lint, type-check and test. Makes sure PostgreSQL and Redis are reachable first (starting or,
+# as root, installing them when absent) and exports their URLs for the tests that need them:
+#   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
+# Extra arguments go to pytest: scripts/test.sh -k healthz
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -x .venv/bin/python ]]; then
+    export PATH="$PWD/.venv/bin:$PATH"
+fi
+
+PRIVATE_DIR=""
+cleanup() {
+    if [[ -n "$PRIVATE_DIR" ]]; then
+        if [[ -f "$PRIVATE_DIR/pg/postmaster.pid" ]]; then
+            as_postgres "$PG_BIN/pg_ctl" -D "$PRIVATE_DIR/pg" -m fast stop >/dev/null 2>&1 || true
+        fi
+        if [[ -f "$PRIVATE_DIR/redis.pid" ]]; then
+            kill "$(cat "$PRIVATE_DIR/redis.pid")" 2>/dev/null || true
+        fi
+        rm -rf "$PRIVATE_DIR"
+    fi
+}
+trap cleanup EXIT
+
+log() { echo "test.sh: $*" >&2; }
+
+private_dir() {
+    if [[ -z "$PRIVATE_DIR" ]]; then
+        PRIVATE_DIR="$(mktemp -d /tmp/gpusched-test.XXXXXX)"
+        chmod 755 "$PRIVATE_DIR"
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_for() {  # wait_for SECONDS COMMAND...
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.5
+    done
+}
+
+apt_install() {
+    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+        log "cannot install $* (needs root and apt-get)"
+        return 1
+    fi
+    log "installing $*"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+PG_BIN=""
+pg_up() { pg_isready -q -h "$1" -p "$2"; }
+as_postgres() {
+    if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+ensure_postgres() {
+    if [[ -n "${GPUSCHED_TEST_POSTGRES_URL:-}" ]]; then
+        return
+    fi
+    if ! command -v pg_ctlcluster >/dev/null || ! command -v pg_isready >/dev/null; then
+        apt_install postgresql
+    fi
+    local url="postgres://postgres@127.0.0.1:5432/postgres"
+    if pg_up 127.0.0.1 5432; then
+        export GPUSCHED_TEST_POSTGRES_URL="$url"
+        return
+    fi
+    local cluster version started=""
+    for cluster in /etc/postgresql/*/main; do
+        [[ -d "$cluster" ]] || continue
+        version="$(basename "$(dirname "$cluster")")"
+        log "starting PostgreSQL $version"
+        pg_ctlcluster --skip-systemctl-redirect "$version" main start && started=1
+    done
+    if [[ -n "$started" ]] && wait_for 30 pg_up 127.0.0.1 5432; then
+        export GPUSCHED_TEST_POSTGRES_URL="$url"
+        return
+    fi
+
+    # No system cluster could be started: run a private one on a free port.
+    PG_BIN="$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")"
+    private_dir
+    local port
+    port="$(free_port)"
+    mkdir -p "$PRIVATE_DIR/pg"
+    [[ $(id -u) -ne 0 ]] || chown postgres: "$PRIVATE_DIR/pg"
+    log "starting a private PostgreSQL on 127.0.0.1:$port"
+    as_postgres "$PG_BIN/initdb" -D "$PRIVATE_DIR/pg" -U postgres --auth=trust >/dev/null
+    as_postgres "$PG_BIN/pg_ctl" -D "$PRIVATE_DIR/pg" -l "$PRIVATE_DIR/pg/server.log" -w \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $PRIVATE_DIR/pg" start >/dev/null
+    export GPUSCHED_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres"
+}
+
+# --- Redis ------------------------------------------------------------------------------------
+
+redis_up() {  # something on $1:$2 answers PING with PONG
+    (
+        exec 3<>"/dev/tcp/$1/$2"
+        printf 'PING\r\n' >&3
+        read -r -t 2 reply <&3
+        [[ "$reply" == "+PONG"* ]]
+    ) 2>/dev/null
+}
+
+ensure_redis() {
+    if [[ -n "${GPUSCHED_TEST_REDIS_URL:-}" ]]; then
+        return
+    fi
+    if redis_up 127.0.0.1 6379; then
+        export GPUSCHED_TEST_REDIS_URL="redis://127.0.0.1:6379/0"
+        return
+    fi
+    command -v redis-server >/dev/null || apt_install redis-server
+    if [[ $(id -u) -eq 0 ]]; then
+        log "starting Redis on 127.0.0.1:6379"
+        mkdir -p /var/lib/redis /var/log/redis
+        redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+            --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+        if wait_for 15 redis_up 127.0.0.1 6379; then
+            export GPUSCHED_TEST_REDIS_URL="redis://127.0.0.1:6379/0"
+            return
+        fi
+    fi
+
+    private_dir
+    local port
+    port="$(free_port)"
+    log "starting a private Redis on 127.0.0.1:$port"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+        --dir "$PRIVATE_DIR" --pidfile "$PRIVATE_DIR/redis.pid" --logfile "$PRIVATE_DIR/redis.log"
+    wait_for 15 redis_up 127.0.0.1 "$port"
+    export GPUSCHED_TEST_REDIS_URL="redis://127.0.0.1:$port/0"
+}
+
+ensure_postgres
+ensure_redis
+log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
+
+ruff check .
+mypy
+pytest -q -n 2 "$@"
