@@ -138,8 +138,7 @@ class ScorePlugin(Protocol):
 
 @runtime_checkable
 class NormalizeScorePlugin(Protocol):
-    """kube-scheduler's ScoreExtensions: rescale a plugin's raw scores of all candidates to
-    0..100."""
+    """kube-scheduler's ScoreExtensions: rescale a plugin's raw scores to 0-100."""
 
     def normalize_score(
         self, state: CycleState, pod: PodRequest, scores: FloatArray

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduling.core.topology import NodeTopology
-from scheduling.core.types import TopologyScope
+from scheduling.core.types import PodRequest, TopologyPolicy, TopologyScope
 
 MAX_GPUS_PER_NODE = 8
 RANK_NVLINK, RANK_PCIE, RANK_NUMA, RANK_NODE = 4, 3, 2, 1
@@ -34,11 +34,17 @@ SCOPE_OF_RANK = {
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
-    """What a GPU set must satisfy: a scope, and for `single-numa-node` one NUMA node on top of
-    it."""
+    """What a GPU set must satisfy: a scope, plus one NUMA node for `single-numa-node`."""
 
     scope: TopologyScope = TopologyScope.NODE
     same_numa: bool = False
+
+    @classmethod
+    def of(cls, pod: PodRequest) -> Requirement:
+        """What the pod's topology policy enforces; `none` and `best-effort` enforce nothing."""
+        if not pod.topology_filters:
+            return cls()
+        return cls(pod.effective_scope, pod.topology_policy is TopologyPolicy.SINGLE_NUMA_NODE)
 
 
 NO_REQUIREMENT = Requirement()
@@ -165,9 +171,8 @@ def _bits(gpus: tuple[int, ...]) -> int:
 
 def _free_blocks(topology: NodeTopology) -> tuple[tuple[int, int], ...]:
     """Aligned blocks worth keeping whole, with their weight: the node, each NUMA node, each PCIe
-    switch
-    and each NVLink island smaller than the node (bridged pairs); 8 GPUs weigh 10000, 4 weigh 100,
-    2 weigh 1."""
+    switch and each NVLink island smaller than the node (bridged pairs); 8 GPUs weigh 10000, 4 weigh
+    100, 2 weigh 1."""
     n = topology.gpu_count
     groups: set[tuple[int, ...]] = {tuple(range(n))}
     for attribute in (topology.gpu_numa, topology.gpu_switch):

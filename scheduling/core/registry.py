@@ -31,9 +31,8 @@ REGISTRY: Mapping[str, PluginFactory] = {
 }
 
 # Enabled in every profile unless disabled, like kube-scheduler's defaults: HEAD before the
-# profile's own
-# plugins at each point, TAIL after them (the allocator must see what topology plugins already
-# chose).
+# profile's own plugins at each point, TAIL after them (the allocator must see what topology plugins
+# already chose).
 DEFAULT_HEAD: Mapping[str, tuple[tuple[str, int], ...]] = {
     "queueSort": ((priority_sort.NAME, 0),),
     "preFilter": ((node_resources_fit.NAME, 0),),

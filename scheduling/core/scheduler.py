@@ -277,8 +277,8 @@ class Framework:
 
     def bind(self, decision: Decision, snapshot: ClusterSnapshot) -> Status:
         """The binding cycle: the first binder that does not skip decides. On failure the
-        reservation is
-        released (the seeds' Unreserve), so the GPUs are free for the next attempt."""
+        reservation is released (the seeds' Unreserve), so the GPUs are free for the next attempt.
+        """
         assert decision.placement is not None, "bind needs a reserved placement"
         for name, binder in self.bind_plugins:
             status = binder.bind(decision.state, decision.pod, decision.placement)
@@ -290,8 +290,7 @@ class Framework:
         return Status.of(Code.ERROR, "no bind plugin accepted the pod", plugin="Bind")
 
     def forget(self, decision: Decision, snapshot: ClusterSnapshot) -> None:
-        """Undo a reservation: Unreserve plugins in reverse order, then remove it from the
-        snapshot."""
+        """Undo a reservation: Unreserve plugins in reverse, then drop it from the snapshot."""
         if decision.placement is None:
             return
         self._unreserve(decision.state, decision.pod, decision.placement)

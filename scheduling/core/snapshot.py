@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE, GpuSetChooser
+from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE, GpuSetChooser, Requirement
 from scheduling.core.topology import NodeTopology, uniform
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -155,6 +155,21 @@ class ClusterSnapshot:
     def chooser(self, i: int) -> GpuSetChooser:
         return self.choosers[int(self.topology_id[i])]
 
+    def best_set_rank(
+        self, masks: IntArray, k: int, requirement: Requirement, rows: IntArray | None = None
+    ) -> IntArray:
+        """Per node (or per node in `rows`): the rank of the best k-GPU set meeting `requirement`
+        within the node's GPU bitmask, 0 when there is none. One table lookup per topology."""
+        rows = np.arange(len(self)) if rows is None else rows
+        ranks = np.zeros(len(rows), dtype=np.int64)
+        topology_of_row = self.topology_id[rows]
+        for topology, chooser in enumerate(self.choosers):
+            if k > chooser.gpu_count:
+                continue
+            selected = np.flatnonzero(topology_of_row == topology)
+            ranks[selected] = chooser.table(requirement, k).rank[masks[rows[selected]]]
+        return ranks
+
     def mig_column(self, profile: str) -> int | None:
         return self._mig_column.get(profile)
 
@@ -257,8 +272,7 @@ class ClusterSnapshot:
 
 def charge_cpu(free: IntArray, preferred: Iterable[int], amount: int) -> tuple[int, ...]:
     """Take `amount` CPU milli from a node's NUMA nodes: the preferred ones first (where the pod's
-    GPUs
-    are), then whichever has the most left. Returns the amount taken from each NUMA node."""
+    GPUs are), then whichever has the most left. Returns the amount taken from each NUMA node."""
     taken = [0] * len(free)
     left = amount
     order = list(dict.fromkeys(preferred)) + sorted(

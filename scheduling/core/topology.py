@@ -66,8 +66,7 @@ class NodeTopology:
         return _NVLINK.match(self.links[i][j]) is not None
 
     def numa_cpu_shares(self, cpu_milli: int) -> tuple[int, ...]:
-        """Split a node's CPU capacity over its NUMA nodes, in proportion to their CPUs when
-        known."""
+        """Split a node's CPU capacity over its NUMA nodes, by their CPU counts when known."""
         known = [w for w in self.numa_cpus if w > 0]
         # NUMA nodes without GPUs do not show in `topo -m`; assume they are as large as the others.
         typical = sum(known) // len(known) if known else 1
@@ -87,8 +86,8 @@ def link_score(link: str) -> int:
 
 
 def uniform(gpu_count: int, *, numa_nodes: int = 1, link: str = "PHB") -> NodeTopology:
-    """GPUs spread evenly over NUMA nodes, each behind its own switch, `link` within a NUMA node
-    and SYS across."""
+    """GPUs spread evenly over NUMA nodes, each behind its own switch, `link` within a NUMA node and
+    SYS across."""
     per_numa = max(1, -(-gpu_count // numa_nodes))
     numa = tuple(i // per_numa for i in range(gpu_count))
     links = tuple(
@@ -211,8 +210,7 @@ def parse_topology_annotation(value: str) -> NodeTopology:
     {"gpuIds":[..],"numaNode":{id:numa},"pcieSwitch":{id:switch},"totalGpus":n}.
 
     It carries no NVLink facts, so links are derived: same switch PIX, same NUMA node NODE, else
-    SYS.
-    """
+    SYS."""
     try:
         doc = json.loads(value)
     except json.JSONDecodeError as exc:

@@ -26,8 +26,8 @@ class ServiceClass(enum.StrEnum):
 
 
 class TopologyPolicy(enum.StrEnum):
-    """Kubelet Topology Manager policy names; `restricted` and `single-numa-node` filter, the
-    others only score."""
+    """Kubelet Topology Manager policy names; `restricted` and `single-numa-node` filter, the others
+    only score."""
 
     NONE = "none"
     BEST_EFFORT = "best-effort"
@@ -126,8 +126,7 @@ class GangRef:
 @dataclass(frozen=True, slots=True)
 class PodRequest:
     """What one pod asks for. Exactly one GPU form is used: `gpus` whole GPUs, a `gpu_milli` share
-    of one
-    GPU, or `mig_count` MIG instances of `mig_profile`."""
+    of one GPU, or `mig_count` MIG instances of `mig_profile`."""
 
     uid: str
     name: str = ""
@@ -168,8 +167,8 @@ class PodRequest:
 
     @property
     def gpu_demand_milli(self) -> int:
-        """Whole-GPU and shared-GPU demand in milli-GPUs, as the FGD paper counts it (MIG slices
-        are not counted)."""
+        """Whole-GPU and shared-GPU demand in milli-GPUs, as the FGD paper counts it (MIG slices are
+        not counted)."""
         return self.gpus * MILLI_PER_GPU + self.gpu_milli
 
     @property

@@ -54,8 +54,7 @@ class GPUAllocator:
 
 
 def best_fit_share(snapshot: ClusterSnapshot, node: int, milli: int) -> int | None:
-    """The shareable GPU with the least free milli that still fits `milli` (lowest index on
-    ties)."""
+    """The shared GPU with the least free milli that still fits `milli`; lowest index on ties."""
     free = snapshot.gpu_free[node]
     fits = snapshot.gpu_shareable[node] & (free >= milli)
     if not fits.any():

@@ -28,7 +28,7 @@ from scheduling.core.gpu_sets import NO_REQUIREMENT, Requirement
 from scheduling.core.plugin_args import ArgReader
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
-from scheduling.core.types import PodRequest, TopologyPolicy, TopologyScope
+from scheduling.core.types import PodRequest, TopologyScope
 
 NAME = "GPUTopology"
 SEEDS_NAME = "GPUTopologyAware"  # what the seeds' profile calls this plugin
@@ -36,8 +36,7 @@ DEFAULT_ANNOTATION = "gpu-topology.nvidia.com/info"
 _STATE_KEY = "PreFilter" + NAME
 _NUMA_BOUND_SCOPES = (TopologyScope.NUMA, TopologyScope.PCIE)
 # Nodes that cannot offer the best rank any candidate offers score at most this, so with the
-# profile's
-# weight a closer GPU set outweighs every other plugin's preference.
+# profile's weight a closer GPU set outweighs every other plugin's preference.
 _LOWER_RANK_CEILING = 20.0
 
 
@@ -68,20 +67,20 @@ class GPUTopology:
         if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
             return NodeVerdicts.all_pass(len(snapshot))
         verdicts = VerdictBuilder(len(snapshot))
-        never = _best_rank(snapshot, snapshot.whole_gpu_mask, pod.gpus, wanted.requirement) == 0
+        never = snapshot.best_set_rank(snapshot.whole_gpu_mask, pod.gpus, wanted.requirement) == 0
         verdicts.fail(
             never, f"node(s) have no GPU set for {wanted.describe(pod)}", unresolvable=True
         )
         free = snapshot.full_free_mask
         verdicts.fail(
-            _best_rank(snapshot, free, pod.gpus, wanted.requirement) == 0,
+            snapshot.best_set_rank(free, pod.gpus, wanted.requirement) == 0,
             f"free GPUs do not form a set for {wanted.describe(pod)}",
         )
         if wanted.cpu_on_gpu_numa:
             aligned = np.zeros(len(snapshot), dtype=np.bool_)
             for numa in range(snapshot.max_numa):
                 local = free & snapshot.numa_gpu_mask[:, numa]
-                fits = _best_rank(snapshot, local, pod.gpus, wanted.requirement) > 0
+                fits = snapshot.best_set_rank(local, pod.gpus, wanted.requirement) > 0
                 aligned |= fits & (snapshot.numa_cpu_free[:, numa] >= pod.cpu_milli)
             verdicts.fail(~aligned, "not enough free CPU on the NUMA node of the free GPUs")
         return verdicts.build()
@@ -100,10 +99,11 @@ class GPUTopology:
         if pod.gpus < 2:
             return np.full(len(candidates), MAX_NODE_SCORE)
         wanted = _wanted(state, pod)
-        ranks = _best_rank(
-            snapshot, snapshot.full_free_mask, pod.gpus, wanted.requirement, candidates
+        ranks = snapshot.best_set_rank(
+            snapshot.full_free_mask, pod.gpus, wanted.requirement, candidates
         )
-        return ranks.astype(np.float64)
+        scores: FloatArray = ranks.astype(np.float64)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodRequest, scores: FloatArray) -> FloatArray:
         best = scores.max(initial=0.0)
@@ -145,44 +145,14 @@ class GPUTopology:
 
 def _wanted(state: CycleState, pod: PodRequest) -> _PodTopology:
     """The pod's topology needs, computed once per cycle by whichever phase runs first (a profile
-    may
-    enable this plugin at Filter without PreFilter, as the seeds' profile does)."""
+    may enable this plugin at Filter without PreFilter, as the seeds' profile does)."""
     wanted = state.get(_STATE_KEY, _PodTopology)
     if wanted is None:
-        if pod.topology_filters:
-            requirement = Requirement(
-                pod.effective_scope,
-                same_numa=pod.topology_policy is TopologyPolicy.SINGLE_NUMA_NODE,
-            )
-            aligned = requirement.same_numa or requirement.scope in _NUMA_BOUND_SCOPES
-            wanted = _PodTopology(requirement, aligned)
-        else:
-            wanted = _PodTopology(NO_REQUIREMENT, cpu_on_gpu_numa=False)
+        requirement = Requirement.of(pod)
+        aligned = requirement.same_numa or requirement.scope in _NUMA_BOUND_SCOPES
+        wanted = _PodTopology(requirement, aligned)
         state.write(_STATE_KEY, wanted)
     return wanted
-
-
-def _best_rank(
-    snapshot: ClusterSnapshot,
-    masks: IntArray,
-    k: int,
-    requirement: Requirement,
-    rows: IntArray | None = None,
-    *,
-    prefer_same_numa: bool = True,
-) -> IntArray:
-    """Rank of the best k-GPU set within each node's GPU bitmask (0: none), one lookup per
-    topology."""
-    rows = np.arange(len(snapshot)) if rows is None else rows
-    ranks = np.zeros(len(rows), dtype=np.int64)
-    topology_of_row = snapshot.topology_id[rows]
-    for topology, chooser in enumerate(snapshot.choosers):
-        if k > chooser.gpu_count:
-            continue
-        selected = np.flatnonzero(topology_of_row == topology)
-        table = chooser.table(requirement, k, prefer_same_numa=prefer_same_numa)
-        ranks[selected] = table.rank[masks[rows[selected]]]
-    return ranks
 
 
 def new(args: Mapping[str, Any] | None, *, name: str = NAME) -> GPUTopology:

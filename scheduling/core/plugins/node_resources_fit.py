@@ -79,8 +79,7 @@ class NodeResourcesFit:
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> FloatArray:
         """kube-scheduler's MostAllocated/LeastAllocated: weighted mean of per-resource utilization
-        after
-        placing the pod; resources a node does not have are left out of its mean."""
+        after placing the pod; resources a node does not have are left out of its mean."""
         columns = (
             ("cpu", snapshot.cpu_capacity, snapshot.cpu_free, pod.cpu_milli),
             ("memory", snapshot.memory_capacity, snapshot.memory_free, pod.memory_mib),
