@@ -1,0 +1,311 @@
+"""Cluster state and every allocation, durable in the database.
+
+Over-commit is impossible at the database level, whatever the number of scheduler replicas:
+- each GPU carries `used_milli` under CHECK (0 <= used_milli <= 1000), incremented in the binding
+  transaction, so a shared GPU can never hold more than one GPU's worth;
+- a GPU held whole has an active `GpuAssignment` with `exclusive=True`, unique per GPU;
+- a MIG slot has at most one active assignment;
+- each node carries `cpu_used_milli` / `memory_used_mib` under CHECK (<= allocatable);
+- a pod has at most one active allocation, and binding moves it from Pending only once.
+
+Allocation life cycle: reserved (counted, may expire: a gang still gathering) -> bound -> released.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import F, Q
+
+from scheduling.core.types import ServiceClass, SharingMode, TopologyPolicy, TopologyScope
+
+
+class Tenant(models.Model):
+    name = models.SlugField(max_length=63, unique=True)
+    namespace = models.SlugField(max_length=63, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    class Source(models.TextChoices):
+        SIMULATOR = "simulator"
+        KUBERNETES = "kubernetes"
+
+    name = models.CharField(max_length=253, unique=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.SIMULATOR)
+    labels = models.JSONField(default=dict)
+    taints = models.JSONField(default=list)  # [{"key", "value", "effect"}]
+    cpu_milli = models.PositiveBigIntegerField()
+    memory_mib = models.PositiveBigIntegerField()
+    cpu_used_milli = models.BigIntegerField(default=0)
+    memory_used_mib = models.BigIntegerField(default=0)
+    cordoned = models.BooleanField(default=False)
+    # {"gpu_numa": [...], "gpu_switch": [...], "links": [[...]], "numa_cpus": [...]}
+    topology = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(cpu_used_milli__gte=0) & Q(cpu_used_milli__lte=F("cpu_milli")),
+                name="node_cpu_not_overcommitted",
+            ),
+            models.CheckConstraint(
+                condition=Q(memory_used_mib__gte=0) & Q(memory_used_mib__lte=F("memory_mib")),
+                name="node_memory_not_overcommitted",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=96)
+    model = models.CharField(max_length=128)
+    memory_mib = models.PositiveIntegerField(default=0)
+    sharing = models.CharField(
+        max_length=16,
+        choices=[(mode.value, mode.value) for mode in SharingMode],
+        default=SharingMode.EXCLUSIVE.value,
+    )
+    mig_layout = models.JSONField(
+        default=list
+    )  # MIG instance profiles, e.g. ["3g.40gb", "1g.10gb"]
+    used_milli = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_index_unique_per_node"),
+            models.CheckConstraint(
+                condition=Q(used_milli__gte=0) & Q(used_milli__lte=1000),
+                name="gpu_not_overcommitted",
+            ),
+        ]
+        ordering = ["node_id", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class Workload(models.Model):
+    """A tenant's job: one or more pod sets, admitted and placed together (Kueue's Workload)."""
+
+    class State(models.TextChoices):
+        PENDING = "Pending"  # waiting for admission (quota)
+        ADMITTED = "Admitted"  # quota reserved; pods being placed
+        RUNNING = "Running"
+        FINISHED = "Finished"
+        FAILED = "Failed"
+        CANCELLED = "Cancelled"
+
+    ACTIVE_STATES = (State.PENDING, State.ADMITTED, State.RUNNING)
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workloads")
+    name = models.CharField(max_length=253)
+    queue_name = models.CharField(max_length=63, default="default")
+    priority = models.IntegerField(default=0)
+    priority_class_name = models.CharField(max_length=63, blank=True, default="")
+    service_class = models.CharField(
+        max_length=16,
+        choices=[(c.value, c.value) for c in ServiceClass],
+        default=ServiceClass.BATCH.value,
+    )
+    pod_sets = models.JSONField(
+        default=list
+    )  # as submitted: [{"name", "count", "minCount", "template"}]
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=1024, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"], name="workload_name_unique_per_tenant"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "priority", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.name}/{self.name}"
+
+
+class Pod(models.Model):
+    class Phase(models.TextChoices):
+        PENDING = "Pending"  # waiting for a node
+        BOUND = "Bound"  # placed; the simulator (or kubelet) starts it
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
+        CANCELLED = "Cancelled"
+
+    ACTIVE_PHASES = (Phase.PENDING, Phase.BOUND, Phase.RUNNING)
+    PLACED_PHASES = (Phase.BOUND, Phase.RUNNING)
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="pods")
+    name = models.CharField(max_length=253)
+    pod_set = models.CharField(max_length=63)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
+    priority = models.IntegerField(default=0)
+    service_class = models.CharField(max_length=16, default=ServiceClass.BATCH.value)
+    cpu_milli = models.PositiveBigIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    gpus = models.PositiveSmallIntegerField(default=0)
+    gpu_milli = models.PositiveSmallIntegerField(default=0)
+    mig_profile = models.CharField(max_length=32, blank=True, default="")
+    mig_count = models.PositiveSmallIntegerField(default=0)
+    gpu_models = models.JSONField(default=list)
+    topology_policy = models.CharField(
+        max_length=24,
+        choices=[(p.value, p.value) for p in TopologyPolicy],
+        default=TopologyPolicy.NONE.value,
+    )
+    topology_scope = models.CharField(
+        max_length=8, blank=True, default="", choices=[(s.value, s.value) for s in TopologyScope]
+    )
+    node_selector = models.JSONField(default=dict)
+    tolerations = models.JSONField(default=list)
+    gang_min_count = models.PositiveIntegerField(
+        default=0
+    )  # > 0: the pod set is placed all or nothing
+    # What the simulator needs to run the pod: {"duration_s": ..., "utilization": {...}}
+    simulation = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_reason = models.CharField(max_length=1024, blank=True, default="")
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)  # backoff after a failed attempt
+    created_at = models.DateTimeField(auto_now_add=True)
+    bound_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workload", "name"], name="pod_name_unique_per_workload"
+            ),
+        ]
+        indexes = [models.Index(fields=["phase", "priority", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PlacementDecision(models.Model):
+    """Why a pod went where it went, or why it still waits: the scheduler's explanation of one
+    attempt (per node and plugin, for the best candidates). Bounded: old rows are pruned."""
+
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="decisions")
+    node = models.CharField(max_length=253, blank=True, default="")
+    outcome = models.CharField(max_length=32)  # a status code: Success, Unschedulable, ...
+    summary = models.CharField(max_length=1024)
+    explanation = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.outcome} {self.node or '-'}"
+
+
+class Allocation(models.Model):
+    class State(models.TextChoices):
+        RESERVED = "reserved"
+        BOUND = "bound"
+        RELEASED = "released"
+
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="allocations")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RESERVED)
+    active = models.BooleanField(default=True)  # reserved or bound; kept in step with `state`
+    cpu_milli = models.PositiveBigIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    numa_cpu_milli = models.JSONField(default=list)
+    scope = models.CharField(max_length=8, blank=True, default="")
+    scheduler = models.CharField(max_length=128, blank=True, default="")  # holder id of the binder
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # reservations only
+    bound_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.CharField(max_length=256, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pod"], condition=Q(active=True), name="one_active_allocation_per_pod"
+            ),
+            models.CheckConstraint(
+                condition=Q(active=True, state__in=["reserved", "bound"])
+                | Q(active=False, state="released"),
+                name="allocation_active_matches_state",
+            ),
+        ]
+        indexes = [models.Index(fields=["active", "node"])]
+
+    def __str__(self) -> str:
+        return f"{self.state} on node {self.node_id}"
+
+
+class GpuAssignment(models.Model):
+    """One GPU (or MIG slot) of an allocation. Active rows are what the GPU currently holds."""
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="gpus")
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="assignments")
+    milli = models.PositiveSmallIntegerField()
+    exclusive = models.BooleanField(default=False)
+    mig_slot = models.SmallIntegerField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu"],
+                condition=Q(active=True, exclusive=True),
+                name="one_exclusive_holder_per_gpu",
+            ),
+            models.UniqueConstraint(
+                fields=["gpu", "mig_slot"],
+                condition=Q(active=True, mig_slot__isnull=False),
+                name="one_holder_per_mig_slot",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"gpu {self.gpu_id}: {self.milli} milli"
+
+
+class Event(models.Model):
+    """The outbox: one row per state change, written in the transaction that made the change. Ids
+    grow in commit order (services.publish serializes writers), so readers tail by id."""
+
+    type = models.CharField(max_length=64)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.pk} {self.type}"
+
+
+class Lease(models.Model):
+    """Leader election among scheduler replicas: the holder renews; others take over on expiry."""
+
+    name = models.CharField(max_length=63, unique=True)
+    holder = models.CharField(max_length=128, blank=True, default="")
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(default=15.0)
+    transitions = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or 'free'}"

@@ -149,3 +149,6 @@ log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 ruff check .
 mypy
 pytest -q -n 2 "$@"
+# Everything that touches the database the way production does runs again on PostgreSQL.
+log "again on PostgreSQL: tests marked 'postgres'"
+DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n 2 -m postgres "$@"

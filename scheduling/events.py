@@ -1,0 +1,106 @@
+"""Typed events of the outbox. Only services publish, always inside the transaction that made the
+change, so a reader tailing Event rows by id sees exactly the committed changes, in commit order.
+
+Each payload is a frozen dataclass whose `TYPE` names it; the row stores `{"type": TYPE,
+...fields}`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from django.db import connection
+
+from scheduling.models import Event
+
+# PostgreSQL hands out ids before commit, so two concurrent writers could commit ids out of order;
+# one transaction-scoped advisory lock makes outbox writers take turns (SQLite writers already do).
+_OUTBOX_LOCK_KEY = 0x6770_7573  # "gpus"
+
+
+@dataclass(frozen=True)
+class EventPayload:
+    TYPE: ClassVar[str] = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class NodeChanged(EventPayload):
+    TYPE: ClassVar[str] = "node.changed"
+    node: str
+    cordoned: bool
+    gpus: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkloadChanged(EventPayload):
+    TYPE: ClassVar[str] = "workload.changed"
+    uid: str
+    tenant: str
+    name: str
+    queue: str
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PodBound(EventPayload):
+    TYPE: ClassVar[str] = "pod.bound"
+    uid: str
+    name: str
+    tenant: str
+    workload: str
+    node: str
+    gpus: list[int]
+    milli_per_gpu: int
+    mig_slots: list[list[int]]
+    scope: str
+    decision: int | None = None  # PlacementDecision id, for "why this node"
+
+
+@dataclass(frozen=True)
+class PodUnschedulable(EventPayload):
+    TYPE: ClassVar[str] = "pod.unschedulable"
+    uid: str
+    name: str
+    tenant: str
+    workload: str
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class PodPhaseChanged(EventPayload):
+    TYPE: ClassVar[str] = "pod.phase"
+    uid: str
+    name: str
+    tenant: str
+    workload: str
+    phase: str
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class AllocationReleased(EventPayload):
+    TYPE: ClassVar[str] = "allocation.released"
+    pod_uid: str
+    node: str
+    gpus: list[int]
+    reason: str
+
+
+def publish(*payloads: EventPayload) -> list[Event]:
+    """Write outbox rows in the caller's transaction (services only)."""
+    if not payloads:
+        return []
+    if not connection.in_atomic_block:
+        raise RuntimeError(
+            "events are published inside the transaction of the change they describe"
+        )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_OUTBOX_LOCK_KEY])
+    return Event.objects.bulk_create([Event(type=p.TYPE, payload=p.as_json()) for p in payloads])

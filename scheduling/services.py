@@ -1,0 +1,621 @@
+"""Writes. Every change to cluster state goes through here, in one transaction with its outbox
+events.
+
+Binding is batched: one transaction places a whole batch of pods with a handful of statements. If
+the database refuses the batch (a pod bound meanwhile, a GPU or node that would be over-committed:
+the CHECK and UNIQUE constraints of models.py), it is retried pod by pod so only the pods in
+conflict are left pending."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.utils import timezone
+
+from scheduling import events
+from scheduling.core.scheduler import Decision
+from scheduling.core.types import (
+    MILLI_PER_GPU,
+    NodeSpec,
+    ServiceClass,
+    TopologyPolicy,
+    TopologyScope,
+)
+from scheduling.models import (
+    Allocation,
+    Gpu,
+    GpuAssignment,
+    Lease,
+    Node,
+    PlacementDecision,
+    Pod,
+    Tenant,
+    Workload,
+)
+from scheduling.selectors import ClusterState, topology_to_json
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 10.0
+EXPLAINED_CANDIDATES = 5
+
+
+class ServiceError(Exception):
+    """A request the state does not allow; the message says why (shown to API clients)."""
+
+
+class _Conflict(Exception):
+    """The database changed under the batch (a pod bound or cancelled meanwhile)."""
+
+
+# --- tenants and nodes ------------------------------------------------------------------------
+
+
+def tenant_create(*, name: str, namespace: str | None = None) -> Tenant:
+    return Tenant.objects.create(name=name, namespace=namespace or name)
+
+
+def node_register(*, spec: NodeSpec, source: str = Node.Source.SIMULATOR) -> Node:
+    """Create or update a node and its GPUs from what the cluster reports."""
+    with transaction.atomic():
+        node, created = Node.objects.update_or_create(
+            name=spec.name,
+            defaults={
+                "source": source,
+                "labels": dict(spec.labels),
+                "taints": [
+                    {"key": t.key, "value": t.value, "effect": t.effect.value} for t in spec.taints
+                ],
+                "cpu_milli": spec.cpu_milli,
+                "memory_mib": spec.memory_mib,
+                "cordoned": spec.cordoned,
+                "topology": topology_to_json(spec.topology) if spec.topology else {},
+            },
+        )
+        existing = {gpu.index: gpu for gpu in node.gpus.all()}
+        for device in spec.gpus:
+            values = {
+                "uuid": device.uuid,
+                "model": device.model,
+                "memory_mib": device.memory_mib,
+                "sharing": device.sharing.value,
+                "mig_layout": list(device.mig_layout),
+            }
+            if device.index in existing:
+                Gpu.objects.filter(pk=existing[device.index].pk).update(**values)
+            else:
+                Gpu.objects.create(node=node, index=device.index, **values)
+        events.publish(
+            events.NodeChanged(
+                node=node.name, cordoned=node.cordoned, gpus=len(spec.gpus), labels=node.labels
+            )
+        )
+    if created:
+        logger.info("node registered", extra={"node": node.name, "gpus": len(spec.gpus)})
+    return node
+
+
+def node_set_cordoned(*, node: Node, cordoned: bool) -> Node:
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(cordoned=cordoned)
+        node.cordoned = cordoned
+        events.publish(
+            events.NodeChanged(
+                node=node.name, cordoned=cordoned, gpus=node.gpus.count(), labels=node.labels
+            )
+        )
+    return node
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    mig_profile: str = ""
+    mig_count: int = 0
+    gpu_models: tuple[str, ...] = ()
+    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_scope: TopologyScope | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+    simulation: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodSetSpec:
+    name: str
+    count: int
+    template: PodTemplate
+    min_count: int | None = None  # set: a gang of at least this many pods
+
+
+def workload_submit(
+    *,
+    tenant: Tenant,
+    name: str,
+    pod_sets: Sequence[PodSetSpec],
+    queue_name: str = "default",
+    priority: int = 0,
+    priority_class_name: str = "",
+    service_class: ServiceClass = ServiceClass.BATCH,
+    raw_pod_sets: list[dict[str, Any]] | None = None,
+) -> Workload:
+    if not pod_sets:
+        raise ServiceError("a workload needs at least one pod set")
+    with transaction.atomic():
+        if Workload.objects.filter(tenant=tenant, name=name).exists():
+            raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
+        workload = Workload.objects.create(
+            tenant=tenant,
+            name=name,
+            queue_name=queue_name,
+            priority=priority,
+            priority_class_name=priority_class_name,
+            service_class=service_class.value,
+            pod_sets=raw_pod_sets
+            if raw_pod_sets is not None
+            else [_pod_set_json(s) for s in pod_sets],
+        )
+        Pod.objects.bulk_create(
+            [_pod_row(workload, pod_set, k) for pod_set in pod_sets for k in range(pod_set.count)]
+        )
+        events.publish(_workload_event(workload))
+    return workload
+
+
+def _pod_row(workload: Workload, pod_set: PodSetSpec, k: int) -> Pod:
+    t = pod_set.template
+    return Pod(
+        workload=workload,
+        name=f"{workload.name}-{pod_set.name}-{k}",
+        pod_set=pod_set.name,
+        priority=workload.priority,
+        service_class=workload.service_class,
+        cpu_milli=t.cpu_milli,
+        memory_mib=t.memory_mib,
+        gpus=t.gpus,
+        gpu_milli=t.gpu_milli,
+        mig_profile=t.mig_profile,
+        mig_count=t.mig_count,
+        gpu_models=list(t.gpu_models),
+        topology_policy=t.topology_policy.value,
+        topology_scope=t.topology_scope.value if t.topology_scope else "",
+        node_selector=dict(t.node_selector),
+        tolerations=list(t.tolerations),
+        gang_min_count=pod_set.min_count or 0,
+        simulation=dict(t.simulation),
+    )
+
+
+def _pod_set_json(pod_set: PodSetSpec) -> dict[str, Any]:
+    return {"name": pod_set.name, "count": pod_set.count, "minCount": pod_set.min_count}
+
+
+def _workload_event(workload: Workload) -> events.WorkloadChanged:
+    return events.WorkloadChanged(
+        uid=str(workload.uid),
+        tenant=workload.tenant.name,
+        name=workload.name,
+        queue=workload.queue_name,
+        state=workload.state,
+        reason=workload.reason,
+    )
+
+
+def workloads_admit(*, workloads: Iterable[Workload], now: datetime) -> int:
+    """Quota reserved: the workloads' pods may now be placed."""
+    admitted = [w for w in workloads if w.state == Workload.State.PENDING]
+    if not admitted:
+        return 0
+    with transaction.atomic():
+        Workload.objects.filter(
+            pk__in=[w.pk for w in admitted], state=Workload.State.PENDING
+        ).update(state=Workload.State.ADMITTED, admitted_at=now, reason="")
+        for workload in admitted:
+            workload.state, workload.admitted_at, workload.reason = Workload.State.ADMITTED, now, ""
+        events.publish(*(_workload_event(w) for w in admitted))
+    return len(admitted)
+
+
+def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workload:
+    now = now or timezone.now()
+    with transaction.atomic():
+        if workload.state not in Workload.ACTIVE_STATES:
+            raise ServiceError(f"workload {workload.name} is already {workload.state}")
+        pods = list(
+            workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).select_related("workload__tenant")
+        )
+        _release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="workload cancelled",
+            now=now,
+        )
+        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(
+            phase=Pod.Phase.CANCELLED, finished_at=now
+        )
+        Workload.objects.filter(pk=workload.pk).update(
+            state=Workload.State.CANCELLED, finished_at=now
+        )
+        workload.state, workload.finished_at = Workload.State.CANCELLED, now
+        events.publish(
+            *(_phase_event(p, Pod.Phase.CANCELLED) for p in pods),
+            _workload_event(workload),
+        )
+    return workload
+
+
+# --- binding ----------------------------------------------------------------------------------
+
+
+@dataclass
+class CommitResult:
+    bound: list[Pod] = field(default_factory=list)
+    conflicts: list[tuple[Pod, str]] = field(default_factory=list)
+
+
+def placements_commit(
+    *, cluster: ClusterState, placed: Sequence[tuple[Pod, Decision]], scheduler: str, now: datetime
+) -> CommitResult:
+    """Bind a batch of placed pods in one transaction; on conflict, bind them one by one."""
+    if not placed:
+        return CommitResult()
+    if any(decision.placement is None for _, decision in placed):
+        raise ValueError("only decisions with a placement can be bound")
+    try:
+        with transaction.atomic():
+            _bind(cluster, placed, scheduler, now)
+        return CommitResult(bound=[pod for pod, _ in placed])
+    except (IntegrityError, _Conflict) as exc:
+        logger.info("batch bind refused (%s); binding one by one", exc)
+    result = CommitResult()
+    for pod, decision in placed:
+        try:
+            with transaction.atomic():
+                _bind(cluster, [(pod, decision)], scheduler, now)
+            result.bound.append(pod)
+        except (IntegrityError, _Conflict) as exc:
+            result.conflicts.append((pod, str(exc)))
+    return result
+
+
+def _bind(
+    cluster: ClusterState, placed: Sequence[tuple[Pod, Decision]], scheduler: str, now: datetime
+) -> None:
+    pods = [pod for pod, _ in placed]
+    moved = Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.PENDING).update(
+        phase=Pod.Phase.BOUND,
+        bound_at=now,
+        attempts=F("attempts") + 1,
+        last_attempt_at=now,
+        last_reason="",
+        next_attempt_at=None,
+    )
+    if moved != len(pods):
+        raise _Conflict(f"{len(pods) - moved} pod(s) were bound or cancelled by someone else")
+
+    records = PlacementDecision.objects.bulk_create(
+        [
+            PlacementDecision(
+                pod=pod,
+                node=decision.node or "",
+                outcome=decision.status.code.value,
+                summary=decision.summary()[:1024],
+                explanation=explanation(decision),
+            )
+            for pod, decision in placed
+        ]
+    )
+    allocations = Allocation.objects.bulk_create(
+        [
+            Allocation(
+                pod=pod,
+                node_id=cluster.node_ids[decision.placement.node],
+                state=Allocation.State.BOUND,
+                active=True,
+                cpu_milli=pod.cpu_milli,
+                memory_mib=pod.memory_mib,
+                numa_cpu_milli=list(decision.placement.numa_cpu_milli),
+                scope=decision.placement.scope.value if decision.placement.scope else "",
+                scheduler=scheduler,
+                bound_at=now,
+            )
+            for pod, decision in placed
+            if decision.placement is not None
+        ]
+    )
+    assignments: list[GpuAssignment] = []
+    gpu_delta: dict[int, int] = defaultdict(int)
+    cpu_delta: dict[int, int] = defaultdict(int)
+    memory_delta: dict[int, int] = defaultdict(int)
+    for (pod, decision), allocation in zip(placed, allocations, strict=True):
+        placement = decision.placement
+        assert placement is not None
+        cpu_delta[allocation.node_id] += pod.cpu_milli
+        memory_delta[allocation.node_id] += pod.memory_mib
+        for index in placement.gpu_indices:
+            gpu_id = cluster.gpu_ids[(placement.node, index)]
+            gpu_delta[gpu_id] += placement.milli_per_gpu
+            assignments.append(
+                GpuAssignment(
+                    allocation=allocation,
+                    gpu_id=gpu_id,
+                    milli=placement.milli_per_gpu,
+                    exclusive=placement.milli_per_gpu == MILLI_PER_GPU,
+                )
+            )
+        for index, slot in placement.mig_slots:
+            gpu_id = cluster.gpu_ids[(placement.node, index)]
+            assignments.append(
+                GpuAssignment(allocation=allocation, gpu_id=gpu_id, milli=0, mig_slot=slot)
+            )
+    GpuAssignment.objects.bulk_create(assignments)
+    # Increments, not absolute values: the CHECK constraints then judge the true totals even if
+    # another writer changed them since our snapshot.
+    _add(Node, "cpu_used_milli", cpu_delta)
+    _add(Node, "memory_used_mib", memory_delta)
+    _add(Gpu, "used_milli", gpu_delta)
+    events.publish(
+        *(
+            events.PodBound(
+                uid=str(pod.uid),
+                name=pod.name,
+                tenant=pod.workload.tenant.name,
+                workload=pod.workload.name,
+                node=decision.placement.node,
+                gpus=list(decision.placement.gpu_indices),
+                milli_per_gpu=decision.placement.milli_per_gpu,
+                mig_slots=[list(slot) for slot in decision.placement.mig_slots],
+                scope=decision.placement.scope.value if decision.placement.scope else "",
+                decision=record.pk,
+            )
+            for (pod, decision), record in zip(placed, records, strict=True)
+            if decision.placement is not None
+        )
+    )
+
+
+def _add(model: type[Node] | type[Gpu], column: str, deltas: dict[int, int]) -> None:
+    deltas = {pk: d for pk, d in deltas.items() if d}
+    if not deltas:
+        return
+    increment = Case(
+        *(When(pk=pk, then=Value(delta)) for pk, delta in deltas.items()),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    model.objects.filter(pk__in=list(deltas)).update(**{column: F(column) + increment})
+
+
+def pods_unschedulable(*, failed: Sequence[tuple[Pod, Decision]], now: datetime) -> None:
+    """Record a failed attempt: backoff grows with attempts; an event when the reason changes."""
+    if not failed:
+        return
+    changed: list[tuple[Pod, Decision]] = []
+    for pod, decision in failed:
+        reason = decision.summary()[:1024]
+        if reason != pod.last_reason:
+            changed.append((pod, decision))
+        pod.attempts += 1
+        pod.last_reason = reason
+        pod.last_attempt_at = now
+        pod.next_attempt_at = now + timedelta(
+            seconds=min(MAX_BACKOFF_S, 0.5 * 2 ** min(pod.attempts, 8))
+        )
+    with transaction.atomic():
+        Pod.objects.bulk_update(
+            [pod for pod, _ in failed],
+            ["attempts", "last_reason", "last_attempt_at", "next_attempt_at"],
+        )
+        PlacementDecision.objects.bulk_create(
+            [
+                PlacementDecision(
+                    pod=pod,
+                    outcome=decision.status.code.value,
+                    summary=pod.last_reason,
+                    explanation=explanation(decision),
+                )
+                for pod, decision in changed
+            ]
+        )
+        events.publish(
+            *(
+                events.PodUnschedulable(
+                    uid=str(pod.uid),
+                    name=pod.name,
+                    tenant=pod.workload.tenant.name,
+                    workload=pod.workload.name,
+                    reason=pod.last_reason,
+                    attempts=pod.attempts,
+                )
+                for pod, _ in changed
+            )
+        )
+
+
+def explanation(decision: Decision) -> dict[str, Any]:
+    """What the API and dashboard show for a decision: counts, the best candidates' per-plugin
+    scores and, for the chosen node, every plugin's verdict."""
+    doc: dict[str, Any] = {
+        "nodes": len(decision.node_names),
+        "feasible": decision.feasible_nodes,
+        "summary": decision.summary(),
+        "candidates": [],
+    }
+    if len(decision.candidates):
+        order = np.argsort(-decision.totals, kind="stable")[:EXPLAINED_CANDIDATES]
+        doc["candidates"] = [
+            {
+                "node": decision.node_names[int(decision.candidates[j])],
+                "total": round(float(decision.totals[j]), 3),
+                "scores": {r.plugin: round(float(r.scores[j]), 3) for r in decision.scores},
+                "weights": {r.plugin: r.weight for r in decision.scores},
+            }
+            for j in order
+        ]
+    if decision.node:
+        doc["chosen"] = decision.explain(decision.node)
+    return doc
+
+
+# --- running, finishing, releasing ------------------------------------------------------------
+
+
+def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
+    """The simulator (or kubelet) started bound pods."""
+    if not pods:
+        return
+    with transaction.atomic():
+        Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.BOUND).update(
+            phase=Pod.Phase.RUNNING, started_at=now
+        )
+        workloads = {p.workload_id: p.workload for p in pods}
+        started = Workload.objects.filter(pk__in=list(workloads), state=Workload.State.ADMITTED)
+        newly_running = list(started.values_list("pk", flat=True))
+        started.update(state=Workload.State.RUNNING)
+        for pk in newly_running:
+            workloads[pk].state = Workload.State.RUNNING
+        events.publish(
+            *(_phase_event(p, Pod.Phase.RUNNING) for p in pods),
+            *(_workload_event(workloads[pk]) for pk in newly_running),
+        )
+
+
+def pods_finish(*, pods: Sequence[Pod], now: datetime, succeeded: bool = True) -> None:
+    """Pods ended: their allocations are released and finished workloads are closed."""
+    if not pods:
+        return
+    phase = Pod.Phase.SUCCEEDED if succeeded else Pod.Phase.FAILED
+    with transaction.atomic():
+        _release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="pod succeeded" if succeeded else "pod failed",
+            now=now,
+        )
+        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(phase=phase, finished_at=now)
+        workload_ids = {p.workload_id for p in pods}
+        still_active = set(
+            Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
+            .values_list("workload_id", flat=True)
+            .distinct()
+        )
+        by_workload = {p.workload_id: p.workload for p in pods}
+        done = [w for pk, w in by_workload.items() if pk not in still_active]
+        final = Workload.State.FINISHED if succeeded else Workload.State.FAILED
+        Workload.objects.filter(pk__in=[w.pk for w in done]).update(state=final, finished_at=now)
+        for workload in done:
+            workload.state, workload.finished_at = final, now
+        events.publish(*(_phase_event(p, phase) for p in pods), *(_workload_event(w) for w in done))
+
+
+def _release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -> None:
+    """Give back what allocations hold: counters down, rows inactive, one event each."""
+    allocations = list(allocations)
+    if not allocations:
+        return
+    ids = [a.pk for a in allocations]
+    assignments = list(
+        GpuAssignment.objects.filter(allocation_id__in=ids, active=True).select_related("gpu")
+    )
+    gpu_delta: dict[int, int] = defaultdict(int)
+    for assignment in assignments:
+        gpu_delta[assignment.gpu_id] -= assignment.milli
+    cpu_delta: dict[int, int] = defaultdict(int)
+    memory_delta: dict[int, int] = defaultdict(int)
+    for allocation in allocations:
+        cpu_delta[allocation.node_id] -= allocation.cpu_milli
+        memory_delta[allocation.node_id] -= allocation.memory_mib
+    GpuAssignment.objects.filter(pk__in=[a.pk for a in assignments]).update(active=False)
+    Allocation.objects.filter(pk__in=ids).update(
+        state=Allocation.State.RELEASED, active=False, released_at=now, release_reason=reason
+    )
+    _add(Gpu, "used_milli", gpu_delta)
+    _add(Node, "cpu_used_milli", cpu_delta)
+    _add(Node, "memory_used_mib", memory_delta)
+    gpus_of: dict[int, list[int]] = defaultdict(list)
+    for assignment in assignments:
+        gpus_of[assignment.allocation_id].append(assignment.gpu.index)
+    events.publish(
+        *(
+            events.AllocationReleased(
+                pod_uid=str(a.pod.uid), node=a.node.name, gpus=sorted(gpus_of[a.pk]), reason=reason
+            )
+            for a in allocations
+        )
+    )
+
+
+def reservations_expire(*, now: datetime) -> int:
+    """Release reservations whose time ran out (a gang that never completed, a crashed binder)."""
+    with transaction.atomic():
+        expired = list(
+            Allocation.objects.filter(
+                state=Allocation.State.RESERVED, expires_at__lt=now
+            ).select_related("node", "pod")
+        )
+        _release(expired, reason="reservation expired", now=now)
+        Pod.objects.filter(pk__in=[a.pod_id for a in expired]).update(phase=Pod.Phase.PENDING)
+    return len(expired)
+
+
+def _phase_event(pod: Pod, phase: str) -> events.PodPhaseChanged:
+    return events.PodPhaseChanged(
+        uid=str(pod.uid),
+        name=pod.name,
+        tenant=pod.workload.tenant.name,
+        workload=pod.workload.name,
+        phase=phase,
+    )
+
+
+def decisions_prune(*, keep: int) -> int:
+    """Keep the newest `keep` decision records."""
+    cutoff = PlacementDecision.objects.order_by("-id").values_list("id", flat=True)[keep : keep + 1]
+    boundary = list(cutoff)
+    if not boundary:
+        return 0
+    deleted, _ = PlacementDecision.objects.filter(id__lte=boundary[0]).delete()
+    return deleted
+
+
+# --- leader election --------------------------------------------------------------------------
+
+
+def lease_acquire(*, name: str, holder: str, duration_s: float, now: datetime) -> bool:
+    """Take or renew the lease; True while `holder` leads. A conditional UPDATE, so two candidates
+    can never both win: the row changes only if we hold it already or its holder let it expire."""
+    Lease.objects.get_or_create(name=name, defaults={"duration_s": duration_s})
+    expired_before = now - timedelta(seconds=duration_s)
+    renewed = Lease.objects.filter(name=name, holder=holder).update(
+        renewed_at=now, duration_s=duration_s
+    )
+    if renewed:
+        return True
+    taken = Lease.objects.filter(
+        Q(holder="") | Q(renewed_at__isnull=True) | Q(renewed_at__lt=expired_before), name=name
+    ).update(
+        holder=holder,
+        renewed_at=now,
+        acquired_at=now,
+        duration_s=duration_s,
+        transitions=F("transitions") + 1,
+    )
+    if taken:
+        logger.info("lease %s acquired by %s", name, holder)
+    return bool(taken)
+
+
+def lease_release(*, name: str, holder: str) -> None:
+    Lease.objects.filter(name=name, holder=holder).update(holder="", renewed_at=None)

@@ -1,0 +1,49 @@
+"""Database fixtures built through services, the way the product builds them."""
+
+from __future__ import annotations
+
+from scheduling import services
+from scheduling.core.types import TopologyPolicy
+from scheduling.models import Node, Tenant, Workload
+from scheduling.sim.cluster import build_nodes, synthetic_pools
+
+
+def nodes(count: int, topology: str = "dgx-h100") -> list[Node]:
+    return [
+        services.node_register(spec=spec) for spec in build_nodes(synthetic_pools(count, topology))
+    ]
+
+
+def tenant(name: str = "team-a") -> Tenant:
+    return Tenant.objects.filter(name=name).first() or services.tenant_create(name=name)
+
+
+def workload(
+    owner: Tenant,
+    name: str,
+    *,
+    pods: int = 1,
+    gpus: int = 0,
+    gpu_milli: int = 0,
+    cpu_milli: int = 1000,
+    policy: TopologyPolicy = TopologyPolicy.NONE,
+    priority: int = 0,
+    min_count: int | None = None,
+    duration_s: float | None = None,
+) -> Workload:
+    template = services.PodTemplate(
+        cpu_milli=cpu_milli,
+        memory_mib=1024,
+        gpus=gpus,
+        gpu_milli=gpu_milli,
+        topology_policy=policy,
+        simulation={"duration_s": duration_s} if duration_s is not None else {},
+    )
+    return services.workload_submit(
+        tenant=owner,
+        name=name,
+        priority=priority,
+        pod_sets=[
+            services.PodSetSpec(name="main", count=pods, template=template, min_count=min_count)
+        ],
+    )

@@ -1,0 +1,139 @@
+"""Real `runscheduler` processes against one database: racing schedulers and a SIGKILL mid-run never
+lose, double or over-commit a placement (the database constraints and the conditional bind hold)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.db.models import Count, Q, Sum
+
+from scheduling.models import Allocation, Gpu, GpuAssignment, Node, Pod
+from tests.scheduling import factories
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parents[2]
+PODS = 2000
+
+
+def database_url() -> str:
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+
+
+def start_scheduler(*args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": database_url(), "GPUSCHED_LOG_LEVEL": "WARNING"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "runscheduler",
+            "--loop",
+            "--profile",
+            "topology",
+            "--interval",
+            "0.05",
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def submit_pods() -> None:
+    owner = factories.tenant()
+    for k in range(20):
+        if k % 4 == 0:
+            factories.workload(owner, f"share-{k}", pods=PODS // 20, gpu_milli=500, cpu_milli=500)
+        else:
+            factories.workload(owner, f"whole-{k}", pods=PODS // 20, gpus=1, cpu_milli=500)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def bound_count() -> int:
+    return Pod.objects.filter(phase="Bound").count()
+
+
+def stop(*processes: subprocess.Popen[bytes]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(timeout=20)
+
+
+def assert_every_pod_placed_once_and_nothing_overcommitted() -> None:
+    assert Pod.objects.count() == PODS
+    assert bound_count() == PODS
+    per_pod = Allocation.objects.filter(active=True).values("pod").annotate(n=Count("id"))
+    assert per_pod.count() == PODS and all(row["n"] == 1 for row in per_pod)
+    held = GpuAssignment.objects.filter(active=True).values("gpu").annotate(total=Sum("milli"))
+    assert all(row["total"] <= 1000 for row in held)
+    exclusive = (
+        GpuAssignment.objects.filter(active=True, exclusive=True)
+        .values("gpu")
+        .annotate(n=Count("id"))
+    )
+    assert all(row["n"] == 1 for row in exclusive)
+    mixed = Gpu.objects.filter(assignments__active=True, assignments__exclusive=True).filter(
+        assignments__active=True, assignments__exclusive=False
+    )
+    assert not mixed.exists()
+    for gpu in Gpu.objects.annotate(
+        held=Sum("assignments__milli", filter=Q(assignments__active=True))
+    ):
+        assert gpu.used_milli == (gpu.held or 0)
+    for node in Node.objects.all():
+        assert 0 <= node.cpu_used_milli <= node.cpu_milli
+
+
+def test_two_racing_schedulers_place_every_pod_exactly_once() -> None:
+    factories.nodes(250)  # 2,000 GPUs
+    # Different lease names: both lead at once, so only the database keeps them apart.
+    first = start_scheduler("--lease-name", "race-a", "--batch", "100")
+    second = start_scheduler("--lease-name", "race-b", "--batch", "100")
+    try:
+        time.sleep(3)  # both are up and polling before the pods arrive
+        submit_pods()
+        wait_until(lambda: bound_count() == PODS, timeout=120)
+    finally:
+        stop(first, second)
+    assert_every_pod_placed_once_and_nothing_overcommitted()
+    schedulers = set(Allocation.objects.values_list("scheduler", flat=True))
+    assert len(schedulers) == 2, "both schedulers should have bound pods"
+
+
+def test_sigkill_mid_run_then_restart_loses_and_doubles_nothing() -> None:
+    factories.nodes(250)
+    submit_pods()
+    leader = start_scheduler("--lease-seconds", "2", "--batch", "100")
+    try:
+        wait_until(lambda: bound_count() >= 300, timeout=60)
+        leader.send_signal(signal.SIGKILL)
+        leader.wait(timeout=10)
+        assert bound_count() < PODS, "the kill should land mid-run"
+        successor = start_scheduler("--lease-seconds", "2", "--batch", "100")
+        try:
+            wait_until(lambda: bound_count() == PODS, timeout=120)
+        finally:
+            stop(successor)
+    finally:
+        stop(leader)
+    assert_every_pod_placed_once_and_nothing_overcommitted()

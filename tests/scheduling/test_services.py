@@ -1,0 +1,151 @@
+from datetime import timedelta
+
+import pytest
+from django.db.models import Sum
+from django.utils import timezone
+
+from scheduling import events, selectors, services
+from scheduling.core.scheduler import Decision, Framework
+from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Lease, Node, Pod, Workload
+from scheduling.profile_files import load_profile
+from tests.scheduling import factories
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def schedule_pending() -> tuple[selectors.ClusterState, list[tuple[Pod, Decision]]]:
+    now = timezone.now()
+    services.workloads_admit(workloads=Workload.objects.filter(state="Pending"), now=now)
+    cluster = selectors.cluster_state()
+    framework = Framework(load_profile("topology"))
+    pods = selectors.pending_pods(now, 1000)
+    return cluster, [
+        (pod, framework.schedule_one(selectors.pod_request(pod), cluster.snapshot)) for pod in pods
+    ]
+
+
+def test_binding_moves_counters_writes_rows_and_publishes_events() -> None:
+    factories.nodes(2)
+    owner = factories.tenant()
+    factories.workload(owner, "train", pods=2, gpus=4, cpu_milli=8000)
+    factories.workload(owner, "infer", pods=3, gpu_milli=300)
+    cluster, decisions = schedule_pending()
+    first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+    result = services.placements_commit(
+        cluster=cluster, placed=decisions, scheduler="s1", now=timezone.now()
+    )
+
+    assert len(result.bound) == 5 and not result.conflicts
+    assert set(Pod.objects.values_list("phase", flat=True)) == {"Bound"}
+    assert Gpu.objects.aggregate(total=Sum("used_milli"))["total"] == 8 * 1000 + 3 * 300
+    assert Node.objects.aggregate(cpu=Sum("cpu_used_milli"))["cpu"] == 2 * 8000 + 3 * 1000
+    assert GpuAssignment.objects.filter(active=True, exclusive=True).count() == 8
+    bound = Event.objects.filter(id__gt=first_event, type="pod.bound")
+    assert bound.count() == 5
+    assert {e.payload["tenant"] for e in bound} == {"team-a"}
+
+
+def test_a_stale_snapshot_cannot_double_book_a_gpu() -> None:
+    factories.nodes(1)
+    owner = factories.tenant()
+    factories.workload(owner, "a", gpus=8)
+    factories.workload(owner, "b", gpus=8)
+    # Two schedulers with snapshots taken before either commits; each places "its" pod.
+    cluster_a, decisions = schedule_pending()
+    decisions_a = [(p, d) for p, d in decisions if p.workload.name == "a"]
+    pod_b = next(p for p, _ in decisions if p.workload.name == "b")
+    cluster_b = selectors.cluster_state()
+    framework = Framework(load_profile("topology"))
+    decisions_b = [
+        (pod_b, framework.schedule_one(selectors.pod_request(pod_b), cluster_b.snapshot))
+    ]
+    assert decisions_b[0][1].placement is not None
+
+    assert services.placements_commit(
+        cluster=cluster_a, placed=decisions_a, scheduler="a", now=timezone.now()
+    ).bound
+    result = services.placements_commit(
+        cluster=cluster_b, placed=decisions_b, scheduler="b", now=timezone.now()
+    )
+
+    assert not result.bound and len(result.conflicts) == 1
+    assert Gpu.objects.filter(used_milli__gt=1000).count() == 0
+    assert Pod.objects.get(workload__name="b").phase == "Pending"
+
+
+def test_a_pod_bound_by_someone_else_is_a_conflict_not_a_second_allocation() -> None:
+    factories.nodes(2)
+    factories.workload(factories.tenant(), "a", gpus=1)
+    cluster, decisions = schedule_pending()
+    services.placements_commit(cluster=cluster, placed=decisions, scheduler="a", now=timezone.now())
+    result = services.placements_commit(
+        cluster=cluster, placed=decisions, scheduler="b", now=timezone.now()
+    )
+    assert not result.bound
+    assert Allocation.objects.filter(active=True).count() == 1
+
+
+def test_finishing_pods_releases_everything_and_finishes_the_workload() -> None:
+    factories.nodes(1)
+    workload = factories.workload(factories.tenant(), "a", pods=2, gpus=2, cpu_milli=4000)
+    cluster, decisions = schedule_pending()
+    services.placements_commit(cluster=cluster, placed=decisions, scheduler="s", now=timezone.now())
+    pods = list(Pod.objects.select_related("workload__tenant"))
+    services.pods_start(pods=pods, now=timezone.now())
+    services.pods_finish(pods=pods, now=timezone.now())
+
+    assert Gpu.objects.aggregate(total=Sum("used_milli"))["total"] == 0
+    assert Node.objects.get().cpu_used_milli == 0
+    assert not Allocation.objects.filter(active=True).exists()
+    workload.refresh_from_db()
+    assert workload.state == "Finished"
+    types = list(Event.objects.values_list("type", flat=True))
+    assert types.count("allocation.released") == 2
+    assert types.index("pod.bound") < types.index("pod.phase") < types.index("allocation.released")
+
+
+def test_cancel_releases_bound_pods() -> None:
+    factories.nodes(1)
+    workload = factories.workload(factories.tenant(), "a", gpus=1)
+    cluster, decisions = schedule_pending()
+    services.placements_commit(cluster=cluster, placed=decisions, scheduler="s", now=timezone.now())
+    services.workload_cancel(workload=Workload.objects.select_related("tenant").get(pk=workload.pk))
+    assert Gpu.objects.aggregate(total=Sum("used_milli"))["total"] == 0
+    assert Pod.objects.get().phase == "Cancelled"
+    with pytest.raises(services.ServiceError, match="already Cancelled"):
+        services.workload_cancel(
+            workload=Workload.objects.select_related("tenant").get(pk=workload.pk)
+        )
+
+
+def test_unschedulable_pods_back_off_and_report_once_per_reason() -> None:
+    factories.nodes(1)
+    factories.workload(factories.tenant(), "huge", gpus=9)
+    for _ in range(3):
+        _, decisions = schedule_pending()
+        services.pods_unschedulable(failed=decisions, now=timezone.now())
+        Pod.objects.update(next_attempt_at=None)
+    pod = Pod.objects.get()
+    assert pod.attempts == 3
+    assert "Insufficient nvidia.com/gpu" in pod.last_reason
+    assert Event.objects.filter(type="pod.unschedulable").count() == 1
+    assert pod.decisions.count() == 1
+
+
+def test_lease_has_one_holder_until_it_expires() -> None:
+    now = timezone.now()
+    assert services.lease_acquire(name="l", holder="a", duration_s=10, now=now)
+    assert not services.lease_acquire(name="l", holder="b", duration_s=10, now=now)
+    assert services.lease_acquire(
+        name="l", holder="a", duration_s=10, now=now + timedelta(seconds=5)
+    )
+    later = now + timedelta(seconds=16)
+    assert services.lease_acquire(name="l", holder="b", duration_s=10, now=later)
+    assert Lease.objects.get(name="l").transitions == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_events_are_only_published_inside_a_transaction() -> None:
+    with pytest.raises(RuntimeError, match="inside the transaction"):
+        events.publish(events.NodeChanged(node="n", cordoned=False, gpus=0))
