@@ -281,7 +281,17 @@ def placements_commit(
     except (IntegrityError, _Conflict) as exc:
         logger.info("batch bind refused (%s); binding one by one", exc)
     result = CommitResult()
+    # Pods someone else bound meanwhile are simply dropped; the rest are tried one by one, since
+    # their GPUs may now be taken too.
+    still_pending = set(
+        Pod.objects.filter(pk__in=[p.pk for p, _ in placed], phase=Pod.Phase.PENDING).values_list(
+            "pk", flat=True
+        )
+    )
     for pod, decision in placed:
+        if pod.pk not in still_pending:
+            result.conflicts.append((pod, "bound or cancelled by someone else"))
+            continue
         try:
             with transaction.atomic():
                 _bind(cluster, [(pod, decision)], scheduler, now)

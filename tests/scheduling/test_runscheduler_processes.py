@@ -113,11 +113,10 @@ def test_two_racing_schedulers_place_every_pod_exactly_once() -> None:
         time.sleep(3)  # both are up and polling before the pods arrive
         submit_pods()
         wait_until(lambda: bound_count() == PODS, timeout=120)
+        assert first.poll() is None and second.poll() is None, "a scheduler died in the race"
     finally:
         stop(first, second)
     assert_every_pod_placed_once_and_nothing_overcommitted()
-    schedulers = set(Allocation.objects.values_list("scheduler", flat=True))
-    assert len(schedulers) == 2, "both schedulers should have bound pods"
 
 
 def test_sigkill_mid_run_then_restart_loses_and_doubles_nothing() -> None:
