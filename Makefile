@@ -16,9 +16,7 @@ $(STAMP): pyproject.toml
 # The demo runs in debug mode unless GPUSCHED_DEBUG is set.
 run: export GPUSCHED_DEBUG ?= 1
 run: venv
-	@echo "gpusched: http://127.0.0.1:$${GPUSCHED_PORT:-8000}/"
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/daphne -b 127.0.0.1 -p $${GPUSCHED_PORT:-8000} gpusched.asgi:application
+	$(BIN)/python manage.py demo
 
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/test.sh

@@ -1,0 +1,121 @@
+"""`manage.py demo`: the whole system on one machine — web (HTTP + websockets), the scheduler, the
+simulated cluster and, when available, the telemetry ingester — as child processes sharing one
+database. Prints the URL and the admin login; Ctrl-C (or SIGTERM) stops them all."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command, get_commands
+from django.core.management.base import BaseCommand, CommandParser
+
+ROOT = Path(__file__).resolve().parents[3]
+ADMIN_USER = "admin"
+
+
+class Command(BaseCommand):
+    help = "Run web, scheduler, simulator and telemetry together (the demo)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument(
+            "--port", type=int, default=int(os.environ.get("GPUSCHED_PORT", "8000"))
+        )
+        parser.add_argument("--cluster", default="demo", help="simulated cluster spec")
+        parser.add_argument(
+            "--speed", type=float, default=60.0, help="simulated seconds per second"
+        )
+        parser.add_argument(
+            "--metrics-port", type=int, default=9400, help="simulated DCGM exporter"
+        )
+        parser.add_argument("--profile", default="gpusched", help="scheduler profile")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        password = self._ensure_admin()
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"
+        roles = {
+            "web": [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                options["host"],
+                "-p",
+                str(options["port"]),
+                "gpusched.asgi:application",
+            ],
+            "scheduler": [*manage, "runscheduler", "--loop", "--profile", options["profile"]],
+            "simulator": [
+                *manage,
+                "simulate",
+                "--loop",
+                "--cluster",
+                options["cluster"],
+                "--speed",
+                str(options["speed"]),
+                "--metrics-port",
+                str(options["metrics_port"]),
+            ],
+        }
+        if "ingesttelemetry" in get_commands():
+            roles["telemetry"] = [
+                *manage,
+                "ingesttelemetry",
+                "--loop",
+                "--source",
+                "scrape",
+                "--targets",
+                metrics_url,
+            ]
+        children = {name: subprocess.Popen(argv, cwd=ROOT) for name, argv in roles.items()}
+        self.stdout.write(
+            f"\ngpusched demo: http://{options['host']}:{options['port']}/  "
+            f"(login {ADMIN_USER} / {password})\n"
+            f"roles: {', '.join(children)}; simulated DCGM metrics: {metrics_url}\n"
+            "Ctrl-C stops everything.\n"
+        )
+        self._stopping = False
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        try:
+            while not self._stopping:
+                dead = [name for name, child in children.items() if child.poll() is not None]
+                if dead:
+                    self.stderr.write(f"demo: {', '.join(dead)} exited; stopping the rest")
+                    break
+                time.sleep(0.5)
+        finally:
+            for child in children.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for child in children.values():
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            self.stdout.write("gpusched demo stopped")
+
+    def _ensure_admin(self) -> str:
+        """The admin account: password from GPUSCHED_ADMIN_PASSWORD, else a new one per start."""
+        password = os.environ.get("GPUSCHED_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        users = get_user_model()
+        user = users.objects.filter(username=ADMIN_USER).first() or users(username=ADMIN_USER)
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        return password
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stopping = True
