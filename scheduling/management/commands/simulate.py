@@ -45,10 +45,8 @@ class Command(LoopCommand):
         server = None
         if options["metrics_port"]:
             server = serve_metrics(simulator, options["metrics_host"], options["metrics_port"])
-            host, port = server.server_address[:2]
-            self.stderr.write(
-                f"simulate: {nodes} nodes; DCGM metrics on http://{host}:{port}/metrics"
-            )
+            url = f"http://{options['metrics_host']}:{server.server_port}/metrics"
+            self.stderr.write(f"simulate: {nodes} nodes; DCGM metrics on {url}")
 
         def step() -> float | None:
             report = simulator.run_once()
