@@ -106,7 +106,8 @@ else:
     _default_db = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "gpusched.sqlite3",
-        "TEST": {"NAME": str(VAR_DIR / "test_gpusched.sqlite3")},
+        # One file per test process, so concurrent test runs never share (or delete) a database.
+        "TEST": {"NAME": str(VAR_DIR / f"test_gpusched_{os.getpid()}.sqlite3")},
     }
 if _default_db["ENGINE"] == "django.db.backends.sqlite3":
     _default_db["OPTIONS"] = {**SQLITE_OPTIONS, **_default_db.get("OPTIONS", {})}
