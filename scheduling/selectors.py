@@ -37,6 +37,7 @@ class ClusterState:
     snapshot: ClusterSnapshot
     node_ids: dict[str, int]
     gpu_ids: dict[tuple[str, int], int]
+    held: dict[str, tuple[PodRequest, Placement]]  # pod uid -> what the snapshot holds for it
 
 
 def cluster_state() -> ClusterState:
@@ -50,9 +51,11 @@ def cluster_state() -> ClusterState:
     snapshot = ClusterSnapshot(specs)
     node_ids = {node.name: node.id for node in nodes}
     gpu_ids = {(node.name, gpu.index): gpu.id for node in nodes for gpu in gpus_by_node[node.id]}
+    held = {}
     for pod, placement in active_placements():
         snapshot.assume(pod, placement)
-    return ClusterState(snapshot, node_ids, gpu_ids)
+        held[pod.uid] = (pod, placement)
+    return ClusterState(snapshot, node_ids, gpu_ids, held)
 
 
 def node_spec(
@@ -111,14 +114,18 @@ def topology_to_json(topology: NodeTopology) -> dict[str, Any]:
     }
 
 
-def active_placements() -> Iterable[tuple[PodRequest, Placement]]:
-    """Reserved and bound allocations as (request, placement) pairs."""
-    assignments: dict[int, list[GpuAssignment]] = defaultdict(list)
-    for assignment in GpuAssignment.objects.filter(active=True).select_related("gpu"):
-        assignments[assignment.allocation_id].append(assignment)
+def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRequest, Placement]]:
+    """Reserved and bound allocations (of the given pods, or all) as (request, placement) pairs."""
     allocations = Allocation.objects.filter(active=True).select_related(
         "pod__workload__tenant", "node"
     )
+    assignment_rows = GpuAssignment.objects.filter(active=True).select_related("gpu")
+    if pod_uids is not None:
+        allocations = allocations.filter(pod__uid__in=pod_uids)
+        assignment_rows = assignment_rows.filter(allocation__in=allocations)
+    assignments: dict[int, list[GpuAssignment]] = defaultdict(list)
+    for assignment in assignment_rows:
+        assignments[assignment.allocation_id].append(assignment)
     for allocation in allocations:
         gpus = assignments[allocation.id]
         whole_or_shared = [a for a in gpus if a.mig_slot is None]

@@ -99,7 +99,7 @@ def node_register(*, spec: NodeSpec, source: str = Node.Source.SIMULATOR) -> Nod
             )
         )
     if created:
-        logger.info("node registered", extra={"node": node.name, "gpus": len(spec.gpus)})
+        logger.debug("node %s registered with %d GPUs", node.name, len(spec.gpus))
     return node
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from functools import cmp_to_key
 from django.utils import timezone
 
 from scheduling import selectors, services
+from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.models import Pod, Workload
 
@@ -37,6 +39,9 @@ class CycleReport:
     admitted: int = 0
     reconciled: int = 0
     more: bool = False
+    snapshot_s: float = 0.0
+    schedule_s: float = 0.0
+    commit_s: float = 0.0
 
 
 @dataclass
@@ -51,8 +56,17 @@ class SchedulerWorker:
     lease_name: str = LEASE_NAME
     clock: Callable[[], datetime] = timezone.now
     leading: bool = False
+    cache: ClusterCache = field(default_factory=ClusterCache)
 
     def run_once(self) -> CycleReport:
+        try:
+            return self._cycle()
+        except Exception:
+            # Whatever the snapshot assumed in this cycle may not be committed: start afresh.
+            self.cache.invalidate()
+            raise
+
+    def _cycle(self) -> CycleReport:
         report = CycleReport()
         now = self.clock()
 
@@ -68,6 +82,7 @@ class SchedulerWorker:
         # back to the pool; bound pods stay bound.
         if not self.leading:
             report.reconciled = services.reservations_expire(now=now)
+            self.cache.invalidate()
             self.leading = True
 
         # 3. Admit workloads (quota checks come with cluster queues; until then, all are admitted).
@@ -85,14 +100,18 @@ class SchedulerWorker:
                 key=cmp_to_key(lambda a, b: -1 if less(requests[a.pk], requests[b.pk]) else 1)
             )
 
-        # 5. Snapshot: nodes, GPUs and every active allocation.
-        cluster = selectors.cluster_state()
+        # 5. Snapshot: nodes, GPUs and every active allocation, brought up to date from the outbox.
+        started = time.perf_counter()
+        cluster = self.cache.state()
+        report.snapshot_s = time.perf_counter() - started
 
         # 6-7. Schedule each pod into the snapshot; bind in chunks as they fill up.
         placed: list[tuple[Pod, Decision]] = []
         failed: list[tuple[Pod, Decision]] = []
         for pod in pods:
+            started = time.perf_counter()
             decision = self.framework.schedule_one(requests[pod.pk], cluster.snapshot)
+            report.schedule_s += time.perf_counter() - started
             if decision.placement is None:
                 failed.append((pod, decision))
                 continue
@@ -103,7 +122,9 @@ class SchedulerWorker:
         self._commit(cluster, placed, report, now)
 
         # 8. Why the others wait.
+        started = time.perf_counter()
         services.pods_unschedulable(failed=failed, now=now)
+        report.commit_s += time.perf_counter() - started
         report.attempted = len(pods)
         report.unschedulable = len(failed)
         report.more = len(pods) == self.batch_size
@@ -116,9 +137,11 @@ class SchedulerWorker:
         report: CycleReport,
         now: datetime,
     ) -> None:
+        started = time.perf_counter()
         result = services.placements_commit(
             cluster=cluster, placed=placed, scheduler=self.identity, now=now
         )
+        report.commit_s += time.perf_counter() - started
         report.bound += len(result.bound)
         report.conflicts += len(result.conflicts)
         refused = {pod.pk for pod, _ in result.conflicts}
@@ -126,6 +149,8 @@ class SchedulerWorker:
             if pod.pk in refused:
                 # The seeds' Unreserve: the database refused the bind, so the snapshot forgets it.
                 self.framework.forget(decision, cluster.snapshot)
+            elif decision.placement is not None:
+                self.cache.bound(decision.pod, decision.placement)
         for pod, reason in result.conflicts:
             logger.warning("bind of %s refused: %s", pod.name, reason)
 

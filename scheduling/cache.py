@@ -1,0 +1,78 @@
+"""The scheduler's view of the cluster, kept current from the outbox instead of rebuilt every cycle.
+
+kube-scheduler keeps an informer-fed cache and snapshots it per cycle; here the outbox is the feed.
+A rebuild reads the newest event id first and the state second, so every change after that id is
+either already in the state or still ahead in the outbox. Applying an event is idempotent per pod
+(a bind of a pod already held, or a release of one not held, changes nothing), so that overlap is
+harmless. A node change, and a periodic resync, rebuild from scratch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.db.models import Max
+
+from scheduling import selectors
+from scheduling.core.types import Placement, PodRequest
+from scheduling.models import Event
+from scheduling.selectors import ClusterState
+
+RESYNC_S = 300.0
+REBUILD_ON = frozenset({"node.changed"})
+
+
+class ClusterCache:
+    def __init__(
+        self, *, resync_s: float = RESYNC_S, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.resync_s = resync_s
+        self.monotonic = monotonic
+        self._state: ClusterState | None = None
+        self._cursor = 0
+        self._built_at = 0.0
+        self.rebuilds = 0
+
+    def state(self) -> ClusterState:
+        """The cluster as of the newest committed event."""
+        if self._state is None or self.monotonic() - self._built_at > self.resync_s:
+            return self._rebuild()
+        state = self._state
+        events = list(
+            Event.objects.filter(id__gt=self._cursor)
+            .order_by("id")
+            .values_list("id", "type", "payload")
+        )
+        if any(kind in REBUILD_ON for _, kind, _ in events):
+            return self._rebuild()
+        bound_elsewhere: list[str] = []
+        for event_id, kind, payload in events:
+            self._cursor = event_id
+            if kind == "allocation.released":
+                held = state.held.pop(payload["pod_uid"], None)
+                if held is not None:
+                    state.snapshot.forget(*held)
+            elif kind == "pod.bound" and payload["uid"] not in state.held:
+                bound_elsewhere.append(payload["uid"])
+        if bound_elsewhere:  # another writer bound these (a second scheduler): load and hold them
+            for request, placement in selectors.active_placements(pod_uids=bound_elsewhere):
+                if request.uid not in state.held:
+                    state.snapshot.assume(request, placement)
+                    state.held[request.uid] = (request, placement)
+        return state
+
+    def bound(self, request: PodRequest, placement: Placement) -> None:
+        """Our own bind: the framework assumed it into the snapshot already; remember we hold it."""
+        if self._state is not None:
+            self._state.held[request.uid] = (request, placement)
+
+    def invalidate(self) -> None:
+        self._state = None
+
+    def _rebuild(self) -> ClusterState:
+        self._cursor = Event.objects.aggregate(newest=Max("id"))["newest"] or 0
+        self._state = selectors.cluster_state()
+        self._built_at = self.monotonic()
+        self.rebuilds += 1
+        return self._state

@@ -1,0 +1,55 @@
+"""The cache kept current from the outbox always equals a snapshot rebuilt from the database."""
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from scheduling import selectors, services
+from scheduling.cache import ClusterCache
+from scheduling.core.scheduler import Framework
+from scheduling.models import Pod
+from scheduling.profile_files import load_profile
+from scheduling.worker import SchedulerWorker
+from tests.scheduling import factories
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+COLUMNS = ("cpu_free", "memory_free", "numa_cpu_free", "gpu_free", "full_free_mask", "mig_free")
+
+
+def assert_same_as_fresh(cache: ClusterCache) -> None:
+    cached, fresh = cache.state().snapshot, selectors.cluster_state().snapshot
+    for column in COLUMNS:
+        assert np.array_equal(getattr(cached, column), getattr(fresh, column)), column
+
+
+def test_cache_follows_binds_releases_and_foreign_binds() -> None:
+    factories.nodes(3)
+    owner = factories.tenant()
+    factories.workload(owner, "a", pods=4, gpus=2)
+    factories.workload(owner, "b", pods=6, gpu_milli=300)
+    ours = SchedulerWorker(Framework(load_profile("topology")), identity="ours")
+    ours.run_once()
+    assert_same_as_fresh(ours.cache)
+    rebuilds = ours.cache.rebuilds
+
+    # The simulator finishes some pods: releases arrive through the outbox.
+    done = list(Pod.objects.filter(workload__name="a").select_related("workload__tenant")[:2])
+    services.pods_finish(pods=done, now=timezone.now())
+    assert_same_as_fresh(ours.cache)
+
+    # Another scheduler (its own lease) binds pods we never saw.
+    factories.workload(owner, "c", pods=3, gpus=1)
+    SchedulerWorker(
+        Framework(load_profile("topology")), identity="other", lease_name="other"
+    ).run_once()
+    assert_same_as_fresh(ours.cache)
+    assert ours.cache.rebuilds == rebuilds  # all of it incremental
+
+
+def test_a_node_change_rebuilds_the_cache() -> None:
+    (node,) = factories.nodes(1)
+    cache = ClusterCache()
+    cache.state()
+    services.node_set_cordoned(node=node, cordoned=True)
+    assert cache.state().snapshot.cordoned.tolist() == [True]
+    assert cache.rebuilds == 2
