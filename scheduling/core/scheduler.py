@@ -95,7 +95,7 @@ class Decision:
 
     def explain(self, node: str) -> dict[str, Any]:
         """Per plugin: the filter status of `node`, and its score if it was scored."""
-        i = list(self.node_names).index(node)
+        i = self.node_names.index(node)
         filters = []
         for plugin, verdicts in self.filters:
             status = verdicts.status(i, plugin)
@@ -109,12 +109,14 @@ class Decision:
             j = int(scored[0])
             scores = {r.plugin: round(float(r.scores[j]), 3) for r in self.scores}
             total = round(float(self.totals[j]), 3)
+        notes = {plugin: text for plugin, fn in self.state.notes.items() if (text := fn(i))}
         return {
             "node": node,
             "chosen": node == self.node,
             "filters": filters,
             "scores": scores,
             "total": total,
+            "notes": notes,
         }
 
 

@@ -28,6 +28,7 @@ from scheduling.core.types import (
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 class OverCommitError(RuntimeError):
@@ -104,6 +105,11 @@ class ClusterSnapshot:
         ]
         self.full_free_mask: IntArray = np.zeros(n, dtype=np.int64)
         self.gpu_free_total: IntArray = np.zeros(n, dtype=np.int64)
+        # Estimated busy share of each GPU (1.0 = one GPU fully busy): measured by DCGM at the last
+        # refresh_load, plus the expected load of every pod assumed since. Until telemetry is
+        # refreshed it is just the sum of the pods' expectations, and the age says "never measured".
+        self.gpu_load: FloatArray = np.zeros((n, g), dtype=np.float64)
+        self.load_age_s: FloatArray = np.full(n, np.inf)
         self.full_free_count: IntArray = np.zeros(n, dtype=np.int64)
         self.max_share_free: IntArray = np.zeros(n, dtype=np.int64)
         self._refresh_gpu_columns(slice(None))
@@ -169,6 +175,13 @@ class ClusterSnapshot:
             selected = np.flatnonzero(topology_of_row == topology)
             ranks[selected] = chooser.table(requirement, k).rank[masks[rows[selected]]]
         return ranks
+
+    def refresh_load(self, load: FloatArray, age_s: FloatArray) -> None:
+        """Replace the load estimate with fresh measurements (see scheduling.core.load)."""
+        if load.shape != self.gpu_load.shape or age_s.shape != self.load_age_s.shape:
+            raise ValueError("load arrays must cover every node and GPU slot of the snapshot")
+        self.gpu_load = load
+        self.load_age_s = age_s
 
     def mig_column(self, profile: str) -> int | None:
         return self._mig_column.get(profile)
@@ -254,6 +267,7 @@ class ClusterSnapshot:
         self.numa_cpu_free[i] -= sign * numa_cpu
         if placement.gpu_indices:
             self.gpu_free[i, list(placement.gpu_indices)] -= sign * placement.milli_per_gpu
+            self.gpu_load[i, list(placement.gpu_indices)] += sign * pod.expected_load
             self._refresh_gpu_columns(i)
         self.generation[i] += 1
 

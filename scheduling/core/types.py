@@ -147,6 +147,9 @@ class PodRequest:
     tolerations: tuple[Toleration, ...] = ()
     gang: GangRef | None = None
     created_at: float = 0.0
+    # Share of a whole GPU this pod is expected to keep busy on each GPU it holds (what its tenant
+    # really uses); None: as much as it asks for.
+    load_estimate: float | None = None
 
     def __post_init__(self) -> None:
         forms = sum((self.gpus > 0, self.gpu_milli > 0, self.mig_count > 0))
@@ -170,6 +173,13 @@ class PodRequest:
         """Whole-GPU and shared-GPU demand in milli-GPUs, as the FGD paper counts it (MIG slices are
         not counted)."""
         return self.gpus * MILLI_PER_GPU + self.gpu_milli
+
+    @property
+    def expected_load(self) -> float:
+        """Busy share of one whole GPU expected on each GPU the pod holds."""
+        if self.load_estimate is not None:
+            return self.load_estimate
+        return self.gpu_milli / MILLI_PER_GPU if self.gpu_milli else float(self.gpus > 0)
 
     @property
     def effective_scope(self) -> TopologyScope:
