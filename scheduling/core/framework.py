@@ -86,6 +86,7 @@ class AllocationDraft:
     mig_slots: tuple[tuple[int, int], ...] | None = None
     numa_cpu_milli: tuple[int, ...] | None = None
     scope: str | None = None
+    reclaimed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,6 +257,7 @@ class Framework:
             mig_slots=draft.mig_slots or (),
             numa_cpu_milli=draft.numa_cpu_milli or (),
             scope=TopologyScope(draft.scope) if draft.scope else None,
+            reclaimed=draft.reclaimed,
         )
         try:
             snapshot.assume(pod, placement)

@@ -110,6 +110,10 @@ class ClusterSnapshot:
         # refreshed it is just the sum of the pods' expectations, and the age says "never measured".
         self.gpu_load: FloatArray = np.zeros((n, g), dtype=np.float64)
         self.load_age_s: FloatArray = np.full(n, np.inf)
+        # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
+        # pods (scheduling.core.efficiency.reclaimable_milli), less what is lent already.
+        self.gpu_reclaimable: IntArray = np.zeros((n, g), dtype=np.int64)
+        self.max_reclaimable: IntArray = np.zeros(n, dtype=np.int64)
         self.full_free_count: IntArray = np.zeros(n, dtype=np.int64)
         self.max_share_free: IntArray = np.zeros(n, dtype=np.int64)
         self._refresh_gpu_columns(slice(None))
@@ -154,6 +158,7 @@ class ClusterSnapshot:
             axis=-1, initial=0
         )
         self.gpu_free_total[rows] = free.clip(0).sum(axis=-1)
+        self.max_reclaimable[rows] = self.gpu_reclaimable[rows].max(axis=-1, initial=0)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -175,6 +180,16 @@ class ClusterSnapshot:
             selected = np.flatnonzero(topology_of_row == topology)
             ranks[selected] = chooser.table(requirement, k).rank[masks[rows[selected]]]
         return ranks
+
+    def _capacity_for(self, placement: Placement) -> IntArray:
+        return self.gpu_reclaimable if placement.reclaimed else self.gpu_free
+
+    def refresh_reclaimable(self, reclaimable: IntArray) -> None:
+        """Replace what may be lent to opportunistic pods, GPU by GPU (shared GPUs only)."""
+        if reclaimable.shape != self.gpu_reclaimable.shape:
+            raise ValueError("reclaimable milli must cover every node and GPU slot of the snapshot")
+        self.gpu_reclaimable = np.where(self.gpu_shareable, np.maximum(reclaimable, 0), 0)
+        self._refresh_gpu_columns(slice(None))
 
     def refresh_load(self, load: FloatArray, age_s: FloatArray) -> None:
         """Replace the load estimate with fresh measurements (see scheduling.core.load)."""
@@ -242,7 +257,7 @@ class ClusterSnapshot:
             self.cpu_free[i] < pod.cpu_milli
             or self.memory_free[i] < pod.memory_mib
             or (self.numa_cpu_free[i] < numa_cpu).any()
-            or (self.gpu_free[i, gpus] < placement.milli_per_gpu).any()
+            or (self._capacity_for(placement)[i, gpus] < placement.milli_per_gpu).any()
             or not self._mig_slots_are_free(i, placement)
         ):
             raise OverCommitError(f"pod {pod.uid} does not fit on {placement.node} any more")
@@ -266,8 +281,9 @@ class ClusterSnapshot:
         self.memory_free[i] -= sign * pod.memory_mib
         self.numa_cpu_free[i] -= sign * numa_cpu
         if placement.gpu_indices:
-            self.gpu_free[i, list(placement.gpu_indices)] -= sign * placement.milli_per_gpu
-            self.gpu_load[i, list(placement.gpu_indices)] += sign * pod.expected_load
+            gpus = list(placement.gpu_indices)
+            self._capacity_for(placement)[i, gpus] -= sign * placement.milli_per_gpu
+            self.gpu_load[i, gpus] += sign * pod.expected_load
             self._refresh_gpu_columns(i)
         self.generation[i] += 1
 

@@ -205,3 +205,7 @@ class Placement:
     mig_slots: tuple[tuple[int, int], ...] = ()  # (gpu index, slot index in its mig_layout)
     numa_cpu_milli: tuple[int, ...] = ()  # CPU taken from each NUMA node of the node, in order
     scope: TopologyScope | None = None  # tightest scope the GPU set reached (multi-GPU pods)
+    # An opportunistic share placed on capacity that is allocated to others but idle (reclaim):
+    # it takes from the GPU's reclaimable milli, not its free milli, and is evicted when the
+    # owners' use comes back.
+    reclaimed: bool = False

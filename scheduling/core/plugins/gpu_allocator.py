@@ -14,9 +14,9 @@ import numpy as np
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft
 from scheduling.core.plugin_args import ArgReader
-from scheduling.core.snapshot import ClusterSnapshot, charge_cpu
+from scheduling.core.snapshot import BoolArray, ClusterSnapshot, IntArray, charge_cpu
 from scheduling.core.status import Code, Status
-from scheduling.core.types import MILLI_PER_GPU, PodRequest
+from scheduling.core.types import MILLI_PER_GPU, PodRequest, ServiceClass
 
 NAME = "GPUAllocator"
 
@@ -31,11 +31,17 @@ class GPUAllocator:
                 free = np.flatnonzero(snapshot.gpu_free[i] == MILLI_PER_GPU)[: pod.gpus]
                 draft.gpu_indices, draft.milli_per_gpu = tuple(int(g) for g in free), MILLI_PER_GPU
             elif pod.gpu_milli:
-                share = best_fit_share(snapshot, i, pod.gpu_milli)
-                draft.gpu_indices, draft.milli_per_gpu = (
-                    ((share,) if share is not None else ()),
-                    pod.gpu_milli,
-                )
+                # An opportunistic share borrows idle allocated capacity first, keeping what is
+                # free for the tenants that pay for it; everything else takes free capacity.
+                share = None
+                if pod.service_class is ServiceClass.OPPORTUNISTIC:
+                    lendable = snapshot.gpu_reclaimable[i]
+                    share = best_fit(lendable, snapshot.gpu_shareable[i], pod.gpu_milli)
+                    draft.reclaimed = share is not None
+                if share is None:
+                    share = best_fit_share(snapshot, i, pod.gpu_milli)
+                draft.gpu_indices = (share,) if share is not None else ()
+                draft.milli_per_gpu = pod.gpu_milli
             else:
                 draft.gpu_indices = ()
         if draft.mig_slots is None:
@@ -55,11 +61,16 @@ class GPUAllocator:
 
 def best_fit_share(snapshot: ClusterSnapshot, node: int, milli: int) -> int | None:
     """The shared GPU with the least free milli that still fits `milli`; lowest index on ties."""
-    free = snapshot.gpu_free[node]
-    fits = snapshot.gpu_shareable[node] & (free >= milli)
+    return best_fit(snapshot.gpu_free[node], snapshot.gpu_shareable[node], milli)
+
+
+def best_fit(room: IntArray, allowed: BoolArray, milli: int) -> int | None:
+    """Among allowed GPUs, the one with the least room that still fits `milli`; lowest index on
+    ties; None when none fits."""
+    fits = allowed & (room >= milli)
     if not fits.any():
         return None
-    return int(np.argmin(np.where(fits, free, MILLI_PER_GPU + 1)))
+    return int(np.argmin(np.where(fits, room, np.iinfo(np.int64).max)))
 
 
 def _pick_mig_slots(

@@ -15,7 +15,13 @@ from scheduling.core.framework import FloatArray, IntArray, NodeVerdicts, Verdic
 from scheduling.core.plugin_args import ArgReader, ProfileError
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Status
-from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX, PodRequest
+from scheduling.core.types import (
+    GPU_MILLI_RESOURCE,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    PodRequest,
+    ServiceClass,
+)
 
 NAME = "NodeResourcesFit"
 ERR_CORDONED = "node(s) were unschedulable"
@@ -61,7 +67,10 @@ class NodeResourcesFit:
         elif pod.gpu_milli:
             no_shared = np.logical_not(snapshot.gpu_shareable.any(axis=1))
             verdicts.fail(no_shared, insufficient(GPU_MILLI_RESOURCE), unresolvable=True)
-            verdicts.fail(snapshot.max_share_free < pod.gpu_milli, insufficient(GPU_MILLI_RESOURCE))
+            room = snapshot.max_share_free
+            if pod.service_class is ServiceClass.OPPORTUNISTIC:  # may also use lendable capacity
+                room = np.maximum(room, snapshot.max_reclaimable)
+            verdicts.fail(room < pod.gpu_milli, insufficient(GPU_MILLI_RESOURCE))
         elif pod.mig_count:
             resource = MIG_RESOURCE_PREFIX + pod.mig_profile
             column = snapshot.mig_column(pod.mig_profile)

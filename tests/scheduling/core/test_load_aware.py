@@ -79,7 +79,7 @@ def test_a_burst_spreads_because_each_placement_counts_at_once() -> None:
         )
         for k in range(4)
     ]
-    nodes = [fw.schedule_one(pod, snapshot).node for pod in pods]
+    nodes = [str(fw.schedule_one(pod, snapshot).node) for pod in pods]
     assert sorted(nodes) == ["n0", "n0", "n1", "n1"]
 
 
