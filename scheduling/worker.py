@@ -22,6 +22,7 @@ from django.utils import timezone
 from scheduling import selectors, services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Decision, Framework
+from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class SchedulerWorker:
     clock: Callable[[], datetime] = timezone.now
     leading: bool = False
     cache: ClusterCache = field(default_factory=ClusterCache)
+    load_feed: LoadFeed = field(default_factory=LoadFeed)
 
     def run_once(self) -> CycleReport:
         try:
@@ -93,7 +95,7 @@ class SchedulerWorker:
         pods = selectors.pending_pods(now, self.batch_size)
         if not pods:
             return report
-        requests = {pod.pk: selectors.pod_request(pod) for pod in pods}
+        requests = {pod.pk: self.load_feed.estimate(selectors.pod_request(pod)) for pod in pods}
         if self.framework.queue_sort is not None:
             less = self.framework.queue_sort.less
             pods.sort(
@@ -103,6 +105,7 @@ class SchedulerWorker:
         # 5. Snapshot: nodes, GPUs and every active allocation, brought up to date from the outbox.
         started = time.perf_counter()
         cluster = self.cache.state()
+        self.load_feed.refresh(cluster, now)
         report.snapshot_s = time.perf_counter() - started
 
         # 6-7. Schedule each pod into the snapshot; bind in chunks as they fill up.

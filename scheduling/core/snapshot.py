@@ -283,7 +283,10 @@ class ClusterSnapshot:
         if placement.gpu_indices:
             gpus = list(placement.gpu_indices)
             self._capacity_for(placement)[i, gpus] -= sign * placement.milli_per_gpu
-            self.gpu_load[i, gpus] += sign * pod.expected_load
+            # A released pod may have used less than expected: the load never drops below zero.
+            self.gpu_load[i, gpus] = np.maximum(
+                self.gpu_load[i, gpus] + sign * pod.expected_load, 0.0
+            )
             self._refresh_gpu_columns(i)
         self.generation[i] += 1
 

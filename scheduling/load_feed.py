@@ -1,0 +1,74 @@
+"""Feeds what DCGM measures into the scheduler: each tenant's usage ratio sets the expected load of
+its new pods, and the snapshot's per-GPU load is refreshed from telemetry (with the just-placed
+correction of scheduling.core.load). Without telemetry nothing changes: pods are expected to use
+what they request and LoadAware scores neutral."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
+from scheduling.core.types import PodRequest
+from scheduling.efficiency import tenant_efficiency
+from scheduling.models import Allocation
+from scheduling.selectors import ClusterState
+from telemetry.selectors import gpu_loads
+
+REFRESH_EVERY_S = 15.0  # dcgm-exporter is scraped every 15 s by default (wire-formats.md §1)
+RATIOS_EVERY_S = 60.0
+RECENT_S = 60.0  # Trimaran counts pods bound in the last 60 s at their prediction
+
+
+class LoadFeed:
+    def __init__(
+        self,
+        *,
+        refresh_every_s: float = REFRESH_EVERY_S,
+        ratios_every_s: float = RATIOS_EVERY_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.refresh_every_s = refresh_every_s
+        self.ratios_every_s = ratios_every_s
+        self.monotonic = monotonic
+        self._ratios: dict[str, float] = {}
+        self._ratios_at = -float("inf")
+        self._refreshed_at = -float("inf")
+        self._snapshot_id = 0
+
+    def estimate(self, request: PodRequest) -> PodRequest:
+        """The request with the load its tenant's pods really put on a GPU, when known."""
+        if self.monotonic() - self._ratios_at > self.ratios_every_s:
+            self._ratios = {name: e.usage_ratio for name, e in tenant_efficiency().items()}
+            self._ratios_at = self.monotonic()
+        ratio = self._ratios.get(request.tenant, 1.0)
+        if ratio >= 1.0 or not request.wants_gpu:
+            return request
+        return replace(request, load_estimate=ratio * request.expected_load)
+
+    def refresh(self, state: ClusterState, now: datetime) -> None:
+        """Measured load into the snapshot, every refresh_every_s and whenever it was rebuilt."""
+        rebuilt = id(state.snapshot) != self._snapshot_id
+        if not rebuilt and self.monotonic() - self._refreshed_at < self.refresh_every_s:
+            return
+        measurements = {
+            key: GpuMeasurement(load.busy, load.age_seconds)
+            for key, load in gpu_loads(now=now).items()
+            if load.busy is not None
+        }
+        recent_uids = Allocation.objects.filter(
+            active=True, bound_at__gte=now - timedelta(seconds=RECENT_S)
+        ).values_list("pod__uid", flat=True)
+        recent = []
+        for uid in recent_uids:
+            held = state.held.get(str(uid))
+            if held is not None:
+                request, placement = held
+                recent.append(
+                    RecentPlacement(placement.node, placement.gpu_indices, request.expected_load)
+                )
+        state.snapshot.refresh_load(*estimated_load(state.snapshot, measurements, recent))
+        self._snapshot_id = id(state.snapshot)
+        self._refreshed_at = self.monotonic()
