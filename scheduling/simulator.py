@@ -36,6 +36,7 @@ class SimReport:
     sim_time_s: float = 0.0
     submitted: int = 0
     started: int = 0
+    slowed: int = 0  # pods that lost time on an over-subscribed GPU in this step
     finished: int = 0
 
 
@@ -50,6 +51,7 @@ class Simulator:
     def __post_init__(self) -> None:
         self.stream = arrivals_for(self.spec)
         self.started_at = self.clock()
+        self._last_tick: datetime | None = None
         self._tenants: dict[str, Tenant] = {}
 
     def setup(self) -> int:
@@ -76,18 +78,44 @@ class Simulator:
         services.pods_start(pods=bound, now=now)
         report.started = len(bound)
 
-        # 3. Pods whose (simulated) run time is over finish and free their GPUs.
+        # 3. Running pods progress; on an over-subscribed GPU (the pods on it want more than the
+        # whole GPU) they all progress slower, and the time they lose is recorded.
+        slowed = self._charge_contention(now)
+        report.slowed = len(slowed)
+
+        # 4. Pods whose work is done finish and free their GPUs.
         running = Pod.objects.filter(phase=Pod.Phase.RUNNING).select_related("workload__tenant")
         done = [pod for pod in running if self._is_done(pod, now)]
         services.pods_finish(pods=done, now=now)
         report.finished = len(done)
+        self._last_tick = now
         return report
+
+    def _charge_contention(self, now: datetime) -> list[Pod]:
+        elapsed_sim = (now - (self._last_tick or now)).total_seconds() * self.speed
+        if elapsed_sim <= 0:
+            return []
+        lost: dict[int, tuple[Pod, float]] = {}
+        for holders in self._holders().values():
+            demand = sum(self._busy(a, now) * a.milli / 1000 for a in holders if a.mig_slot is None)
+            if demand <= 1.0:
+                continue
+            for assignment in holders:
+                pod = assignment.allocation.pod
+                share = elapsed_sim * (1.0 - 1.0 / demand)
+                if share > lost.get(pod.pk, (pod, 0.0))[1]:
+                    lost[pod.pk] = (pod, share)
+        for pod, seconds in lost.values():
+            pod.simulation["lost_s"] = float(pod.simulation.get("lost_s", 0.0)) + seconds
+        Pod.objects.bulk_update([pod for pod, _ in lost.values()], ["simulation"])
+        return [pod for pod, _ in lost.values()]
 
     def _is_done(self, pod: Pod, now: datetime) -> bool:
         duration = float(pod.simulation.get("duration_s", 0) or 0)
         if pod.started_at is None or duration <= 0:
             return False
-        return now >= pod.started_at + timedelta(seconds=duration / self.speed)
+        lost = float(pod.simulation.get("lost_s", 0.0))
+        return now >= pod.started_at + timedelta(seconds=(duration + lost) / self.speed)
 
     def _submit(self, arrival: Arrival) -> None:
         tenant = self._tenants.get(arrival.tenant)
@@ -133,16 +161,21 @@ class Simulator:
     def dcgm_states(self, now: datetime | None = None) -> list[GpuState]:
         """Every GPU (every MIG instance) as dcgm-exporter would report it now."""
         now = now or self.clock()
+        holders = self._holders()
+        states: list[GpuState] = []
+        for gpu in Gpu.objects.select_related("node").order_by("node__name", "index"):
+            states.extend(self._gpu_states(gpu, holders.get(gpu.pk, []), now))
+        return states
+
+    def _holders(self) -> dict[int, list[GpuAssignment]]:
+        """Per GPU id, the running pods' assignments on it."""
         holders: dict[int, list[GpuAssignment]] = defaultdict(list)
         active = GpuAssignment.objects.filter(
             active=True, allocation__pod__phase=Pod.Phase.RUNNING
         ).select_related("allocation__pod__workload__tenant")
         for assignment in active:
             holders[assignment.gpu_id].append(assignment)
-        states: list[GpuState] = []
-        for gpu in Gpu.objects.select_related("node").order_by("node__name", "index"):
-            states.extend(self._gpu_states(gpu, holders.get(gpu.pk, []), now))
-        return states
+        return holders
 
     def _gpu_states(self, gpu: Gpu, holders: list[GpuAssignment], now: datetime) -> list[GpuState]:
         base = GpuState(
