@@ -1,0 +1,23 @@
+# gpusched: one image for every role (web, scheduler, ingester, simulator); the command picks it.
+
+# Front-end packages come from the npm registry, pinned by the lock file.
+FROM node:20-bookworm-slim AS frontend
+WORKDIR /src/dashboard/frontend
+COPY dashboard/frontend/package.json dashboard/frontend/package-lock.json dashboard/frontend/copy-vendor.mjs ./
+RUN npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+FROM python:3.11-slim-bookworm
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY . .
+COPY --from=frontend /src/dashboard/static/dashboard/vendor dashboard/static/dashboard/vendor
+RUN pip install . \
+    && useradd --system --uid 10001 --home-dir /app gpusched \
+    && mkdir -p var && GPUSCHED_SECRET_KEY=build-only python manage.py collectstatic --noinput -v 0 \
+    && chown -R gpusched var
+USER gpusched
+EXPOSE 8000 9400
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "gpusched.asgi:application"]
