@@ -113,6 +113,8 @@ def _requested_gpus(start: datetime, end: datetime) -> dict[str, float]:
         )
     )
     for bound_at, released_at, gpus, milli, tenant in rows:
+        if bound_at is None:  # excluded by the query; keeps the type checker informed
+            continue
         overlap = (min(released_at or end, end) - max(bound_at, start)).total_seconds()
         held[tenant] += (gpus + milli / MILLI_PER_GPU) * max(overlap, 0.0) / span
     return dict(held)

@@ -1,0 +1,440 @@
+"""Writes of the REST API (HackSoft services). Cluster state is still written only by
+scheduling.services; these add what the API needs around them: tokens, tenant policies,
+validated and idempotent submits, node drain."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from api import quantities as q
+from api import selectors
+from api import specs as workload_specs
+from api.authentication import TOKEN_PREFIX, token_digest
+from api.exceptions import ApplicationError, Conflict, Forbidden, InvalidInput, Unprocessable
+from api.models import ApiToken, IdempotencyKey, TenantPolicy
+from scheduling import services
+from scheduling.core.queueing import config as queue_config
+from scheduling.core.queueing.resources import Demand
+from scheduling.core.types import GPU_MILLI_RESOURCE, ServiceClass
+from scheduling.models import ClusterQueue, Node, PriorityClass, ResourceFlavor, Tenant, Workload
+
+IDEMPOTENCY_TTL = timedelta(hours=24)
+PREFIX_LENGTH = 12
+DEFAULT_FLAVOR = "default-flavor"  # Kueue's conventional name for a flavor matching every node
+
+
+def request_fingerprint(data: Any) -> str:
+    """A request body's identity for Idempotency-Key: sha256 of its canonical JSON."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# --- tokens ---------------------------------------------------------------------------------------
+
+
+def token_create(
+    *, tenant: Tenant | None = None, user: User | None = None, name: str = ""
+) -> tuple[ApiToken, str]:
+    """A new token for a tenant or an admin user. The token itself is returned once; only its
+    digest is stored."""
+    if (tenant is None) == (user is None):
+        raise ValueError("a token belongs to a tenant or to a user")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken.objects.create(
+        tenant=tenant,
+        user=user,
+        name=name,
+        prefix=token[:PREFIX_LENGTH],
+        digest=token_digest(token),
+    )
+    return row, token
+
+
+def token_revoke(*, token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=token.revoked_at)
+    return token
+
+
+# --- tenants and their policies -------------------------------------------------------------------
+
+
+def policy_errors(
+    *,
+    hard: Mapping[str, object],
+    default_requests: Mapping[str, object],
+    min_per_pod: Mapping[str, object],
+    max_per_pod: Mapping[str, object],
+    prefix: str = "",
+) -> dict[str, list[str]]:
+    """Field-level problems of a policy (paths `hard.nvidia.com/gpu`, `maxPerPod.cpu`, ...)."""
+    errors: dict[str, list[str]] = {}
+    groups: list[tuple[str, Mapping[str, object], bool]] = [
+        ("hard", hard, True),
+        ("defaultRequests", default_requests, False),
+        ("minPerPod", min_per_pod, False),
+        ("maxPerPod", max_per_pod, False),
+    ]
+    for group, doc, quota in groups:
+        for resource, value in doc.items():
+            path = f"{prefix}{group}.{resource}"
+            if resource == GPU_MILLI_RESOURCE and quota:
+                errors[path] = ["GPU shares count under nvidia.com/gpu (in GPUs, e.g. '2.5')"]
+                continue
+            if not q.known_resource(resource, quota=quota):
+                errors[path] = [q.unknown_resource_message(resource, quota=quota)]
+                continue
+            if group == "defaultRequests" and resource not in (q.CPU, q.MEMORY):
+                errors[path] = ["defaults are for cpu and memory only"]
+                continue
+            try:
+                (q.quota_amount if quota else q.pod_amount)(resource, value)
+            except q.QuantityError as exc:
+                errors[path] = [str(exc)]
+    for resource in set(min_per_pod) & set(max_per_pod):
+        if f"{prefix}minPerPod.{resource}" in errors or f"{prefix}maxPerPod.{resource}" in errors:
+            continue
+        if q.pod_amount(resource, min_per_pod[resource]) > q.pod_amount(
+            resource, max_per_pod[resource]
+        ):
+            errors[f"{prefix}minPerPod.{resource}"] = ["must not be above maxPerPod"]
+    return errors
+
+
+def _texts(doc: Mapping[str, object]) -> dict[str, str]:
+    return {str(k): str(v).strip() for k, v in doc.items()}
+
+
+def quota_errors(quota: Mapping[str, object], path: str = "quota") -> dict[str, list[str]]:
+    """Problems of a cluster queue's nominal quota (resource -> quantity)."""
+    errors: dict[str, list[str]] = {}
+    for resource, value in quota.items():
+        where = f"{path}.{resource}"
+        if resource in (GPU_MILLI_RESOURCE, q.PODS) or not q.known_resource(resource):
+            errors[where] = [
+                f"not a queue resource {resource!r} (cpu, memory, nvidia.com/gpu, "
+                "nvidia.com/mig-<profile>; GPU shares count under nvidia.com/gpu)"
+            ]
+            continue
+        try:
+            q.quota_amount(resource, value)
+        except q.QuantityError as exc:
+            errors[where] = [str(exc)]
+    return errors
+
+
+def _queue_config(
+    *,
+    namespace: str,
+    queue_name: str,
+    cluster_queue: str,
+    create_cluster_queue: bool,
+    quota: Mapping[str, object],
+    cohort: str,
+    flavor: str,
+) -> queue_config.QueueConfig:
+    """The Kueue objects of a new tenant: its LocalQueue, and its own ClusterQueue holding the
+    nominal quota (in the given flavor, by default one matching every node)."""
+    local = queue_config.LocalQueue(
+        namespace=namespace, name=queue_name, cluster_queue=cluster_queue
+    )
+    if not create_cluster_queue:
+        return queue_config.QueueConfig(local_queues=(local,))
+    flavors: tuple[queue_config.ResourceFlavor, ...] = ()
+    if not ResourceFlavor.objects.filter(name=flavor).exists():
+        flavors = (queue_config.ResourceFlavor(name=flavor),)
+    groups: tuple[queue_config.ResourceGroup, ...] = ()
+    if quota:
+        amounts = {r: queue_config.ResourceQuota(q.quota_amount(r, v)) for r, v in quota.items()}
+        groups = (
+            queue_config.ResourceGroup(
+                covered=tuple(sorted(amounts)),
+                flavors=(queue_config.FlavorQuotas(name=flavor, resources=amounts),),
+            ),
+        )
+    cq = queue_config.ClusterQueue(name=cluster_queue, cohort=cohort, resource_groups=groups)
+    return queue_config.QueueConfig(flavors=flavors, cluster_queues=(cq,), local_queues=(local,))
+
+
+def tenant_onboard(
+    *,
+    name: str,
+    namespace: str | None = None,
+    queue_name: str | None = None,
+    quota: Mapping[str, object] | None = None,
+    cohort: str = "",
+    cluster_queue: str | None = None,
+    flavor: str | None = None,
+    hard: Mapping[str, object] | None = None,
+    default_requests: Mapping[str, object] | None = None,
+    min_per_pod: Mapping[str, object] | None = None,
+    max_per_pod: Mapping[str, object] | None = None,
+    token_name: str = "default",
+) -> tuple[Tenant, TenantPolicy, str]:
+    """A tenant with its LocalQueue, its limits and a first API token (returned once).
+
+    The LocalQueue (named `queue_name`, default the tenant's name) points at `cluster_queue` when
+    given (it must exist), else at a new ClusterQueue named after the tenant whose nominal quota
+    is `quota` (Kueue: resource -> quantity, in `flavor`) in `cohort`. `hard` and the per-pod
+    limits are the tenant's ResourceQuota / LimitRange, checked on every submit."""
+    quota, hard = dict(quota or {}), dict(hard or {})
+    default_requests = dict(default_requests or {})
+    min_per_pod, max_per_pod = dict(min_per_pod or {}), dict(max_per_pod or {})
+    errors = policy_errors(
+        hard=hard,
+        default_requests=default_requests,
+        min_per_pod=min_per_pod,
+        max_per_pod=max_per_pod,
+    )
+    errors.update(quota_errors(quota))
+    if cluster_queue is not None:
+        if not ClusterQueue.objects.filter(name=cluster_queue).exists():
+            errors["clusterQueue"] = [f"ClusterQueue {cluster_queue!r} does not exist"]
+        if quota:
+            errors["quota"] = ["the quota belongs to the existing cluster queue; give one or other"]
+    missing_flavor = flavor is not None and not ResourceFlavor.objects.filter(name=flavor).exists()
+    if cluster_queue is None and missing_flavor:
+        errors["flavor"] = [f"ResourceFlavor {flavor!r} does not exist"]
+    if errors:
+        raise InvalidInput(errors)
+    namespace = namespace or name
+    queue_name = queue_name or name
+    try:
+        with transaction.atomic():
+            if Tenant.objects.filter(name=name).exists():
+                raise Conflict(f"tenant {name!r} already exists", {"field": "name"})
+            if Tenant.objects.filter(namespace=namespace).exists():
+                raise Conflict(f"namespace {namespace!r} is taken", {"field": "namespace"})
+            if cluster_queue is None and ClusterQueue.objects.filter(name=name).exists():
+                raise Conflict(
+                    f"ClusterQueue {name!r} already exists: pass it as the cluster queue to share "
+                    "it, or pick another tenant name",
+                    {"field": "clusterQueue"},
+                )
+            tenant = services.tenant_create(name=name, namespace=namespace)
+            policy = TenantPolicy.objects.create(
+                tenant=tenant,
+                queue_name=queue_name,
+                hard=_texts(hard),
+                default_requests=_texts(default_requests),
+                min_per_pod=_texts(min_per_pod),
+                max_per_pod=_texts(max_per_pod),
+            )
+            _, token = token_create(tenant=tenant, name=token_name)
+            # Last: queues_apply publishes its outbox event, the transaction's last write.
+            services.queues_apply(
+                config=_queue_config(
+                    namespace=namespace,
+                    queue_name=queue_name,
+                    cluster_queue=cluster_queue or name,
+                    create_cluster_queue=cluster_queue is None,
+                    quota=quota,
+                    cohort=cohort,
+                    flavor=flavor or DEFAULT_FLAVOR,
+                )
+            )
+    except IntegrityError as exc:
+        raise Conflict(f"tenant {name!r} or namespace {namespace!r} already exists") from exc
+    except services.ServiceError as exc:
+        raise ApplicationError(str(exc)) from exc
+    return tenant, policy, token
+
+
+def tenant_policy_set(
+    *,
+    tenant: Tenant,
+    queue_name: str | None = None,
+    hard: Mapping[str, object],
+    default_requests: Mapping[str, object],
+    min_per_pod: Mapping[str, object],
+    max_per_pod: Mapping[str, object],
+) -> TenantPolicy:
+    """Replace the tenant's limits (and queue, when given). Applies to later submits only."""
+    errors = policy_errors(
+        hard=hard,
+        default_requests=default_requests,
+        min_per_pod=min_per_pod,
+        max_per_pod=max_per_pod,
+    )
+    if errors:
+        raise InvalidInput(errors)
+    with transaction.atomic():
+        policy = TenantPolicy.objects.select_for_update().filter(tenant=tenant).first()
+        if policy is None:
+            policy = TenantPolicy(tenant=tenant, queue_name=queue_name or tenant.name)
+        if queue_name:
+            policy.queue_name = queue_name
+        policy.hard = _texts(hard)
+        policy.default_requests = _texts(default_requests)
+        policy.min_per_pod = _texts(min_per_pod)
+        policy.max_per_pod = _texts(max_per_pod)
+        policy.save()
+    return policy
+
+
+# --- workloads ------------------------------------------------------------------------------------
+
+
+def _replay(tenant: Tenant, key: str, fingerprint: str) -> Workload | None:
+    """The workload an earlier submit with this Idempotency-Key made, if any."""
+    record = IdempotencyKey.objects.filter(tenant=tenant, key=key).first()
+    if record is None:
+        return None
+    if record.created_at < timezone.now() - IDEMPOTENCY_TTL:
+        record.delete()
+        return None
+    if record.fingerprint != fingerprint:
+        raise Unprocessable(
+            "this Idempotency-Key was already used with a different request body",
+            {"header": "Idempotency-Key"},
+        )
+    return Workload.objects.filter(tenant=tenant, name=record.workload_name).first()
+
+
+def _check_quota(
+    tenant: Tenant, policy: TenantPolicy | None, specs: Sequence[services.PodSetSpec]
+) -> None:
+    """ResourceQuota `hard`: the tenant's active requests plus this workload's must fit."""
+    if policy is None or not policy.hard:
+        return
+    hard = {r: q.quota_amount(r, v) for r, v in policy.hard.items()}
+    in_use, pods = selectors.requests_in_use(tenant)
+    new = Demand.of_pods((selectors.pod_request_of(s.template), s.count) for s in specs)
+    used = selectors.demand_amounts(in_use, pods, hard)
+    asked = selectors.demand_amounts(new, sum(s.count for s in specs), hard)
+    exceeded = [
+        {
+            "resource": r,
+            "hard": policy.hard[r],
+            "used": selectors.format_amount(r, used.get(r, 0)),
+            "requested": selectors.format_amount(r, asked.get(r, 0)),
+        }
+        for r in sorted(hard)
+        if used.get(r, 0) + asked.get(r, 0) > hard[r]
+    ]
+    if exceeded:
+        first = exceeded[0]
+        raise Forbidden(
+            f"exceeded quota: {first['resource']}: requested {first['requested']}, "
+            f"used {first['used']}, limited to {first['hard']}",
+            {"exceeded": exceeded},
+        )
+
+
+def workload_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    pod_sets: Sequence[Mapping[str, Any]],
+    queue_name: str | None = None,
+    priority: int | None = None,
+    priority_class_name: str = "",
+    service_class: str = ServiceClass.BATCH.value,
+    maximum_execution_time_s: int | None = None,
+    idempotency_key: str | None = None,
+    fingerprint: str = "",
+) -> tuple[Workload, bool]:
+    """Submit a workload from the API's (already shape-checked) request. Returns the workload and
+    whether it was created now (False: an Idempotency-Key replay).
+
+    Checked before anything is written, every problem named by its field: the queue, each
+    quantity, the tenant's LimitRange-style limits, and what the cluster's nodes could ever offer.
+    Then, in one transaction: name conflict (409), the tenant's hard quota (403), the submit.
+    The priority class (or the global default one) gives the priority unless `priority` is set."""
+    if idempotency_key:
+        replayed = _replay(tenant, idempotency_key, fingerprint)
+        if replayed is not None:
+            return replayed, False
+    policy = selectors.tenant_policy(tenant)
+    queues = selectors.tenant_queue_names(tenant, policy)
+    queue = queue_name or queues[0]
+    errors: dict[str, list[str]] = {}
+    if queue not in queues:
+        errors["queueName"] = [
+            f"unknown queue {queue!r} (this tenant's queues: {', '.join(queues)})"
+        ]
+    if priority_class_name and not PriorityClass.objects.filter(name=priority_class_name).exists():
+        known = ", ".join(PriorityClass.objects.values_list("name", flat=True)) or "none"
+        errors["priorityClassName"] = [
+            f"unknown priority class {priority_class_name!r} (classes: {known})"
+        ]
+    try:
+        specs, stored = workload_specs.pod_sets(
+            pod_sets, selectors.limits_of(policy), selectors.cluster_limits()
+        )
+    except InvalidInput as exc:
+        errors.update(exc.fields)
+    if errors:
+        raise InvalidInput(errors)
+    try:
+        with transaction.atomic():
+            if policy is not None:
+                # Serializes this tenant's submits, so concurrent ones cannot both pass the quota.
+                TenantPolicy.objects.select_for_update().filter(pk=policy.pk).first()
+            if Workload.objects.filter(tenant=tenant, name=name).exists():
+                raise Conflict(f"workload {name!r} already exists", {"field": "name"})
+            if idempotency_key:
+                IdempotencyKey.objects.create(
+                    tenant=tenant, key=idempotency_key, fingerprint=fingerprint, workload_name=name
+                )
+            _check_quota(tenant, policy, specs)
+            workload = services.workload_submit(
+                tenant=tenant,
+                name=name,
+                pod_sets=specs,
+                queue_name=queue,
+                priority=priority,
+                priority_class_name=priority_class_name,
+                service_class=ServiceClass(service_class),
+                raw_pod_sets=stored,
+                maximum_execution_time_s=maximum_execution_time_s,
+            )
+    except IntegrityError as exc:
+        # A concurrent submit took the name or the key first.
+        if idempotency_key:
+            replayed = _replay(tenant, idempotency_key, fingerprint)
+            if replayed is not None:
+                return replayed, False
+        raise Conflict(f"workload {name!r} already exists", {"field": "name"}) from exc
+    except services.ServiceError as exc:
+        raise ApplicationError(str(exc)) from exc
+    return workload, True
+
+
+def workload_cancel(*, workload: Workload) -> Workload:
+    try:
+        return services.workload_cancel(workload=workload)
+    except services.ServiceError as exc:
+        raise Conflict(str(exc), {"state": workload.state}) from exc
+
+
+# --- nodes ----------------------------------------------------------------------------------------
+
+
+def node_cordon(*, node: Node, cordoned: bool) -> Node:
+    if node.cordoned == cordoned:
+        return node
+    return services.node_set_cordoned(node=node, cordoned=cordoned)
+
+
+def node_drain(*, node: Node) -> tuple[Node, list[Workload]]:
+    """Cordon the node, then evict every workload holding anything on it: their pods release
+    what they hold and the workloads go back to their queues (requeued, like preemption victims),
+    to be placed elsewhere. Cordoning first means nothing new lands meanwhile; repeating a drain
+    is harmless."""
+    node = node_cordon(node=node, cordoned=True)
+    workloads = selectors.workloads_on_node(node)
+    if workloads:
+        services.workloads_evict(
+            workloads=workloads, reason=f"node {node.name} drained", now=timezone.now()
+        )
+    return node, workloads

@@ -1,0 +1,229 @@
+"""A submitted workload's pod sets -> the scheduler's PodSetSpecs, checked against the tenant's
+limits and against what the cluster has. Every problem is collected under its path in the request
+(`podSets[0].template.resources.requests.nvidia.com/gpu`), so one 400 names them all.
+
+No writes and no queries: the caller passes the tenant's `Limits` and the `ClusterLimits`."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from api import quantities as q
+from api.exceptions import InvalidInput
+from scheduling.core.types import (
+    GPU_MILLI_RESOURCE,
+    GPU_RESOURCE,
+    TopologyPolicy,
+    TopologyScope,
+)
+from scheduling.services import PodSetSpec, PodTemplate
+
+_TOKEN = re.compile(r"[-_ ]+")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A tenant's LimitRange, in scheduler units: resource -> amount (q.pod_amount)."""
+
+    default_requests: Mapping[str, int] = field(default_factory=dict)
+    min_per_pod: Mapping[str, int] = field(default_factory=dict)
+    max_per_pod: Mapping[str, int] = field(default_factory=dict)
+    # The same, as the admin wrote them, for messages and for filling in defaults.
+    text: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    max_gpus_per_node: int
+    mig_profiles: frozenset[str]
+    shareable: bool
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """What the registered nodes can offer at most (cordoned nodes included: they come back).
+    With no nodes registered nothing is checked."""
+
+    models: Mapping[str, ModelInfo] = field(default_factory=dict)
+    max_cpu_milli: int = 0
+    max_memory_mib: int = 0
+    nodes: int = 0
+
+    def resolve_model(self, wanted: str) -> list[str]:
+        """GPU model names matching `wanted`: the exact name, else every model having it as a
+        word (`H100` matches `NVIDIA-H100-80GB-HBM3`), case-insensitive."""
+        if wanted in self.models:
+            return [wanted]
+        token = wanted.strip().lower()
+        return sorted(
+            m
+            for m in self.models
+            if token and (token in _TOKEN.split(m.lower()) or m.lower() == token)
+        )
+
+
+def pod_sets(
+    raw_pod_sets: Sequence[Mapping[str, Any]], limits: Limits, cluster: ClusterLimits
+) -> tuple[list[PodSetSpec], list[dict[str, Any]]]:
+    """The specs to submit and the normalized pod sets to store (defaults filled in).
+    Raises InvalidInput naming every offending field."""
+    errors: dict[str, list[str]] = defaultdict(list)
+    specs: list[PodSetSpec] = []
+    stored: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_pod_sets):
+        path = f"podSets[{i}]"
+        name = str(raw["name"])
+        if name in seen:
+            errors[f"{path}.name"].append(f"pod set {name!r} is listed twice")
+        seen.add(name)
+        count = int(raw["count"])
+        min_count = raw.get("minCount")
+        if min_count is not None and min_count > count:
+            errors[f"{path}.minCount"].append(f"must be at most count ({count})")
+        template, stored_template = _template(
+            raw["template"], f"{path}.template", limits, cluster, errors
+        )
+        specs.append(PodSetSpec(name=name, count=count, template=template, min_count=min_count))
+        stored.append(
+            {"name": name, "count": count, "minCount": min_count, "template": stored_template}
+        )
+    if errors:
+        raise InvalidInput(errors)
+    return specs, stored
+
+
+def _template(
+    raw: Mapping[str, Any],
+    path: str,
+    limits: Limits,
+    cluster: ClusterLimits,
+    errors: dict[str, list[str]],
+) -> tuple[PodTemplate, dict[str, Any]]:
+    requests_path = f"{path}.resources.requests"
+    given: dict[str, Any] = dict((raw.get("resources") or {}).get("requests") or {})
+    # LimitRange defaultRequest: what the template leaves out.
+    for resource, text in limits.text.get("defaultRequests", {}).items():
+        given.setdefault(resource, text)
+    amounts: dict[str, int] = {}
+    for resource, value in given.items():
+        where = f"{requests_path}.{resource}"
+        if not q.known_resource(resource):
+            errors[where].append(q.unknown_resource_message(resource))
+            continue
+        try:
+            amounts[resource] = q.pod_amount(resource, value)
+        except q.QuantityError as exc:
+            errors[where].append(str(exc))
+    mig = {r: n for r, n in amounts.items() if q.mig_profile(r) is not None and n > 0}
+    gpu_forms = [r for r in (GPU_RESOURCE, GPU_MILLI_RESOURCE) if amounts.get(r, 0) > 0] + sorted(
+        mig
+    )
+    for extra in gpu_forms[1:]:
+        errors[f"{requests_path}.{extra}"].append(
+            f"ask for whole GPUs, a GPU share or one MIG profile, not also {gpu_forms[0]}"
+        )
+    _check_limits(amounts, requests_path, limits, errors)
+
+    models: list[str] = []
+    for j, wanted in enumerate(raw.get("gpuModels") or []):
+        if not cluster.nodes:
+            models.append(wanted)
+            continue
+        matches = cluster.resolve_model(wanted)
+        if not matches:
+            known = ", ".join(sorted(cluster.models)) or "none"
+            errors[f"{path}.gpuModels[{j}]"].append(
+                f"no node has GPU model {wanted!r} (models: {known})"
+            )
+        models.extend(m for m in matches if m not in models)
+    if cluster.nodes:
+        _check_cluster(amounts, mig, models, requests_path, cluster, errors)
+
+    topology = raw.get("topology") or {}
+    policy = TopologyPolicy(topology.get("policy") or TopologyPolicy.NONE.value)
+    scope_text = topology.get("scope")
+    template = PodTemplate(
+        cpu_milli=amounts.get(q.CPU, 0),
+        memory_mib=amounts.get(q.MEMORY, 0),
+        gpus=amounts.get(GPU_RESOURCE, 0),
+        gpu_milli=amounts.get(GPU_MILLI_RESOURCE, 0),
+        mig_profile=(q.mig_profile(next(iter(mig))) or "") if mig else "",
+        mig_count=next(iter(mig.values())) if mig else 0,
+        gpu_models=tuple(models),
+        topology_policy=policy,
+        topology_scope=TopologyScope(scope_text) if scope_text else None,
+        node_selector=dict(raw.get("nodeSelector") or {}),
+        tolerations=tuple(dict(t) for t in raw.get("tolerations") or []),
+    )
+    stored: dict[str, Any] = {
+        "resources": {"requests": {r: str(v) for r, v in given.items()}},
+        "gpuModels": list(raw.get("gpuModels") or []),
+        "topology": {"policy": policy.value, **({"scope": scope_text} if scope_text else {})},
+    }
+    if template.node_selector:
+        stored["nodeSelector"] = dict(template.node_selector)
+    if template.tolerations:
+        stored["tolerations"] = [dict(t) for t in template.tolerations]
+    return template, stored
+
+
+def _check_limits(
+    amounts: Mapping[str, int], path: str, limits: Limits, errors: dict[str, list[str]]
+) -> None:
+    text = limits.text
+    for resource, minimum in limits.min_per_pod.items():
+        if amounts.get(resource, 0) < minimum:
+            errors[f"{path}.{resource}"].append(
+                f"below the tenant's minimum per pod ({resource}: {text['minPerPod'][resource]})"
+            )
+    for resource, maximum in limits.max_per_pod.items():
+        if amounts.get(resource, 0) > maximum:
+            errors[f"{path}.{resource}"].append(
+                f"above the tenant's maximum per pod ({resource}: {text['maxPerPod'][resource]})"
+            )
+
+
+def _check_cluster(
+    amounts: Mapping[str, int],
+    mig: Mapping[str, int],
+    models: Sequence[str],
+    path: str,
+    cluster: ClusterLimits,
+    errors: dict[str, list[str]],
+) -> None:
+    """Requests no node could ever satisfy: say so now rather than leave them pending forever."""
+    if amounts.get(q.CPU, 0) > cluster.max_cpu_milli:
+        errors[f"{path}.cpu"].append(
+            f"{amounts[q.CPU] / 1000:g} CPUs per pod: the largest node has "
+            f"{cluster.max_cpu_milli / 1000:g}"
+        )
+    if amounts.get(q.MEMORY, 0) > cluster.max_memory_mib:
+        errors[f"{path}.memory"].append(
+            f"{amounts[q.MEMORY]}Mi per pod: the largest node has {cluster.max_memory_mib}Mi"
+        )
+    candidates = {m: cluster.models[m] for m in (models or cluster.models) if m in cluster.models}
+    of_models = f" of model {', '.join(models)}" if models else ""
+    gpus = amounts.get(GPU_RESOURCE, 0)
+    if gpus:
+        most = max((info.max_gpus_per_node for info in candidates.values()), default=0)
+        if gpus > most:
+            errors[f"{path}.{GPU_RESOURCE}"].append(
+                f"{gpus} GPUs per pod: no node{of_models} has more than {most} GPUs"
+            )
+    if amounts.get(GPU_MILLI_RESOURCE, 0) and not any(i.shareable for i in candidates.values()):
+        errors[f"{path}.{GPU_MILLI_RESOURCE}"].append(
+            f"no node{of_models} shares its GPUs (time-slicing or MPS)"
+        )
+    for resource in mig:
+        profile = q.mig_profile(resource)
+        offered = sorted({p for info in candidates.values() for p in info.mig_profiles})
+        if profile not in offered:
+            errors[f"{path}.{resource}"].append(
+                f"no node{of_models} offers MIG profile {profile} "
+                f"(offered: {', '.join(offered) or 'none'})"
+            )

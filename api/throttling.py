@@ -1,0 +1,52 @@
+"""Rate limits per caller (tenant token, admin user, or client address when anonymous).
+
+Rates are read from settings on every request (REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], set from
+the environment in gpusched/settings.py), so they can be changed without re-importing DRF."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from api.authentication import TenantPrincipal
+
+
+def _identity(throttle: SimpleRateThrottle, request: Request) -> str:
+    user: Any = request.user
+    if isinstance(user, TenantPrincipal):
+        return f"tenant:{user.tenant.pk}"
+    if user is not None and user.is_authenticated:
+        return f"user:{user.pk}"
+    return f"anon:{throttle.get_ident(request)}"
+
+
+class PrincipalRateThrottle(SimpleRateThrottle):
+    """Every request: `api` rate for authenticated callers, `anon` rate otherwise."""
+
+    scope = "api"
+
+    def get_rate(self) -> str | None:
+        config: Mapping[str, Any] = settings.REST_FRAMEWORK
+        rates: Mapping[str, str | None] = config["DEFAULT_THROTTLE_RATES"]
+        return rates.get(self.scope)
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        user: Any = request.user
+        authenticated = user is not None and user.is_authenticated
+        self.scope = type(self).scope if authenticated else "anon"
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": _identity(self, request)}
+
+
+class SubmitRateThrottle(PrincipalRateThrottle):
+    """Workload submits, on top of the general rate."""
+
+    scope = "submit"

@@ -1,0 +1,168 @@
+import copy
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduling.models import Workload
+from telemetry.models import PodMinute
+from tests.api.conftest import LLAMA, onboard, run_scheduler, submit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+REQ = "podSets[0].template.resources.requests"
+
+
+def test_quota_shows_hard_caps_used_and_limits(cluster) -> None:
+    team = onboard(
+        "team-a",
+        hard={"nvidia.com/gpu": "16", "pods": "10"},
+        default_requests={"memory": "4Gi"},
+        max_per_pod={"nvidia.com/gpu": "8"},
+    )
+    submit(team, LLAMA)
+    doc = team.client.get("/api/v1/quota").json()
+    assert doc["queueNames"] == ["team-a"]
+    assert doc["hard"] == {"nvidia.com/gpu": "16", "pods": "10"}
+    assert doc["used"]["nvidia.com/gpu"] == "8"
+    assert doc["used"]["pods"] == "2"
+    assert doc["used"]["cpu"] == "16"
+    assert doc["used"]["memory"] == "128Gi"
+    assert doc["limits"]["maxPerPod"] == {"nvidia.com/gpu": "8"}
+
+
+def test_hard_quota_is_applied_on_submit(cluster) -> None:
+    team = onboard("team-a", hard={"nvidia.com/gpu": "12"})
+    assert submit(team, LLAMA).status_code == 201  # 8 of 12
+    second = copy.deepcopy(LLAMA)
+    second["name"] = "second"
+    response = submit(team, second)  # 8 more: 16 > 12
+    assert response.status_code == 403
+    assert response.json()["message"].startswith("exceeded quota: nvidia.com/gpu")
+    assert response.json()["extra"]["exceeded"] == [
+        {"resource": "nvidia.com/gpu", "hard": "12", "used": "8", "requested": "8"}
+    ]
+    assert Workload.objects.count() == 1
+    team.client.post("/api/v1/workloads/llama-ft/cancel")  # cancelled work stops counting
+    assert submit(team, second).status_code == 201
+
+
+def test_gpu_shares_count_against_the_gpu_quota(cluster) -> None:
+    team = onboard("team-a", hard={"nvidia.com/gpu": "1"})
+    doc = copy.deepcopy(LLAMA)
+    doc["podSets"][0].update(count=3, minCount=None)
+    doc["podSets"][0]["template"] = {
+        "resources": {"requests": {"cpu": "1", "gpusched.io/gpu-milli": "400"}}
+    }
+    response = submit(team, doc)  # 3 x 0.4 = 1.2 GPUs
+    assert response.status_code == 403
+    assert response.json()["extra"]["exceeded"][0]["requested"] == "1.2"
+
+
+def test_default_requests_and_per_pod_limits(cluster) -> None:
+    team = onboard(
+        "team-a",
+        default_requests={"cpu": "2", "memory": "8Gi"},
+        min_per_pod={"cpu": "1"},
+        max_per_pod={"nvidia.com/gpu": "2"},
+    )
+    doc = copy.deepcopy(LLAMA)
+    doc["podSets"][0]["template"]["resources"]["requests"] = {"nvidia.com/gpu": "2"}
+    created = submit(team, doc)
+    assert created.status_code == 201
+    requests = created.json()["podSets"][0]["template"]["resources"]["requests"]
+    assert requests == {"nvidia.com/gpu": "2", "cpu": "2", "memory": "8Gi"}
+    too_big = copy.deepcopy(LLAMA)
+    too_big["name"] = "big"
+    too_big["podSets"][0]["template"]["resources"]["requests"]["cpu"] = "500m"
+    response = submit(team, too_big)
+    assert response.status_code == 400
+    fields = response.json()["extra"]["fields"]
+    assert "maximum per pod (nvidia.com/gpu: 2)" in fields[f"{REQ}.nvidia.com/gpu"][0]
+    assert "minimum per pod (cpu: 1)" in fields[f"{REQ}.cpu"][0]
+
+
+def test_usage_without_telemetry(team_a) -> None:
+    doc = team_a.client.get("/api/v1/usage").json()
+    assert doc["windowSeconds"] == 3600
+    assert doc["usedP95Gpus"] is None and doc["overRequest"] is None
+    assert doc["advice"] == [] and doc["series"] == []
+
+
+def test_usage_requested_vs_measured_with_advice(team_a, cluster) -> None:
+    submit(team_a, LLAMA)
+    run_scheduler()
+    now = timezone.now().replace(second=0, microsecond=0)
+    for minute in range(1, 6):
+        for pod in ("llama-ft-workers-0", "llama-ft-workers-1"):
+            PodMinute.objects.create(
+                minute=now - timedelta(minutes=minute),
+                namespace="team-a",
+                pod=pod,
+                samples=4,
+                gpus_avg=4,
+                used_avg=0.5,
+                used_max=0.6,
+                used_p95=0.55,
+                fb_used_avg=1000,
+                fb_used_max=1200,
+            )
+    doc = team_a.client.get("/api/v1/usage?window=1h").json()
+    assert doc["requestedGpus"] > 0
+    assert doc["usedP95Gpus"] == pytest.approx(1.1)
+    # requested is time-weighted over the hour: the pods were bound just now
+    assert doc["overRequest"] == pytest.approx(doc["requestedGpus"] / 1.1)
+    advice = doc["advice"][0]
+    assert advice["workload"] == "llama-ft" and advice["pods"] == 2
+    assert advice["recommended"] == {"gpusched.io/gpu-milli": "700"}
+    assert advice["savingGpus"] > 3
+    assert len(doc["series"]) == 5
+    assert doc["series"][0]["usedAvgGpus"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("window", ["0h", "8d", "soon", "1w"])
+def test_usage_window_is_validated(team_a, window: str) -> None:
+    response = team_a.client.get(f"/api/v1/usage?window={window}")
+    assert response.status_code == 400
+    assert "window" in response.json()["extra"]["fields"]
+
+
+def test_queues_and_priority_classes(team_a, cluster) -> None:
+    submit(team_a, LLAMA)
+    queues = team_a.client.get("/api/v1/queues").json()["items"]
+    assert queues == [
+        {
+            "name": "team-a",
+            "namespace": "team-a",
+            "tenant": "team-a",
+            "clusterQueue": "team-a",
+            "pendingWorkloads": 1,
+            "admittedWorkloads": 0,
+            "runningWorkloads": 0,
+        }
+    ]
+    assert team_a.client.get("/api/v1/priorityclasses").json() == {"items": []}
+
+
+def test_flavors_and_free_capacity(team_a, cluster) -> None:
+    doc = team_a.client.get("/api/v1/flavors").json()
+    assert doc["nodes"] == doc["schedulableNodes"] == 4
+    assert [f["name"] for f in doc["items"]] == ["default-flavor"]  # made by createtenant
+    assert doc["items"][0]["gpus"] == 19
+    flavors = {f["gpuModel"]: f for f in doc["gpuModels"]}
+    h100 = flavors["NVIDIA-H100-80GB-HBM3"]
+    assert (h100["nodes"], h100["gpus"], h100["gpusFree"], h100["largestFreeBlock"]) == (
+        2,
+        16,
+        16,
+        8,
+    )
+    assert h100["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert flavors["T4"]["sharedMilliFree"] == 2000
+    assert flavors["A100"]["migGpus"] == 1
+    submit(team_a, LLAMA)
+    run_scheduler()
+    h100 = {f["gpuModel"]: f for f in team_a.client.get("/api/v1/flavors").json()["gpuModels"]}[
+        "NVIDIA-H100-80GB-HBM3"
+    ]
+    assert h100["gpusFree"] == 8
