@@ -1,0 +1,214 @@
+"""The few Kubernetes API calls the scheduler makes, on the official `kubernetes` client, with the
+pitfalls of reference/wire-formats.md §4 handled in one place:
+
+- Binding: `create_namespaced_pod_binding(..., _preload_content=False)`. The server answers 201 with
+  a `Status`, which the client would try to read as a `V1Binding` and fail on (`target` is
+  required); the raw response is read instead. The Binding carries the pod's uid (a precondition:
+  a pod deleted and recreated under the same name is never bound by mistake) and the annotations
+  to write on the pod (the API server copies a Binding's annotations onto the pod, atomically with
+  `spec.nodeName`).
+- Events: events.k8s.io/v1 with `eventTime` as a MicroTime (kube.times).
+- PodScheduled=False: a dict body, which the client sends as a strategic-merge patch (merge key
+  `type`), so only that condition changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from kube.times import micro_time, rfc3339
+
+logger = logging.getLogger(__name__)
+
+NOTE_LIMIT = 1024  # events.k8s.io/v1 `note` is at most 1 kB
+REPORTING_CONTROLLER = "gpusched.io/scheduler"
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def connect(
+    *, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool | None = None
+) -> client.ApiClient:
+    """An API client from the pod's service account (in a cluster) or a kubeconfig file.
+    `in_cluster=None` tries the service account first, then the kubeconfig."""
+    configuration = client.Configuration()
+    if in_cluster or (in_cluster is None and not kubeconfig and _running_in_cluster()):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+    return client.ApiClient(configuration)
+
+
+def _running_in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        SERVICE_ACCOUNT_NAMESPACE
+    )
+
+
+def own_namespace(default: str = "default") -> str:
+    """The namespace this pod runs in (POD_NAMESPACE, else the service account's), for the Lease."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as handle:
+            return handle.read().strip() or default
+    except OSError:
+        return default
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    ok: bool
+    status: int  # HTTP status: 201 on success
+    message: str = ""
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 404
+
+
+class KubeApi:
+    """Thin adapter: typed calls in, plain results out; ApiException never escapes `bind`."""
+
+    def __init__(
+        self, api_client: client.ApiClient, *, reporting_instance: str, timeout_s: float = 10.0
+    ) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.events = client.EventsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.reporting_instance = reporting_instance[:128]
+        self.timeout_s = timeout_s
+
+    def bind(
+        self, *, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
+    ) -> BindOutcome:
+        body = client.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            metadata=client.V1ObjectMeta(
+                name=name, namespace=namespace, uid=uid, annotations=annotations or None
+            ),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        try:
+            response = self.core.create_namespaced_pod_binding(
+                name, namespace, body, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            return BindOutcome(False, int(exc.status or 0), _status_message(exc))
+        status = int(getattr(response, "status", 0) or 0)
+        data = getattr(response, "data", b"") or b""
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:
+            doc = {}
+        if 200 <= status < 300 and doc.get("status", "Success") == "Success":
+            return BindOutcome(True, status)
+        return BindOutcome(False, status, str(doc.get("message", "")))
+
+    def event(
+        self,
+        *,
+        namespace: str,
+        pod_name: str,
+        pod_uid: str,
+        kind: str,  # "Normal" | "Warning"
+        reason: str,  # "Scheduled" | "FailedScheduling"
+        action: str,  # "Binding" | "Scheduling"
+        note: str,
+        now: datetime,
+    ) -> bool:
+        body = client.EventsV1Event(
+            api_version="events.k8s.io/v1",
+            kind="Event",
+            metadata=client.V1ObjectMeta(generate_name=f"{pod_name}.", namespace=namespace),
+            event_time=micro_time(now),
+            reporting_controller=REPORTING_CONTROLLER,
+            reporting_instance=self.reporting_instance,
+            action=action,
+            reason=reason,
+            type=kind,
+            regarding=client.V1ObjectReference(
+                api_version="v1", kind="Pod", name=pod_name, namespace=namespace, uid=pod_uid
+            ),
+            note=truncate_note(note),
+        )
+        try:
+            self.events.create_namespaced_event(
+                namespace, body, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:  # an event is best effort, as in kube-scheduler
+            logger.warning("event %s for %s/%s: %s", reason, namespace, pod_name, exc.status)
+            return False
+        return True
+
+    def mark_unschedulable(
+        self, *, namespace: str, name: str, message: str, now: datetime, reason: str
+    ) -> bool:
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": rfc3339(now),
+                    }
+                ]
+            }
+        }
+        try:
+            self.core.patch_namespaced_pod_status(
+                name, namespace, patch, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            logger.warning("PodScheduled=False on %s/%s: %s", namespace, name, exc.status)
+            return False
+        return True
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response: Any = self.core.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = json.loads(response.data)
+        return doc
+
+
+def truncate_note(note: str) -> str:
+    """kube-scheduler's rule: at most 1 kB, cut with " ..." when longer."""
+    encoded = note.encode()
+    if len(encoded) <= NOTE_LIMIT:
+        return note
+    return encoded[: NOTE_LIMIT - 4].decode(errors="ignore") + " ..."
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        doc = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        doc = {}
+    if isinstance(doc, dict) and doc.get("message"):
+        return str(doc["message"])
+    return f"{exc.status} {exc.reason}"

@@ -1,0 +1,29 @@
+"""Which Kubernetes pod each of our Pod rows mirrors (scheduling.models stays Kubernetes-free)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from scheduling.models import Pod
+
+
+class KubePod(models.Model):
+    """A Kubernetes pod mirrored into the database: ours to place (`owned`) or a pod bound by
+    someone else whose resources must be counted."""
+
+    uid = models.CharField(max_length=64, unique=True)  # metadata.uid
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    pod = models.OneToOneField(Pod, on_delete=models.CASCADE, related_name="kube")
+    scheduler_name = models.CharField(max_length=253)
+    owned = models.BooleanField(default=False)  # pending for our schedulerName when first seen
+    node_name = models.CharField(max_length=253, blank=True, default="")  # last seen spec.nodeName
+    resource_version = models.CharField(max_length=32, blank=True, default="")
+    reported_reason = models.CharField(max_length=1024, blank=True, default="")  # last event
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"

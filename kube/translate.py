@@ -1,0 +1,544 @@
+"""Kubernetes objects, as the API's JSON (camelCase dicts), into the core's types.
+
+Nodes: allocatable cpu / memory / `nvidia.com/gpu` / `nvidia.com/mig-*`, GFD labels for the GPU
+model, memory and sharing mode, and the topology from (in order) the profile's annotation
+(`gpu-topology.nvidia.com/info`), the NodeResourceTopology object, or a uniform guess.
+
+Pods: the effective requests (containers summed, the largest init container, sidecars and
+overhead, as the kubelet counts them) of cpu, memory, `nvidia.com/gpu`, `gpusched.io/gpu-milli`
+and `nvidia.com/mig-<profile>`; topology and placement hints from annotations:
+
+    gpusched.io/topology-policy   none | best-effort | restricted | single-numa-node
+    gpusched.io/topology-scope    nvlink | pcie | numa | node
+    gpusched.io/gpu-models        comma-separated GPU models (GFD product names) the pod accepts
+    gpusched.io/service-class     online | batch | opportunistic
+
+Nothing here does I/O or touches the database.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from kubernetes.utils import parse_quantity
+
+from kube import gfd, nrt
+from kube.nrt import NrtError, NrtInfo
+from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
+from scheduling.core.topology import (
+    NodeTopology,
+    TopologyError,
+    parse_topology_annotation,
+    uniform,
+)
+from scheduling.core.types import (
+    GPU_MILLI_RESOURCE,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    MILLI_PER_GPU,
+    GpuDevice,
+    NodeSpec,
+    PodRequest,
+    ServiceClass,
+    SharingMode,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TopologyPolicy,
+    TopologyScope,
+)
+
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
+ANNOTATION_POLICY = "gpusched.io/topology-policy"
+ANNOTATION_SCOPE = "gpusched.io/topology-scope"
+ANNOTATION_MODELS = "gpusched.io/gpu-models"
+ANNOTATION_SERVICE_CLASS = "gpusched.io/service-class"
+ANNOTATION_GPU_IDS = "gpusched.io/gpu-ids"  # written at bind: "0,1,2,3"
+ANNOTATION_MIG_SLOTS = "gpusched.io/mig-slots"  # written at bind: "<gpu>:<slot>,..."
+ANNOTATION_GPU_SHARE = "gpusched.io/gpu-share-milli"  # written at bind for GPU shares
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MIB = 1024 * 1024
+# Labels that change without the node changing (GFD rewrites its timestamp every run): left out,
+# so they do not make every node look new every minute.
+VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
+
+
+class TranslationError(ValueError):
+    """An object gpusched cannot represent; the message says which field and why."""
+
+
+# --- nodes --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    spec: NodeSpec
+    topology_source: str  # "annotation" | "nrt" | "uniform"
+    mig_strategy: str
+    warnings: tuple[str, ...] = ()
+    kubelet_policy: str = ""  # the Topology Manager policy NRT reports
+
+
+def node_spec(
+    node: Mapping[str, Any],
+    *,
+    nrt: NrtInfo | None = None,
+    annotation: str = "gpu-topology.nvidia.com/info",
+) -> NodeFacts:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    name = str(meta.get("name", ""))
+    if not name:
+        raise TranslationError("node without metadata.name")
+    labels = {
+        str(k): str(v) for k, v in (meta.get("labels") or {}).items() if k not in VOLATILE_LABELS
+    }
+    annotations = meta.get("annotations") or {}
+    allocatable = status.get("allocatable") or {}
+    warnings: list[str] = []
+
+    facts = gfd.facts(labels)
+    gpus = _gpu_devices(name, allocatable, facts, warnings)
+    topology, source = _topology(name, len(gpus), annotations.get(annotation), nrt, warnings)
+    return NodeFacts(
+        spec=NodeSpec(
+            name=name,
+            cpu_milli=int(_quantity(allocatable.get("cpu", "0"), "cpu") * 1000),
+            memory_mib=int(_quantity(allocatable.get("memory", "0"), "memory") // MIB),
+            gpus=gpus,
+            topology=topology,
+            labels=labels,
+            taints=tuple(_taints(spec.get("taints") or [])),
+            cordoned=bool(spec.get("unschedulable", False)),
+        ),
+        topology_source=source,
+        mig_strategy=facts.mig_strategy,
+        warnings=tuple(warnings),
+        kubelet_policy=nrt.policy if nrt else "",
+    )
+
+
+def _gpu_devices(
+    node: str, allocatable: Mapping[str, Any], facts: gfd.GfdFacts, warnings: list[str]
+) -> tuple[GpuDevice, ...]:
+    whole = int(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE))
+    shared = int(_quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE))
+    layouts: list[tuple[str, ...]] = []
+    if facts.mig_strategy == "single" and facts.mig_profile:
+        # `nvidia.com/gpu` counts MIG devices of one profile: spread them over physical GPUs.
+        slices = facts.slices_gi or gfd.profile_slices(facts.mig_profile) or 1
+        per_gpu = max(1, facts.slices_per_gpu // slices)
+        left = whole
+        while left > 0:
+            layouts.append((facts.mig_profile,) * min(per_gpu, left))
+            left -= per_gpu
+        whole = 0
+    else:
+        layouts = _pack_mig(allocatable, facts.slices_per_gpu)
+        if facts.sharing.shareable:
+            replicated = whole or shared
+            physical = facts.count or math.ceil(replicated / max(1, facts.replicas))
+            whole = min(physical, replicated) if replicated else 0
+    devices = [
+        GpuDevice(
+            index=i,
+            model=facts.model,
+            memory_mib=facts.memory_mib,
+            sharing=facts.sharing,
+        )
+        for i in range(whole)
+    ]
+    devices += [
+        GpuDevice(
+            index=whole + k,
+            model=facts.model,
+            sharing=SharingMode.MIG,
+            mig_layout=layout,
+        )
+        for k, layout in enumerate(layouts)
+    ]
+    if len(devices) > MAX_GPUS_PER_NODE:
+        warnings.append(
+            f"node {node}: {len(devices)} GPUs, only the first {MAX_GPUS_PER_NODE} are scheduled"
+        )
+        devices = devices[:MAX_GPUS_PER_NODE]
+    return tuple(devices)
+
+
+def _pack_mig(allocatable: Mapping[str, Any], slices_per_gpu: int) -> list[tuple[str, ...]]:
+    """Mixed strategy: `nvidia.com/mig-<profile>: n` per profile, packed first-fit decreasing into
+    GPUs of `slices_per_gpu` slices (the API does not say which GPU holds which instance)."""
+    instances: list[str] = []
+    for resource, value in allocatable.items():
+        if str(resource).startswith(MIG_RESOURCE_PREFIX):
+            profile = str(resource)[len(MIG_RESOURCE_PREFIX) :]
+            instances += [profile] * int(_quantity(value, str(resource)))
+    instances.sort(key=lambda p: (-gfd.profile_slices(p), p))
+    gpus: list[list[str]] = []
+    free: list[int] = []
+    for profile in instances:
+        need = max(1, gfd.profile_slices(profile))
+        for k, room in enumerate(free):
+            if room >= need:
+                gpus[k].append(profile)
+                free[k] -= need
+                break
+        else:
+            gpus.append([profile])
+            free.append(slices_per_gpu - need)
+    return [tuple(layout) for layout in gpus]
+
+
+def _topology(
+    node: str,
+    gpu_count: int,
+    annotation: object,
+    nrt: NrtInfo | None,
+    warnings: list[str],
+) -> tuple[NodeTopology | None, str]:
+    if gpu_count == 0:
+        return None, "uniform"
+    topology: NodeTopology | None = None
+    source = "uniform"
+    if isinstance(annotation, str) and annotation:
+        try:
+            parsed = parse_topology_annotation(annotation)
+        except TopologyError as exc:
+            warnings.append(f"node {node}: topology annotation ignored: {exc}")
+        else:
+            if parsed.gpu_count == gpu_count:
+                topology, source = parsed, "annotation"
+            else:
+                warnings.append(
+                    f"node {node}: topology annotation lists {parsed.gpu_count} GPUs, "
+                    f"the node has {gpu_count}"
+                )
+    if nrt is not None:
+        if topology is None and sum(nrt.zone_gpus) == gpu_count:
+            numa = nrt.gpu_numa
+            links = tuple(
+                tuple(
+                    "X" if i == j else ("NODE" if numa[i] == numa[j] else "SYS")
+                    for j in range(gpu_count)
+                )
+                for i in range(gpu_count)
+            )
+            topology = NodeTopology(
+                gpu_numa=numa,
+                gpu_switch=tuple(range(gpu_count)),
+                links=links,
+                numa_cpus=nrt.zone_cpus,
+            )
+            source = "nrt"
+        elif topology is not None and len(nrt.zone_cpus) >= topology.numa_count:
+            topology = replace(topology, numa_cpus=nrt.zone_cpus)
+        elif topology is None:
+            warnings.append(
+                f"node {node}: NodeResourceTopology has {sum(nrt.zone_gpus)} GPUs in its zones, "
+                f"the node has {gpu_count}"
+            )
+    return topology or uniform(gpu_count), source
+
+
+def _taints(raw: Iterable[Any]) -> Iterable[Taint]:
+    for taint in raw:
+        if not isinstance(taint, Mapping) or not taint.get("key"):
+            continue
+        try:
+            effect = TaintEffect(str(taint.get("effect", "NoSchedule")))
+        except ValueError:
+            continue
+        yield Taint(str(taint["key"]), str(taint.get("value", "") or ""), effect)
+
+
+def parse_nrt(doc: Mapping[str, Any]) -> NrtInfo | None:
+    """An NRT object, or None (with nothing raised) when it cannot be read."""
+    try:
+        return nrt.parse(doc)
+    except NrtError:
+        return None
+
+
+# --- pods ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodAsk:
+    """What a pod asks of a node, in the core's units."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    mig_profile: str = ""
+    mig_count: int = 0
+    gpu_models: tuple[str, ...] = ()
+    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_scope: TopologyScope | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.cpu_milli or self.memory_mib or self.gpus or self.gpu_milli)
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    scheduler_name: str
+    node_name: str
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    gated: bool  # non-empty spec.schedulingGates: not ours to place yet
+    deleting: bool  # metadata.deletionTimestamp set
+    priority: int
+    priority_class_name: str
+    service_class: ServiceClass
+    queue_name: str
+    annotations: Mapping[str, str]
+    ask: PodAsk | None  # None when the pod cannot be represented (see error)
+    error: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def pending_for(self, scheduler_name: str) -> bool:
+        """Waiting for `scheduler_name` to place it: no node, no gates, not being deleted."""
+        return (
+            self.scheduler_name == scheduler_name
+            and not self.node_name
+            and not self.gated
+            and not self.deleting
+            and self.phase == "Pending"
+        )
+
+    def request(self) -> PodRequest:
+        """The core's request (the extender's path; the scheduler reads it back from the DB)."""
+        if self.ask is None:
+            raise TranslationError(self.error)
+        return to_request(self.uid, self.name, self.namespace, self.priority, self.ask)
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    labels = meta.get("labels") or {}
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    error = ""
+    ask: PodAsk | None = None
+    try:
+        service_class = _enum(
+            ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
+        )
+        ask = pod_ask(spec, annotations)
+        to_request(str(meta.get("uid", "")) or "?", name, namespace, 0, ask)  # validates
+    except (TranslationError, ValueError) as exc:
+        service_class = ServiceClass.BATCH
+        ask, error = None, str(exc)
+    return PodInfo(
+        uid=str(meta.get("uid") or ""),
+        namespace=namespace,
+        name=name,
+        resource_version=str(meta.get("resourceVersion") or ""),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        gated=bool(spec.get("schedulingGates")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        priority=int(spec.get("priority") or 0),
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        service_class=service_class,
+        queue_name=str(labels.get(QUEUE_LABEL) or "default"),
+        annotations=annotations,
+        ask=ask,
+        error=error,
+    )
+
+
+def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodAsk:
+    requests = effective_requests(spec)
+    gpus = _count(requests.pop(GPU_RESOURCE, Decimal(0)), GPU_RESOURCE)
+    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Decimal(0)), GPU_MILLI_RESOURCE)
+    if gpu_milli >= MILLI_PER_GPU:
+        raise TranslationError(
+            f"{GPU_MILLI_RESOURCE} is a share of one GPU (1-999); ask {GPU_RESOURCE} for whole GPUs"
+        )
+    mig = {
+        name[len(MIG_RESOURCE_PREFIX) :]: _count(value, name)
+        for name, value in requests.items()
+        if name.startswith(MIG_RESOURCE_PREFIX) and value > 0
+    }
+    if len(mig) > 1:
+        raise TranslationError(f"a pod may ask for one MIG profile, not {sorted(mig)}")
+    mig_profile, mig_count = next(iter(mig.items()), ("", 0))
+    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    selector.update(_required_affinity(spec.get("affinity") or {}))
+    single_profile = gfd.mig_profile_of_product(selector.get(gfd.PRODUCT, ""))
+    if single_profile and gpus and not mig_count:
+        # MIG `single` strategy: nvidia.com/gpu counts MIG devices of the selected product.
+        mig_profile, mig_count, gpus = single_profile, gpus, 0
+    models = tuple(
+        sorted({m.strip() for m in annotations.get(ANNOTATION_MODELS, "").split(",") if m.strip()})
+    )
+    policy = _enum(TopologyPolicy, annotations.get(ANNOTATION_POLICY), TopologyPolicy.NONE)
+    scope_text = annotations.get(ANNOTATION_SCOPE)
+    scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
+    return PodAsk(
+        cpu_milli=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
+        memory_mib=math.ceil(requests.get("memory", Decimal(0)) / MIB),
+        gpus=gpus,
+        gpu_milli=gpu_milli,
+        mig_profile=mig_profile,
+        mig_count=mig_count,
+        gpu_models=models,
+        topology_policy=policy,
+        topology_scope=scope,
+        node_selector=selector,
+        tolerations=tuple(_tolerations(spec.get("tolerations") or [])),
+    )
+
+
+def effective_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The kubelet's sum: regular containers plus restartable init containers (sidecars), at
+    least each regular init container plus the sidecars started before it, plus pod overhead."""
+    total: dict[str, Decimal] = {}
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for container in spec.get("initContainers") or []:
+        asked = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, asked)
+        else:
+            for name in set(asked) | set(sidecars):
+                need = asked.get(name, Decimal(0)) + sidecars.get(name, Decimal(0))
+                init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+    for container in spec.get("containers") or []:
+        _add(total, _container_requests(container))
+    _add(total, sidecars)
+    for name, peak in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), peak)
+    _add(total, {k: _quantity(v, k) for k, v in (spec.get("overhead") or {}).items()})
+    return total
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    asked = dict(resources.get("limits") or {})  # requests default to limits
+    asked.update(resources.get("requests") or {})
+    return {str(k): _quantity(v, str(k)) for k, v in asked.items()}
+
+
+def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+    for name, value in more.items():
+        into[name] = into.get(name, Decimal(0)) + value
+
+
+def _required_affinity(affinity: Mapping[str, Any]) -> dict[str, str]:
+    """Required node affinity the core can express: one term whose expressions are all
+    `In` with a single value (a node selector). Anything else is refused, not ignored."""
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return {}
+    terms = required.get("nodeSelectorTerms") or []
+    selector: dict[str, str] = {}
+    if len(terms) == 1 and not terms[0].get("matchFields"):
+        for expression in terms[0].get("matchExpressions") or []:
+            values = expression.get("values") or []
+            if expression.get("operator") != "In" or len(values) != 1:
+                break
+            selector[str(expression["key"])] = str(values[0])
+        else:
+            return selector
+    raise TranslationError(
+        "required node affinity is supported only as one term of single-value In expressions; "
+        "use spec.nodeSelector"
+    )
+
+
+def _tolerations(raw: Iterable[Any]) -> Iterable[dict[str, str]]:
+    for toleration in raw:
+        if not isinstance(toleration, Mapping):
+            continue
+        item = {
+            "key": str(toleration.get("key") or ""),
+            "operator": str(toleration.get("operator") or "Equal"),
+            "value": str(toleration.get("value") or ""),
+        }
+        effect = str(toleration.get("effect") or "")
+        if effect:
+            item["effect"] = effect
+        yield item
+
+
+def to_request(uid: str, name: str, namespace: str, priority: int, ask: PodAsk) -> PodRequest:
+    return PodRequest(
+        uid=uid,
+        name=name,
+        namespace=namespace,
+        priority=priority,
+        cpu_milli=ask.cpu_milli,
+        memory_mib=ask.memory_mib,
+        gpus=ask.gpus,
+        gpu_milli=ask.gpu_milli,
+        mig_profile=ask.mig_profile,
+        mig_count=ask.mig_count,
+        gpu_models=frozenset(ask.gpu_models),
+        topology_policy=ask.topology_policy,
+        topology_scope=ask.topology_scope,
+        node_selector=dict(ask.node_selector),
+        tolerations=tuple(
+            Toleration(
+                key=t["key"],
+                operator=t["operator"],
+                value=t["value"],
+                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
+            )
+            for t in ask.tolerations
+        ),
+    )
+
+
+_E = TypeVar("_E", ServiceClass, TopologyPolicy, TopologyScope)
+
+
+def _enum(kind: type[_E], value: str | None, default: _E) -> _E:
+    if value is None or value == "":
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise TranslationError(f"{value!r} is not one of {allowed}") from None
+
+
+def _quantity(value: object, name: str) -> Decimal:
+    try:
+        amount = parse_quantity(value)
+    except (ValueError, TypeError):
+        raise TranslationError(f"{name}: {value!r} is not a quantity") from None
+    if amount < 0:
+        raise TranslationError(f"{name}: {value!r} is negative")
+    return Decimal(amount)
+
+
+def _count(value: Decimal, name: str) -> int:
+    if value != value.to_integral_value():
+        raise TranslationError(f"{name} must be a whole number, got {value}")
+    return int(value)

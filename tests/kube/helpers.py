@@ -1,0 +1,72 @@
+"""Build the Kubernetes scheduler against the fake API server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from kube.api import KubeApi
+from kube.leader import LeaseElector
+from kube.scheduler import KubeScheduler
+from scheduling.core.profiles import load_profiles
+from scheduling.core.scheduler import Framework
+from tests.kube.fakeapi import FakeKube
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def seeds_profile_text() -> str:
+    """The scheduler profile shipped in deploy/ (the seeds' config, unchanged)."""
+    for doc in yaml.safe_load_all((DEPLOY / "scheduler-profile.yaml").read_text()):
+        if doc and doc.get("kind") == "ConfigMap":
+            return str(doc["data"]["profile.yaml"])
+    raise AssertionError("no profile ConfigMap in deploy/scheduler-profile.yaml")
+
+
+def framework() -> Framework:
+    return Framework(load_profiles(seeds_profile_text())[0])
+
+
+class Clock:
+    """A settable monotonic clock (seconds) and the matching wall clock."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(1_767_225_600 + self.t, UTC)
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def scheduler(
+    fake: FakeKube,
+    identity: str = "gpusched-0",
+    *,
+    lease: bool = True,
+    clock: Clock | None = None,
+    now: Callable[[], datetime] | None = None,
+) -> KubeScheduler:
+    api = KubeApi(fake.api_client(), reporting_instance=identity)
+    elector = None
+    if lease:
+        clock = clock or Clock()
+        elector = LeaseElector(
+            api.coordination,
+            name="gpusched-scheduler",
+            namespace="gpu-system",
+            identity=identity,
+            clock=clock.now,
+            monotonic=clock.monotonic,
+        )
+    built = KubeScheduler(api, framework(), elector, identity=identity, watch_timeout_s=5)
+    if now is not None:
+        built.clock = now
+    return built

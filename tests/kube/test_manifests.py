@@ -1,0 +1,196 @@
+"""deploy/: every manifest passes the Kubernetes API's JSON schema (kubernetes-validate, strict),
+the KubeSchedulerConfigurations load through our profile loader, the extender stanza obeys
+kube-scheduler's validation rules, containers run non-root and read-only, RBAC is least
+privilege."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from django.urls import resolve
+
+from kube.management.commands.runkube import LEASE_NAME
+from kube.translate import pod_info
+from scheduling.core.profiles import load_profiles
+from tests.kube.helpers import DEPLOY, seeds_profile_text
+
+NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
+VERSIONS = ("1.30.0", "1.37.0")
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    # deploy/*.yaml and deploy/examples/: the Kubernetes manifests (other folders are not ours).
+    for path in sorted([*DEPLOY.glob("*.yaml"), *DEPLOY.glob("examples/*.yaml")]):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                found.append((str(path.relative_to(DEPLOY)), doc))
+    return found
+
+
+def by_kind(kind: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in documents() if doc["kind"] == kind]
+
+
+def named(kind: str, name: str) -> dict[str, Any]:
+    (doc,) = [d for d in by_kind(kind) if d["metadata"]["name"] == name]
+    return doc
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_manifest_passes_the_api_schema(version: str) -> None:
+    checked = 0
+    for path, doc in documents():
+        if doc["kind"] in NOT_API_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            raise AssertionError(f"{path} {doc['kind']}/{doc['metadata']['name']}: {exc}") from exc
+        checked += 1
+    assert checked >= 15
+
+
+def test_the_validator_catches_a_broken_manifest() -> None:
+    broken = named("Deployment", "gpusched-scheduler")
+    broken["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = 3
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+    broken = named("Deployment", "gpusched-web")
+    broken["spec"]["replica"] = 2  # a typo: strict schemas refuse unknown fields
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+
+
+def test_scheduler_configurations_load_through_our_profile_loader() -> None:
+    (extender_config,) = by_kind("KubeSchedulerConfiguration")
+    (profile,) = load_profiles(yaml.safe_dump(extender_config))
+    assert profile.scheduler_name == "default-scheduler"
+    (seeds,) = load_profiles(seeds_profile_text())
+    assert seeds.scheduler_name == "gpu-topology-scheduler"
+    assert [(p.name, p.weight) for p in seeds.enabled("score") if p.name == "GPUTopologyAware"] == [
+        ("GPUTopologyAware", 5)
+    ]
+    assert seeds.plugin_args["GPUTopologyAware"] == {
+        "topologyAnnotation": "gpu-topology.nvidia.com/info",
+        "preferSameNUMA": True,
+    }
+
+
+@pytest.mark.urls("tests.kube.urls")
+def test_the_extender_stanza_follows_kube_scheduler_validation() -> None:
+    (config,) = by_kind("KubeSchedulerConfiguration")
+    extenders = config["extenders"]
+    assert sum(1 for e in extenders if e.get("bindVerb")) <= 1  # only one binder
+    for extender in extenders:
+        if extender.get("prioritizeVerb"):
+            assert extender["weight"] > 0
+        names = [r["name"] for r in extender.get("managedResources", [])]
+        assert len(names) == len(set(names))
+        for name in names:  # extended resources only
+            domain = name.split("/")[0]
+            assert "/" in name and not domain.endswith("kubernetes.io")
+        assert extender["nodeCacheCapable"] is True
+        # The URL points at our Service and every verb is one of our routes.
+        service = named("Service", "gpusched-web")
+        host = f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:"
+        (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "extender"]
+        assert extender["urlPrefix"] == f"{host}{port}/extender"
+        for verb in ("filterVerb", "prioritizeVerb", "bindVerb"):
+            assert str(resolve(f"/extender/{extender[verb]}").url_name).startswith("extender-")
+
+
+def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = deployment["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+def test_containers_are_non_root_with_read_only_root_filesystems() -> None:
+    deployments = by_kind("Deployment")
+    assert {d["metadata"]["name"] for d in deployments} == {
+        "gpusched-web",
+        "gpusched-scheduler",
+        "gpusched-ingester",
+    }
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] > 0
+        assert not pod.get("hostNetwork") and not pod.get("hostPID")
+        for container in containers(deployment):
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, container["name"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"]
+            mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert "/tmp" in mounts  # the only writable place
+            assert "limits" in container["resources"]
+
+
+def test_rbac_is_least_privilege() -> None:
+    def rules(kind: str, name: str) -> set[tuple[str, str, str, str]]:
+        found = set()
+        for rule in named(kind, name)["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        names = ",".join(rule.get("resourceNames", []))
+                        found.add((group, resource, verb, names))
+        return found
+
+    for _, doc in documents():
+        for rule in doc.get("rules", []):
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+    assert rules("ClusterRole", "gpusched-scheduler") == {
+        ("", "nodes", "list", ""),
+        ("", "nodes", "watch", ""),
+        ("", "pods", "list", ""),
+        ("", "pods", "watch", ""),
+        ("", "pods/binding", "create", ""),
+        ("", "pods/status", "patch", ""),
+        ("events.k8s.io", "events", "create", ""),
+        ("topology.node.k8s.io", "noderesourcetopologies", "list", ""),
+    }
+    assert rules("Role", "gpusched-scheduler-lease") == {
+        ("coordination.k8s.io", "leases", "create", ""),
+        ("coordination.k8s.io", "leases", "get", "gpusched-scheduler"),
+        ("coordination.k8s.io", "leases", "update", "gpusched-scheduler"),
+    }
+    assert rules("ClusterRole", "gpusched-extender") == {
+        ("", "pods", "get", ""),
+        ("", "pods/binding", "create", ""),
+    }
+    ingester = named("Deployment", "gpusched-ingester")["spec"]["template"]["spec"]
+    assert ingester["automountServiceAccountToken"] is False
+    # Each workload runs under its own account, and the lease name matches the command's default.
+    accounts = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["serviceAccountName"]
+        for d in by_kind("Deployment")
+    }
+    assert accounts == {
+        "gpusched-web": "gpusched-web",
+        "gpusched-scheduler": "gpusched-scheduler",
+        "gpusched-ingester": "gpusched-ingester",
+    }
+    assert LEASE_NAME == "gpusched-scheduler"
+
+
+def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> None:
+    (example,) = [d for p, d in documents() if p.startswith("examples/")]
+    info = pod_info(example)
+    (seeds,) = load_profiles(seeds_profile_text())
+    assert info.scheduler_name == seeds.scheduler_name
+    request = info.request()
+    assert request.gpus == 4 and request.topology_policy == "single-numa-node"
+    assert request.cpu_milli == 16_000 and request.memory_mib == 128 * 1024
+
+
+def test_the_kustomization_lists_every_manifest_but_the_extras() -> None:
+    (kustomization,) = by_kind("Kustomization")
+    listed = set(kustomization["resources"])
+    shipped = {p.name for p in Path(DEPLOY).glob("*.yaml")} - {"kustomization.yaml"}
+    assert shipped - listed == {"kube-scheduler-extender.yaml"}

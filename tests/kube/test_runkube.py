@@ -1,0 +1,78 @@
+"""`manage.py runkube` against the fake API server through a kubeconfig file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from kube.leader import LeaseLost
+from kube.management.commands.runkube import run_step
+from tests.kube import objects
+from tests.kube.fakeapi import FakeKube
+from tests.kube.helpers import seeds_profile_text
+
+pytestmark = pytest.mark.django_db
+
+
+def kubeconfig(tmp_path: Path, server: str) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "gpusched", "user": {"token": "not-checked"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "gpusched"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
+
+
+def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(seeds_profile_text())
+    call_command(
+        "runkube",
+        "--once",
+        "--kubeconfig",
+        str(kubeconfig(tmp_path, fake.url)),
+        "--profile",
+        str(profile),
+        "--lease-namespace",
+        "gpu-system",
+        "--identity",
+        identity,
+    )
+
+
+def test_runkube_once_binds_pending_pods_and_releases_the_lease(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    fake.add_pod(objects.pod("p", gpus=2))
+    run(tmp_path, fake, "runkube-a")
+    assert fake.pod("ml-team", "p")["spec"]["nodeName"] == "gpu-a"
+    assert ("GET", "/api/v1/nodes?limit=500") in fake.requests
+    lease = fake.leases["gpu-system/gpusched-scheduler"]
+    assert lease["spec"]["holderIdentity"] == ""  # given up on exit: a standby leads at once
+
+    fake.add_pod(objects.pod("q", gpus=2))
+    run(tmp_path, fake, "runkube-b")
+    assert fake.pod("ml-team", "q")["spec"]["nodeName"] == "gpu-a"
+    assert fake.leases["gpu-system/gpusched-scheduler"]["spec"]["leaseTransitions"] == 1
+
+
+def test_losing_the_lease_ends_the_command() -> None:
+    class Losing:
+        def run_once(self) -> None:
+            raise LeaseLost("replica-a lost lease gpu-system/gpusched-scheduler")
+
+    with pytest.raises(CommandError, match="lost lease .*; exiting"):
+        run_step(Losing())  # type: ignore[arg-type]
