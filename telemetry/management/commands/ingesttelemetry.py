@@ -1,0 +1,194 @@
+"""`manage.py ingesttelemetry [--once | --loop]`: the telemetry worker.
+
+Each cycle (`run_once`) is a few small steps:
+1. fetch GPU samples from the source (Prometheus or the exporters themselves); an error is
+   logged and counted, and the cycle goes on without new data;
+2. store them (latest values, raw history, node freshness);
+3. mark stale the nodes whose newest sample is older than the freshness window, so an outage
+   shows within one interval;
+4. roll closed minutes up, prune what is past retention, record the source's status.
+SIGTERM/SIGINT finish the current cycle and exit. With --once (the default), a cycle that got
+no data exits with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+from django.db import close_old_connections
+from django.utils import timezone
+
+from gpusched.loop import LoopCommand
+from telemetry import services
+from telemetry.gcpause import paused_gc
+from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
+
+logger = logging.getLogger("telemetry.ingest")
+
+DEFAULT_PROMETHEUS_URL = "http://127.0.0.1:9090"
+DEFAULT_TARGETS = "http://127.0.0.1:9400/metrics"
+
+
+@dataclass
+class CycleReport:
+    at: str
+    source: str
+    ok: bool = False
+    gpus: int = 0
+    nodes: int = 0
+    samples: int = 0
+    skipped: int = 0
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    stale_marked: int = 0
+    minutes_rolled: int = 0
+    raw_pruned: int = 0
+    fetch_s: float = 0.0
+    store_s: float = 0.0
+    total_s: float = 0.0
+
+    def line(self) -> str:
+        state = "ok" if self.ok else "FAILED"
+        text = (
+            f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
+            f"{self.samples} samples, {self.skipped} lines skipped, {self.stale_marked} nodes "
+            f"marked stale, {self.total_s:.3f} s"
+        )
+        return text + "".join(f"\n  error: {error}" for error in self.errors)
+
+
+class Command(LoopCommand):
+    help = "Ingest DCGM telemetry (one cycle by default, --loop to keep going)."
+    default_interval = 15.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.source: TelemetrySource | None = None
+        self.clock: Callable[[], datetime] = timezone.now
+        self.cycles = 0
+        self.failures = 0
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        self.add_loop_arguments(parser)  # --once | --loop, --interval (between cycle starts)
+        parser.add_argument("--source", choices=["prometheus", "scrape"], default="scrape")
+        parser.add_argument(
+            "--prometheus-url",
+            default=os.environ.get("GPUSCHED_PROMETHEUS_URL", DEFAULT_PROMETHEUS_URL),
+        )
+        parser.add_argument(
+            "--matchers", default="", help='extra PromQL label matchers, e.g. job="dcgm"'
+        )
+        parser.add_argument(
+            "--targets",
+            default=os.environ.get("GPUSCHED_TELEMETRY_TARGETS", DEFAULT_TARGETS),
+            help="comma-separated exporter /metrics URLs (--source scrape)",
+        )
+        parser.add_argument("--timeout", type=float, default=2.0, help="per request, seconds")
+        parser.add_argument("--json", action="store_true", help="one JSON line per cycle")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.source = build_source(options)
+        self.interval = options["interval"]
+        if not options["loop"]:
+            report = self.run_once()
+            self.report(report, as_json=options["json"])
+            if not report.ok:
+                raise CommandError(f"{report.source}: no telemetry this cycle")
+            return
+        self.run_loop(lambda: self.loop_step(as_json=options["json"]), loop=True)
+
+    def loop_step(self, *, as_json: bool) -> float:
+        """One cycle of --loop; returns the wait until the next one starts."""
+        started = time.monotonic()
+        try:
+            self.report(self.run_once(), as_json=as_json)
+        except Exception:  # a database hiccup must not end the worker
+            logger.exception("ingesttelemetry: cycle failed")
+            close_old_connections()
+        return max(self.interval - (time.monotonic() - started), 0.0)
+
+    def report(self, report: CycleReport, *, as_json: bool) -> None:
+        self.stdout.write(json.dumps(asdict(report)) if as_json else report.line())
+
+    # --- one cycle -----------------------------------------------------------------------------
+
+    def run_once(self) -> CycleReport:
+        if self.source is None:
+            raise CommandError("no telemetry source configured")
+        started = time.monotonic()
+        now = self.clock()
+        report = CycleReport(at=now.isoformat(), source=self.source.name)
+        with paused_gc():
+            fetched = self.fetch_step(report)
+            store_started = time.monotonic()
+            if fetched is not None:
+                self.store_step(fetched, now, report)
+            del fetched
+        report.stale_marked = services.freshness_mark(now=now)
+        report.minutes_rolled = services.telemetry_rollup(now=now)
+        report.raw_pruned = services.telemetry_prune(now=now).raw
+        services.source_status_record(
+            name=self.source.name,
+            now=now,
+            error=None if report.ok else "; ".join(report.errors) or "no data",
+            gpus=report.gpus,
+        )
+        self.cycles += 1
+        self.failures += 0 if report.ok else 1
+        report.store_s = round(time.monotonic() - store_started, 4)
+        report.total_s = round(time.monotonic() - started, 4)
+        return report
+
+    def fetch_step(self, report: CycleReport) -> Fetched | None:
+        assert self.source is not None
+        started = time.monotonic()
+        try:
+            fetched = self.source.fetch()
+        except Exception as exc:  # any source failure: count it, keep the previous data
+            logger.warning("ingesttelemetry: %s source failed: %s", self.source.name, exc)
+            report.errors.append(str(exc))
+            return None
+        finally:
+            report.fetch_s = round(time.monotonic() - started, 4)
+        for error in fetched.errors:
+            logger.warning("ingesttelemetry: %s", error)
+        if fetched.parse.skipped:
+            logger.warning(
+                "ingesttelemetry: skipped %d malformed lines: %s",
+                fetched.parse.skipped,
+                "; ".join(fetched.parse.examples),
+            )
+        report.errors.extend(fetched.errors)
+        report.samples = fetched.parse.samples
+        report.skipped = fetched.parse.skipped
+        report.skipped_reasons = dict(fetched.parse.skipped_reasons)
+        return fetched
+
+    def store_step(self, fetched: Fetched, now: datetime, report: CycleReport) -> None:
+        assert self.source is not None
+        result = services.samples_ingest(
+            gpus=fetched.gpus, observed_at=now, source=self.source.name
+        )
+        report.ok = True
+        report.gpus = result.gpus
+        report.nodes = result.nodes
+
+
+def build_source(options: dict[str, Any]) -> TelemetrySource:
+    timeout = options.get("timeout") or 2.0
+    if options.get("source") == "prometheus":
+        return PrometheusSource(
+            options["prometheus_url"], timeout=timeout, matchers=options.get("matchers") or ""
+        )
+    targets = [target.strip() for target in options["targets"].split(",") if target.strip()]
+    if not targets:
+        raise CommandError("--targets: give at least one exporter URL")
+    return ScrapeSource(targets, timeout=timeout)

@@ -1,0 +1,293 @@
+"""Telemetry reads (HackSoft selectors): the scheduler's GPU view, node freshness, usage series.
+
+Telemetry is keyed by names; joins to nodes, allocations and tenants happen here, by name:
+node name + GPU index for the scheduler, pod namespace for tenants (a tenant owns namespaces).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from telemetry import conf
+from telemetry.models import GpuLatest, NodeTelemetry, PodMinute, SourceStatus
+
+
+@dataclass(frozen=True)
+class MigLoad:
+    instance: str
+    profile: str
+    busy: float | None
+    fb_used_mib: float | None
+
+
+@dataclass(frozen=True)
+class GpuLoad:
+    """What the scheduler needs of one GPU: how busy it really is, and how old that news is."""
+
+    node: str
+    gpu_index: int
+    uuid: str
+    busy: float | None  # 0-1 (PROF_GR_ENGINE_ACTIVE, else GPU_UTIL/100); MIG: mean of instances
+    fb_used_mib: float | None  # MIG: sum of instances
+    fb_free_mib: float | None
+    sampled_at: datetime
+    age_seconds: float
+    stale: bool  # older than the freshness window: LoadAware scores neutral
+    pods: tuple[tuple[str, str], ...]  # (namespace, pod)
+    mig: tuple[MigLoad, ...] = ()
+
+
+class _LatestRow(NamedTuple):
+    node: str
+    gpu_index: int
+    mig_instance: str
+    mig_profile: str
+    uuid: str
+    busy: float | None
+    fb_used_mib: float | None
+    fb_free_mib: float | None
+    sampled_at: datetime
+    pods: list[list[str]]
+
+
+def gpu_loads(
+    *, now: datetime | None = None, freshness: timedelta | None = None, nodes: Iterable[str] = ()
+) -> dict[tuple[str, int], GpuLoad]:
+    """Each GPU's latest values with their age, keyed by (node name, GPU index).
+
+    MIG instances of one GPU are folded into their GPU's entry (and listed in `mig`).
+    `nodes` limits the result to those nodes (all nodes when empty).
+    """
+    now = now or timezone.now()
+    window = (freshness or conf.freshness()).total_seconds()
+    rows = GpuLatest.objects.order_by("node", "gpu_index", "mig_instance")
+    names = list(nodes)
+    if names:
+        rows = rows.filter(node__in=names)
+    by_gpu: dict[tuple[str, int], list[_LatestRow]] = defaultdict(list)
+    for values in rows.values_list(*_LatestRow._fields):
+        row = _LatestRow(*values)
+        by_gpu[(row.node, row.gpu_index)].append(row)
+    return {key: _gpu_load(parts, now, window) for key, parts in by_gpu.items()}
+
+
+def _gpu_load(parts: list[_LatestRow], now: datetime, window: float) -> GpuLoad:
+    first = parts[0]
+    sampled_at = min(part.sampled_at for part in parts)  # the oldest part sets the age
+    age = max((now - sampled_at).total_seconds(), 0.0)
+    pods = tuple(sorted({(pod[0], pod[1]) for part in parts for pod in part.pods}))
+    instances = [part for part in parts if part.mig_instance]
+    if not instances:
+        busy, fb_used, fb_free = first.busy, first.fb_used_mib, first.fb_free_mib
+        mig: tuple[MigLoad, ...] = ()
+    else:
+        mig = tuple(
+            MigLoad(part.mig_instance, part.mig_profile, part.busy, part.fb_used_mib)
+            for part in instances
+        )
+        busy = _mean([part.busy for part in instances])
+        fb_used = _sum([part.fb_used_mib for part in instances])
+        fb_free = _sum([part.fb_free_mib for part in instances])
+    return GpuLoad(
+        node=first.node,
+        gpu_index=first.gpu_index,
+        uuid=first.uuid,
+        busy=busy,
+        fb_used_mib=fb_used,
+        fb_free_mib=fb_free,
+        sampled_at=sampled_at,
+        age_seconds=age,
+        stale=age > window,
+        pods=pods,
+        mig=mig,
+    )
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+@dataclass(frozen=True)
+class NodeFreshness:
+    node: str
+    state: str  # "fresh" | "stale" | "missing"
+    last_sample_at: datetime | None
+    age_seconds: float | None
+    gpus: int
+
+
+def node_freshness(
+    *, now: datetime | None = None, nodes: Iterable[str] = ()
+) -> dict[str, NodeFreshness]:
+    """Freshness of every node that reports, plus "missing" for each of `nodes` that never did.
+
+    The state is computed from the age (the stored state lags by at most one ingest cycle).
+    """
+    now = now or timezone.now()
+    window = conf.freshness()
+    result: dict[str, NodeFreshness] = {}
+    for row in NodeTelemetry.objects.order_by("node"):
+        age = now - row.last_sample_at
+        state = NodeTelemetry.State.STALE if age > window else NodeTelemetry.State.FRESH
+        result[row.node] = NodeFreshness(
+            row.node, str(state), row.last_sample_at, max(age.total_seconds(), 0.0), row.gpus
+        )
+    for node in nodes:
+        if node not in result:
+            result[node] = NodeFreshness(node, str(NodeTelemetry.State.MISSING), None, None, 0)
+    return result
+
+
+def source_statuses() -> list[SourceStatus]:
+    return list(SourceStatus.objects.order_by("name"))
+
+
+# --- usage: pods, namespaces, tenants --------------------------------------------------------
+
+
+def p95(values: Sequence[float]) -> float | None:
+    """Nearest-rank 95th percentile: the smallest value with at least 95% of values at or below."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
+
+
+def pod_used_p95(
+    *, window: timedelta, now: datetime | None = None, namespace: str | None = None
+) -> dict[tuple[str, str], float]:
+    """p95 of the GPUs each pod kept busy over `window`, keyed by (namespace, pod).
+
+    Computed over the pods' per-minute p95 values: a slight over-estimate of the p95 over every
+    reading, which errs on the side of not reclaiming what a pod may need.
+    """
+    now = now or timezone.now()
+    rows = PodMinute.objects.filter(minute__gte=now - window, minute__lte=now)
+    if namespace is not None:
+        rows = rows.filter(namespace=namespace)
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for ns, pod, used in rows.values_list("namespace", "pod", "used_p95"):
+        values[(ns, pod)].append(used)
+    return {key: p95(series) or 0.0 for key, series in values.items()}
+
+
+def namespace_used_p95(*, window: timedelta, now: datetime | None = None) -> dict[str, float]:
+    """p95 over `window` of the GPUs each namespace kept busy (its pods' per-minute sums)."""
+    now = now or timezone.now()
+    per_minute = (
+        PodMinute.objects.filter(minute__gte=now - window, minute__lte=now)
+        .values("namespace", "minute")
+        .annotate(used=Sum("used_p95"))
+    )
+    values: dict[str, list[float]] = defaultdict(list)
+    for row in per_minute:
+        values[row["namespace"]].append(row["used"])
+    return {ns: p95(series) or 0.0 for ns, series in values.items()}
+
+
+def tenant_used_p95(
+    *, window: timedelta, tenants: Mapping[str, str], now: datetime | None = None
+) -> dict[str, float]:
+    """namespace_used_p95() summed per tenant; `tenants` maps namespace -> tenant name."""
+    result: dict[str, float] = defaultdict(float)
+    for ns, used in namespace_used_p95(window=window, now=now).items():
+        tenant = tenants.get(ns)
+        if tenant is not None:
+            result[tenant] += used
+    return dict(result)
+
+
+@dataclass(frozen=True)
+class UsagePoint:
+    minute: datetime
+    used_avg: float  # GPUs kept busy, averaged over the minute
+    used_max: float
+    gpus: float  # GPUs held (as the exporter saw them), averaged over the minute
+    fb_used_mib: float
+    requested: float | None  # GPUs requested, when the caller knows
+
+
+def namespace_usage_series(
+    *,
+    start: datetime,
+    end: datetime,
+    requested: Mapping[str, float] | None = None,
+    namespaces: Iterable[str] = (),
+) -> dict[str, list[UsagePoint]]:
+    """Per namespace, one point per minute in [start, end]: requested vs used GPUs.
+
+    `requested` (namespace -> GPUs) is the allocation side; a later issue joins it from
+    allocations. Used is the sum over the namespace's pods of their per-minute averages.
+    """
+    return _usage_series(start, end, _identity_map, requested, namespaces)
+
+
+def tenant_usage_series(
+    *,
+    start: datetime,
+    end: datetime,
+    tenants: Mapping[str, str],
+    requested: Mapping[str, float] | None = None,
+) -> dict[str, list[UsagePoint]]:
+    """namespace_usage_series() per tenant; `tenants` maps namespace -> tenant name,
+    `requested` tenant -> GPUs. Namespaces of no tenant are left out."""
+    return _usage_series(start, end, tenants.get, requested, tenants.keys())
+
+
+def _identity_map(namespace: str) -> str | None:
+    return namespace
+
+
+def _usage_series(
+    start: datetime,
+    end: datetime,
+    owner_of: Callable[[str], str | None],
+    requested: Mapping[str, float] | None,
+    namespaces: Iterable[str],
+) -> dict[str, list[UsagePoint]]:
+    rows = PodMinute.objects.filter(minute__gte=start, minute__lte=end)
+    names = list(namespaces)
+    if names:
+        rows = rows.filter(namespace__in=names)
+    per_minute = (
+        rows.values("namespace", "minute")
+        .annotate(
+            used_avg=Sum("used_avg"),
+            used_max=Sum("used_max"),
+            gpus=Sum("gpus_avg"),
+            fb=Sum("fb_used_avg"),
+        )
+        .order_by("minute")
+    )
+    sums: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
+    for row in per_minute:
+        owner = owner_of(row["namespace"])
+        if owner is None:
+            continue
+        point = sums[owner].setdefault(row["minute"], [0.0, 0.0, 0.0, 0.0])
+        point[0] += row["used_avg"]
+        point[1] += row["used_max"]
+        point[2] += row["gpus"]
+        point[3] += row["fb"]
+    requested = requested or {}
+    return {
+        owner: [
+            UsagePoint(minute, used, peak, gpus, fb, requested.get(owner))
+            for minute, (used, peak, gpus, fb) in sorted(points.items())
+        ]
+        for owner, points in sums.items()
+    }

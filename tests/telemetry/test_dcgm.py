@@ -1,0 +1,216 @@
+"""DCGM semantics: units, the busy field, and every label spelling of node, GPU and pod."""
+
+from __future__ import annotations
+
+import pytest
+
+from telemetry.dcgm import FIELDS, GpuKey, PodRef, busy_ratio, gpu_samples, pod_of
+from telemetry.parsing import Sample, parse_exposition
+
+BASE = {"gpu": "0", "UUID": "GPU-1", "Hostname": "node-1", "modelName": "NVIDIA H100 80GB HBM3"}
+
+
+def one(name: str, value: float, **labels: str) -> Sample:
+    return Sample(name, {**BASE, **labels}, value)
+
+
+def test_units_are_normalized() -> None:
+    gpus, stats = gpu_samples(
+        [
+            one("DCGM_FI_DEV_GPU_UTIL", 87),
+            one("DCGM_FI_DEV_MEM_COPY_UTIL", 40),
+            one("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.734512),
+            one("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.2),
+            one("DCGM_FI_PROF_DRAM_ACTIVE", 0.3),
+            one("DCGM_FI_DEV_FB_USED", 61234),
+            one("DCGM_FI_DEV_FB_FREE", 20325),
+            one("DCGM_FI_DEV_POWER_USAGE", 312.456),
+            one("DCGM_FI_DEV_GPU_TEMP", 61),
+            one("DCGM_FI_DEV_XID_ERRORS", 79),
+        ]
+    )
+    assert stats.used == 10 and stats.samples == 10
+    (sample,) = gpus
+    assert sample.key == GpuKey("node-1", 0, "")
+    assert sample.uuid == "GPU-1" and sample.model_name == "NVIDIA H100 80GB HBM3"
+    assert sample.values == pytest.approx(
+        {
+            "gpu_util": 0.87,  # % -> ratio
+            "mem_copy_util": 0.40,
+            "gr_engine_active": 0.734512,  # already a ratio
+            "tensor_active": 0.2,
+            "dram_active": 0.3,
+            "fb_used_mib": 61234,  # MiB
+            "fb_free_mib": 20325,
+            "power_w": 312.456,
+            "temp_c": 61,
+            "xid_last": 79,  # the last XID, not a count
+        }
+    )
+    assert {spec.attr for spec in FIELDS.values()} == set(sample.values)
+
+
+def test_busy_prefers_the_graphics_engine_ratio() -> None:
+    assert busy_ratio({"gpu_util": 0.87, "gr_engine_active": 0.5}) == 0.5
+    assert busy_ratio({"gpu_util": 0.87}) == 0.87  # pre-Volta: no PROF fields
+    assert busy_ratio({"gr_engine_active": 0.3}) == 0.3  # MIG: no GPU_UTIL
+    assert busy_ratio({"fb_used_mib": 10}) is None
+    assert busy_ratio({"gr_engine_active": 1.02}) == 1.0  # clamped
+    assert busy_ratio({"gpu_util": -0.01}) == 0.0
+
+
+def test_absent_fields_stay_absent() -> None:
+    (sample,), _ = gpu_samples([one("DCGM_FI_DEV_FB_USED", 10)])
+    assert sample.values == {"fb_used_mib": 10}
+    assert sample.busy is None
+
+
+def test_blank_sentinels_and_nan_are_no_value() -> None:
+    gpus, stats = gpu_samples(
+        [
+            one("DCGM_FI_DEV_GPU_UTIL", 9223372036854775794),  # old releases printed blanks raw
+            one("DCGM_FI_DEV_FB_USED", 2147483632),
+            one("DCGM_FI_PROF_GR_ENGINE_ACTIVE", float("nan")),
+            one("DCGM_FI_DEV_POWER_USAGE", 70.5),
+        ]
+    )
+    assert stats.blank == 3 and stats.used == 1
+    assert gpus[0].values == {"power_w": 70.5}
+
+
+def test_unknown_metrics_and_dcgm_1x_names_are_ignored() -> None:
+    gpus, stats = gpu_samples(
+        [
+            one("dcgm_gpu_utilization", 40),
+            one("DCGM_FI_DEV_SM_CLOCK", 1980),
+            one("go_goroutines", 12),
+        ]
+    )
+    assert gpus == [] and stats.unknown_metric == 3 and stats.used == 0
+
+
+@pytest.mark.parametrize(
+    ("labels", "node"),
+    [
+        ({"Hostname": "node-1"}, "node-1"),  # releases
+        ({"hostname": "node-1"}, "node-1"),  # master
+        ({"instance": "10.0.1.5:9400"}, "10.0.1.5"),  # no hostname: the scraped instance
+        ({"instance": "[fd00::5]:9400"}, "fd00::5"),
+        ({"instance": "gpu-node-7"}, "gpu-node-7"),
+        ({}, "default-node"),  # a direct scrape names the node after its target
+    ],
+)
+def test_node_label_variants(labels: dict[str, str], node: str) -> None:
+    sample = Sample("DCGM_FI_DEV_GPU_UTIL", {"gpu": "3", "UUID": "GPU-1", **labels}, 5)
+    (gpu,), _ = gpu_samples([sample], default_node="default-node")
+    assert gpu.key == GpuKey(node, 3, "")
+
+
+def test_a_sample_without_node_or_gpu_index_is_counted() -> None:
+    samples = [
+        Sample("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0"}, 5),  # no node at all
+        Sample("DCGM_FI_DEV_GPU_UTIL", {"Hostname": "n", "gpu": "nvidia0"}, 5),
+        Sample("DCGM_FI_DEV_GPU_UTIL", {"Hostname": "n"}, 5),
+    ]
+    gpus, stats = gpu_samples(samples)
+    assert gpus == [] and stats.no_gpu == 3
+
+
+def test_uuid_label_variants() -> None:
+    new = Sample("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", "Hostname": "a", "UUID": "GPU-A"}, 1)
+    old = Sample("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", "Hostname": "b", "uuid": "GPU-B"}, 1)
+    gpus, _ = gpu_samples([new, old])
+    assert {g.key.node: g.uuid for g in gpus} == {"a": "GPU-A", "b": "GPU-B"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "pod"),
+    [
+        ({"pod": "p", "namespace": "ns", "container": "c"}, PodRef("ns", "p", "c")),
+        ({"pod_name": "p", "pod_namespace": "ns", "container_name": "c"}, PodRef("ns", "p", "c")),
+        (  # after a Prometheus scrape with colliding target labels
+            {
+                "exported_pod": "p",
+                "exported_namespace": "ns",
+                "exported_container": "c",
+                "pod": "nvidia-dcgm-exporter-x7k2p",
+                "namespace": "gpu-operator",
+                "container": "exporter",
+            },
+            PodRef("ns", "p", "c"),
+        ),
+        (  # prometheus-operator's target labels on an idle GPU: the exporter's pod, not a workload
+            {
+                "pod": "nvidia-dcgm-exporter-x7k2p",
+                "namespace": "gpu-operator",
+                "service": "nvidia-dcgm-exporter",
+                "endpoint": "gpu-metrics",
+            },
+            None,
+        ),
+        (
+            {
+                "exported_pod": "p",
+                "exported_namespace": "ns",
+                "pod": "nvidia-dcgm-exporter-x7k2p",
+                "service": "nvidia-dcgm-exporter",
+            },
+            PodRef("ns", "p", ""),
+        ),
+        ({}, None),  # current releases: no pod labels on an idle GPU
+        ({"pod": "", "namespace": "", "container": ""}, None),  # 2.x releases
+        ({"pod_name": "", "pod_namespace": ""}, None),
+        ({"pod": "p"}, PodRef("", "p", "")),
+    ],
+)
+def test_pod_label_variants(labels: dict[str, str], pod: PodRef | None) -> None:
+    assert pod_of(labels) == pod
+    (gpu,), _ = gpu_samples([one("DCGM_FI_DEV_GPU_UTIL", 10, **labels)])
+    assert gpu.pod == pod
+
+
+def test_mig_instances_are_their_own_gpus() -> None:
+    mig = {"GPU_I_PROFILE": "1g.10gb"}
+    gpus, _ = gpu_samples(
+        [
+            one("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.5, GPU_I_ID="9", **mig),
+            one("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.25, GPU_I_ID="10", **mig),
+            one("DCGM_FI_DEV_FB_USED", 5000, GPU_I_ID="9", **mig),
+        ]
+    )
+    by_instance = {g.key.mig_instance: g for g in gpus}
+    assert set(by_instance) == {"9", "10"}
+    assert by_instance["9"].values == {"gr_engine_active": 0.5, "fb_used_mib": 5000}
+    assert by_instance["9"].mig_profile == "1g.10gb"
+    assert by_instance["9"].uuid == "GPU-1"  # the parent GPU's
+    assert by_instance["10"].busy == 0.25
+
+
+def test_a_shared_gpu_appears_once_per_pod() -> None:
+    gpus, _ = gpu_samples(
+        [
+            one("DCGM_FI_DEV_GPU_UTIL", 60, pod="a", namespace="ns"),
+            one("DCGM_FI_DEV_GPU_UTIL", 60, pod="b", namespace="ns"),
+        ]
+    )
+    assert sorted(g.pod.pod for g in gpus if g.pod) == ["a", "b"]
+    assert {g.key for g in gpus} == {GpuKey("node-1", 0, "")}
+
+
+def test_label_sets_of_one_gpu_with_extra_labels_merge() -> None:
+    text = (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n",instance="x:9400",job="a"} 50\n'
+        'DCGM_FI_DEV_FB_USED{gpu="0",Hostname="n",instance="x:9400",job="a",extra="1"} 7\n'
+    )
+    samples, _ = parse_exposition(text)
+    (gpu,), _ = gpu_samples(samples)
+    assert gpu.values == {"gpu_util": 0.5, "fb_used_mib": 7}
+
+
+def test_timestamps_keep_the_newest() -> None:
+    samples = [
+        Sample("DCGM_FI_DEV_GPU_UTIL", BASE, 1, 100.0),
+        Sample("DCGM_FI_DEV_FB_USED", BASE, 1, 105.0),
+    ]
+    (gpu,), _ = gpu_samples(samples)
+    assert gpu.timestamp == 105.0
