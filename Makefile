@@ -13,12 +13,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
+# The dashboard's front-end packages (npm registry, lock file): `npm ci` only when the lock file is
+# newer than the stamp, then `npm run build` copies them into the static files (ignored by git).
+FRONTEND := dashboard/frontend
+FRONTEND_STAMP := dashboard/static/dashboard/vendor/.installed
+
+.PHONY: frontend
+frontend: $(FRONTEND_STAMP)
+
+$(FRONTEND_STAMP): $(FRONTEND)/package-lock.json $(FRONTEND)/copy-vendor.mjs
+	cd $(FRONTEND) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	touch $(FRONTEND_STAMP)
+
 # The demo runs in debug mode unless GPUSCHED_DEBUG is set.
 run: export GPUSCHED_DEBUG ?= 1
-run: venv
+run: venv frontend
 	$(BIN)/python manage.py demo
 
-test: venv
+test: venv frontend
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/test.sh
 
 lint: venv
@@ -28,3 +40,33 @@ lint: venv
 
 bench: venv
 	$(BIN)/python manage.py bench_scheduler --nodes 5000 --pods 20000 --topology mixed --json
+
+# One 5,000-node x 8-GPU x 10-field DCGM scrape parsed and rolled up, in a fresh SQLite file.
+.PHONY: bench-telemetry
+bench-telemetry: export DATABASE_URL = sqlite:///$(CURDIR)/var/bench-telemetry.sqlite3
+bench-telemetry: venv
+	mkdir -p var && rm -f var/bench-telemetry.sqlite3*
+	$(BIN)/python manage.py migrate --noinput -v 0
+	$(BIN)/python manage.py bench_telemetry --nodes 5000 --gpus 8 --fields 10 --json
+
+# The FGD paper's protocol on the four shared openb traces, 10 seeds each: best-fit and fgd (the
+# replay's fidelity against the published means) and gpusched. JSON outputs go to var/bench-replay/,
+# one plot per trace (ours over the paper's curves) to docs/img/, and a markdown table to stdout.
+# About 12 runs x 10 seeds x ~4 s of CPU; REPLAY_JOBS seeds run in parallel.
+OPENB ?= ../shared/data/openb
+REPLAY_SEEDS ?= 42-51
+REPLAY_JOBS ?= 2
+REPLAY = $(BIN)/python manage.py replay openb --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	--paper $(OPENB)/fgd_analysis_allo_discrete.csv --seeds $(REPLAY_SEEDS) --jobs $(REPLAY_JOBS) --json
+
+.PHONY: bench-replay
+bench-replay: venv
+	mkdir -p var/bench-replay docs/img
+	set -e; for trace in default gpushare40 cpu100 multigpu50; do \
+		pods=$(OPENB)/openb_pod_list_$$trace.csv; out=var/bench-replay/$$trace; \
+		$(REPLAY) --pods $$pods --policy best-fit > $$out-best-fit.json; \
+		$(REPLAY) --pods $$pods --policy fgd > $$out-fgd.json; \
+		$(REPLAY) --pods $$pods --policy gpusched --plot docs/img/openb-$$trace.png \
+			--overlay $$out-best-fit.json $$out-fgd.json > $$out-gpusched.json; \
+	done
+	$(BIN)/python -m scheduling.replay.report var/bench-replay/*.json

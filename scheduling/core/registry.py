@@ -12,11 +12,20 @@ from functools import partial
 from typing import Any
 
 from scheduling.core.plugins import (
+    best_fit,
+    coscheduling,
     default_binder,
+    dot_product,
+    fragmentation,
     gpu_allocator,
+    gpu_clustering,
+    gpu_packing,
     gpu_topology,
+    load_aware,
     node_resources_fit,
+    preemption,
     priority_sort,
+    random_fit,
 )
 
 PluginFactory = Callable[[Mapping[str, Any] | None], object]
@@ -28,6 +37,17 @@ REGISTRY: Mapping[str, PluginFactory] = {
     gpu_topology.SEEDS_NAME: partial(gpu_topology.new, name=gpu_topology.SEEDS_NAME),
     gpu_allocator.NAME: gpu_allocator.new,
     default_binder.NAME: default_binder.new,
+    fragmentation.NAME: fragmentation.new,
+    load_aware.NAME: load_aware.new,
+    # The FGD paper's baselines (reference/fgd-and-baselines.md §4).
+    random_fit.NAME: random_fit.new,
+    dot_product.NAME: dot_product.new,
+    gpu_clustering.NAME: gpu_clustering.new,
+    gpu_packing.NAME: gpu_packing.new,
+    best_fit.NAME: best_fit.new,
+    # Queues and gangs (issue 7): PostFilter preemption and the all-or-nothing Permit.
+    preemption.NAME: preemption.new,
+    coscheduling.NAME: coscheduling.new,
 }
 
 # Enabled in every profile unless disabled, like kube-scheduler's defaults: HEAD before the
@@ -37,9 +57,12 @@ DEFAULT_HEAD: Mapping[str, tuple[tuple[str, int], ...]] = {
     "queueSort": ((priority_sort.NAME, 0),),
     "preFilter": ((node_resources_fit.NAME, 0),),
     "filter": ((node_resources_fit.NAME, 0),),
+    "postFilter": ((preemption.NAME, 0),),
     "score": ((node_resources_fit.NAME, 1),),
     "bind": ((default_binder.NAME, 0),),
 }
 DEFAULT_TAIL: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "preFilter": ((coscheduling.NAME, 0),),
     "reserve": ((gpu_allocator.NAME, 0),),
+    "permit": ((coscheduling.NAME, 0),),
 }

@@ -1,0 +1,213 @@
+"""DefaultPreemption (PostFilter): when a pod fits nowhere, find a node where evicting a few
+lower-ranked pods makes it fit, with the pod's topology needs met, not just its GPU count.
+
+Who may be a victim is queueing.preemption.may_preempt with the LowerPriority rule: a higher
+service class preempts a lower one (online over batch and opportunistic), never the reverse, and
+within a class only lower priorities are victims. A victim in a gang takes its whole gang with it
+(its workload is evicted as a whole).
+
+Per candidate node (only nodes whose failure preemption can resolve): every eligible pod is
+forgotten from the snapshot and the profile's filters are run for the pod on that node; if it now
+fits, the pods are given back most important first (highest class, highest priority, longest
+running) while it still fits, so the victims left are the least important and most recently
+started. The snapshot is restored exactly before returning. Among candidate nodes the one chosen
+has the lowest highest-victim class, then the fewest victims (gang members counted), then the
+lowest highest-victim priority, then the lowest priority sum, then the most recently started
+victims.
+
+The filters are NodeResourcesFit and GPUTopology unless the shell hands over the profile's own
+(`use_filters(framework.filter)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from scheduling.core.cycle_state import CycleState
+from scheduling.core.framework import FilterPlugin, NodeVerdicts, PostFilterResult, PreFilterPlugin
+from scheduling.core.plugin_args import ArgReader, ProfileError
+from scheduling.core.plugins import gpu_topology, node_resources_fit
+from scheduling.core.pod_index import HeldPod
+from scheduling.core.queueing.preemption import CLASS_RANK, may_preempt
+from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.status import Code
+from scheduling.core.types import MILLI_PER_GPU, PodRequest, ServiceClass
+
+NAME = "DefaultPreemption"
+RULE = "LowerPriority"
+
+
+def eligible(preemptor: PodRequest, victim: PodRequest) -> bool:
+    return may_preempt(
+        preemptor_class=preemptor.service_class,
+        preemptor_priority=preemptor.priority,
+        preemptor_created=preemptor.created_at,
+        victim_class=victim.service_class,
+        victim_priority=victim.priority,
+        victim_created=victim.created_at,
+        rule=RULE,
+    )
+
+
+class DefaultPreemption:
+    def __init__(self, min_candidates_absolute: int, min_candidates_percentage: int) -> None:
+        self.min_candidates_absolute = min_candidates_absolute
+        self.min_candidates_percentage = min_candidates_percentage
+        self.filters: list[tuple[str, FilterPlugin]] = [
+            (node_resources_fit.NAME, node_resources_fit.new(None)),
+            (gpu_topology.NAME, gpu_topology.new(None)),
+        ]
+
+    def use_filters(self, filters: Sequence[tuple[str, FilterPlugin]]) -> None:
+        """Judge fit with exactly the profile's filters."""
+        self.filters = list(filters)
+
+    def post_filter(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
+    ) -> PostFilterResult | None:
+        index = snapshot.pods
+        if not any(
+            self._class_eligible(pod, service_class, priority)
+            for service_class, priority in index.classes
+        ):
+            return None
+        resolvable = np.array(
+            [not unresolvable for unresolvable in verdicts.unresolvable], dtype=np.bool_
+        )
+        codes = verdicts.codes
+        helpable = (codes > 0) & np.concatenate(([False], resolvable))[codes]
+        wanted = max(
+            self.min_candidates_absolute,
+            len(snapshot) * self.min_candidates_percentage // 100,
+        )
+        best: tuple[tuple[int, ...], int, list[HeldPod]] | None = None
+        found = 0
+        for i in np.flatnonzero(helpable).tolist():
+            pool = [h for h in index.on_node[i].values() if eligible(pod, h.pod)]
+            if not pool or not self._could_fit(pod, snapshot, i, pool):
+                continue
+            victims = self._select(pod, snapshot, i, pool)
+            if victims is None:
+                continue
+            victims = self._with_gangs(snapshot, victims)
+            cost = (
+                max(CLASS_RANK[v.pod.service_class] for v in victims),
+                len(victims),
+                max(v.pod.priority for v in victims),
+                sum(v.pod.priority for v in victims),
+                -max(v.sequence for v in victims),
+                int(snapshot.tie_rank[i]),
+            )
+            if best is None or cost < best[0]:
+                best = (cost, i, victims)
+            found += 1
+            if found >= wanted:
+                break
+        if best is None:
+            return None
+        _, node, victims = best
+        return PostFilterResult(snapshot.names[node], tuple(v.pod.uid for v in victims))
+
+    def victims_on(
+        self, pod: PodRequest, snapshot: ClusterSnapshot, i: int, pool: list[HeldPod]
+    ) -> list[HeldPod] | None:
+        """The fewest of `pool` (pods on node i) whose eviction lets `pod` fit on node i, whole
+        gangs included; None when even all of them would not do. The snapshot is left as it
+        was."""
+        if not pool or not self._could_fit(pod, snapshot, i, pool):
+            return None
+        victims = self._select(pod, snapshot, i, pool)
+        return None if victims is None else self._with_gangs(snapshot, victims)
+
+    @staticmethod
+    def _class_eligible(pod: PodRequest, service_class: ServiceClass, priority: int) -> bool:
+        rank, own = CLASS_RANK[service_class], CLASS_RANK[pod.service_class]
+        return rank < own or (rank == own and priority < pod.priority)
+
+    @staticmethod
+    def _could_fit(pod: PodRequest, snapshot: ClusterSnapshot, i: int, pool: list[HeldPod]) -> bool:
+        """Cheap necessary condition before any filter runs: with every eligible pod gone, the
+        node has the CPU, memory and whole GPUs the pod asks for."""
+        cpu = int(snapshot.cpu_free[i]) + sum(h.pod.cpu_milli for h in pool)
+        memory = int(snapshot.memory_free[i]) + sum(h.pod.memory_mib for h in pool)
+        if cpu < pod.cpu_milli or memory < pod.memory_mib:
+            return False
+        if pod.gpus:
+            freed = sum(
+                len(h.placement.gpu_indices)
+                for h in pool
+                if h.placement.milli_per_gpu == MILLI_PER_GPU and not h.placement.reclaimed
+            )
+            if int(snapshot.full_free_count[i]) + freed < pod.gpus:
+                return False
+        return True
+
+    def _select(
+        self, pod: PodRequest, snapshot: ClusterSnapshot, i: int, pool: list[HeldPod]
+    ) -> list[HeldPod] | None:
+        removed = list(pool)
+        for held in removed:
+            snapshot.forget(held.pod, held.placement)
+        try:
+            if not self._fits(pod, snapshot, i):
+                return None
+            victims: list[HeldPod] = []
+            important_first = sorted(
+                pool,
+                key=lambda h: (-CLASS_RANK[h.pod.service_class], -h.pod.priority, h.sequence),
+            )
+            for held in important_first:
+                snapshot.assume(held.pod, held.placement)
+                if self._fits(pod, snapshot, i):
+                    removed.remove(held)
+                    snapshot.pods.renumber(held.pod.uid, held.sequence)
+                else:
+                    snapshot.forget(held.pod, held.placement)
+                    victims.append(held)
+            return victims
+        finally:
+            for held in removed:
+                snapshot.assume(held.pod, held.placement)
+                snapshot.pods.renumber(held.pod.uid, held.sequence)
+
+    def _fits(self, pod: PodRequest, snapshot: ClusterSnapshot, i: int) -> bool:
+        state = CycleState()
+        for name, plugin in self.filters:
+            if isinstance(plugin, PreFilterPlugin):
+                status = plugin.pre_filter(state, pod, snapshot)
+                if status.code is Code.SKIP:
+                    state.skipped.add(name)
+                    continue
+                if not status.is_success:
+                    return False
+            if name in state.skipped:
+                continue
+            if plugin.filter(state, pod, snapshot).codes[i] != 0:
+                return False
+        return True
+
+    @staticmethod
+    def _with_gangs(snapshot: ClusterSnapshot, victims: list[HeldPod]) -> list[HeldPod]:
+        """A gang member's eviction evicts its whole gang."""
+        out = {v.pod.uid: v for v in victims}
+        for v in victims:
+            if v.pod.gang is not None:
+                for member in snapshot.pods.gang_members(v.pod.gang.name):
+                    out.setdefault(member.pod.uid, member)
+        return sorted(out.values(), key=lambda h: h.sequence)
+
+
+def new(args: Mapping[str, Any] | None) -> DefaultPreemption:
+    reader = ArgReader(NAME, args)
+    absolute = reader.get("minCandidateNodesAbsolute", int, 100)
+    percentage = reader.get("minCandidateNodesPercentage", int, 10)
+    reader.done()
+    if absolute < 1 or not 0 <= percentage <= 100:
+        raise ProfileError(
+            f"{NAME}: minCandidateNodesAbsolute must be >= 1 and "
+            "minCandidateNodesPercentage within 0..100"
+        )
+    return DefaultPreemption(absolute, percentage)

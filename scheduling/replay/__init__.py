@@ -1,0 +1,1 @@
+"""Trace replays: pure Python drivers of the scheduling core (no Django)."""
