@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE, GpuSetChooser, Requirement
+from scheduling.core.pod_index import PodIndex
 from scheduling.core.topology import NodeTopology, uniform
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -109,6 +110,7 @@ class ClusterSnapshot:
         # refresh_load, plus the expected load of every pod assumed since. Until telemetry is
         # refreshed it is just the sum of the pods' expectations, and the age says "never measured".
         self.gpu_load: FloatArray = np.zeros((n, g), dtype=np.float64)
+        self.node_load: FloatArray = np.zeros(n, dtype=np.float64)  # gpu_load summed per node
         self.load_age_s: FloatArray = np.full(n, np.inf)
         # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
         # pods (scheduling.core.efficiency.reclaimable_milli), less what is lent already.
@@ -118,6 +120,7 @@ class ClusterSnapshot:
         self.max_share_free: IntArray = np.zeros(n, dtype=np.int64)
         self._refresh_gpu_columns(slice(None))
         self._mask_cache: dict[object, BoolArray] = {}
+        self.pods = PodIndex(n)  # which pods are held where (kept by assume/forget)
 
     def _load_node(
         self,
@@ -196,6 +199,7 @@ class ClusterSnapshot:
         if load.shape != self.gpu_load.shape or age_s.shape != self.load_age_s.shape:
             raise ValueError("load arrays must cover every node and GPU slot of the snapshot")
         self.gpu_load = load
+        self.node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
         self.load_age_s = age_s
 
     def mig_column(self, profile: str) -> int | None:
@@ -263,6 +267,7 @@ class ClusterSnapshot:
             raise OverCommitError(f"pod {pod.uid} does not fit on {placement.node} any more")
         self._apply(i, pod, placement, numa_cpu, sign=1)
         self._take_mig_slots(i, placement)
+        self.pods.add(i, pod, placement)
 
     def forget(self, pod: PodRequest, placement: Placement) -> None:
         i = self.index[placement.node]
@@ -273,6 +278,7 @@ class ClusterSnapshot:
             profile = self.nodes[i].gpus[gpu].mig_layout[slot]
             self.mig_slots_free[i].setdefault(profile, []).append(MigSlot(gpu, slot, profile))
             self.mig_free[i, self._mig_column[profile]] += 1
+        self.pods.remove(pod)
 
     def _apply(
         self, i: int, pod: PodRequest, placement: Placement, numa_cpu: IntArray, *, sign: int
@@ -287,6 +293,7 @@ class ClusterSnapshot:
             self.gpu_load[i, gpus] = np.maximum(
                 self.gpu_load[i, gpus] + sign * pod.expected_load, 0.0
             )
+            self.node_load[i] = self.gpu_load[i, self.gpu_free[i] >= 0].sum()
             self._refresh_gpu_columns(i)
         self.generation[i] += 1
 

@@ -47,10 +47,9 @@ class LoadAware:
     def score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> FloatArray:
-        present = snapshot.gpu_free[candidates] >= 0
-        busy = (snapshot.gpu_load[candidates] * present).sum(axis=1)
+        gpus = snapshot.gpu_capacity_milli[candidates] // 1000
         added = pod.expected_load * (pod.gpus or 1)
-        utilization = 100.0 * (busy + added) / np.maximum(present.sum(axis=1), 1)
+        utilization = 100.0 * (snapshot.node_load[candidates] + added) / np.maximum(gpus, 1)
         if pod.service_class is ServiceClass.ONLINE:
             scores = np.clip(100.0 - utilization, 0.0, 100.0)
         else:
