@@ -44,6 +44,34 @@ class WorkloadChanged(EventPayload):
     queue: str
     state: str
     reason: str = ""
+    cluster_queue: str = ""
+    pending_reason: str = ""  # WaitingForQuota, NoFit, TopologyPlacementFailed, WaitingForGang, ...
+
+
+@dataclass(frozen=True)
+class WorkloadEvicted(EventPayload):
+    """An admitted workload lost its quota and its pods (preempted); it is back in its queue."""
+
+    TYPE: ClassVar[str] = "workload.evicted"
+    uid: str
+    tenant: str
+    name: str
+    queue: str
+    cluster_queue: str
+    reason: str
+    preemptor: str = ""  # uid of the workload it made room for
+    pods: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueuesChanged(EventPayload):
+    """Queue configuration was applied (names of what was created or updated)."""
+
+    TYPE: ClassVar[str] = "queues.changed"
+    flavors: list[str] = field(default_factory=list)
+    cluster_queues: list[str] = field(default_factory=list)
+    local_queues: list[str] = field(default_factory=list)
+    priority_classes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,102 @@ class Gpu(models.Model):
         return f"{self.node.name}/gpu{self.index}"
 
 
+# --- queues (Kueue's names and semantics; scheduling.core.queueing) ------------------------------
+
+
+class ResourceFlavor(models.Model):
+    """A kind of node, mostly a GPU model (`nvidia.com/gpu.product`): pods admitted with this
+    flavor get its node labels as node selector and its tolerations."""
+
+    name = models.CharField(max_length=63, unique=True)
+    node_labels = models.JSONField(default=dict)
+    node_taints = models.JSONField(default=list)  # [{"key", "value", "effect"}]
+    tolerations = models.JSONField(default=list)  # [{"key", "operator", "value", "effect"}]
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClusterQueue(models.Model):
+    """Quota per flavor and resource, shared in a cohort. `resource_groups` is Kueue-shaped with
+    amounts in canonical units (scheduling.core.queueing.resources: cpu milli, memory MiB,
+    nvidia.com/gpu milli-GPU): [{"coveredResources": [...], "flavors": [{"name", "resources":
+    [{"name", "nominalQuota", "borrowingLimit", "lendingLimit"}]}]}] (limits null when unset)."""
+
+    class Strategy(models.TextChoices):
+        STRICT_FIFO = "StrictFIFO"
+        BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+    name = models.CharField(max_length=63, unique=True)
+    cohort = models.CharField(max_length=63, blank=True, default="", db_index=True)
+    queueing_strategy = models.CharField(
+        max_length=16, choices=Strategy.choices, default=Strategy.BEST_EFFORT_FIFO
+    )
+    resource_groups = models.JSONField(default=list)
+    within_cluster_queue = models.CharField(max_length=32, default="Never")
+    reclaim_within_cohort = models.CharField(max_length=32, default="Never")
+    borrow_within_cohort = models.CharField(max_length=32, default="Never")
+    borrow_max_priority_threshold = models.IntegerField(null=True, blank=True)
+    fair_sharing_weight = models.FloatField(default=1.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LocalQueue(models.Model):
+    """A namespace's (tenant's) entry point to a cluster queue; workloads name it in queue_name."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=63)
+    cluster_queue = models.ForeignKey(
+        ClusterQueue, on_delete=models.PROTECT, related_name="local_queues"
+    )
+    fair_sharing_weight = models.FloatField(default=1.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "name"], name="local_queue_unique_per_namespace"
+            ),
+        ]
+        ordering = ["namespace", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PriorityClass(models.Model):
+    """Kueue's WorkloadPriorityClass / Kubernetes' PriorityClass: a named priority value, and
+    whether workloads of the class may preempt others."""
+
+    class Preemption(models.TextChoices):
+        PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+        NEVER = "Never"
+
+    name = models.CharField(max_length=63, unique=True)
+    value = models.IntegerField()
+    preemption_policy = models.CharField(
+        max_length=24, choices=Preemption.choices, default=Preemption.PREEMPT_LOWER_PRIORITY
+    )
+    description = models.CharField(max_length=256, blank=True, default="")
+    global_default = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-value", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
 class Workload(models.Model):
     """A tenant's job: one or more pod sets, admitted and placed together (Kueue's Workload)."""
 
@@ -126,6 +222,28 @@ class Workload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Admission (Kueue's status.admission): the cluster queue whose quota it holds, the flavor per
+    # resource, and the quota charged ({"flavor|resource": canonical amount}). The pods of an
+    # admitted workload get `node_selector` / `tolerations` of its flavors.
+    cluster_queue = models.ForeignKey(
+        ClusterQueue,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="workloads",
+    )
+    flavors = models.JSONField(default=dict, blank=True)  # resource -> flavor
+    quota_usage = models.JSONField(default=dict, blank=True)
+    node_selector = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    # Why it waits: WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota, Inadmissible, NoFit,
+    # TopologyPlacementFailed, WaitingForGang, Preempted ("" when nothing holds it back);
+    # `reason` carries the message.
+    pending_reason = models.CharField(max_length=32, blank=True, default="")
+    preemption_policy = models.CharField(max_length=24, default="PreemptLowerPriority")
+    maximum_execution_time_s = models.PositiveIntegerField(null=True, blank=True)
+    evictions = models.PositiveIntegerField(default=0)
+    evicted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

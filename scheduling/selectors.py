@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from django.db.models import Q
+from django.utils import timezone
 
+from scheduling.core.queueing import admission as queue_admission
+from scheduling.core.queueing.admission import QueuedWorkload
+from scheduling.core.queueing.config import (
+    BorrowWithinCohortPolicy,
+    FlavorQuotas,
+    Preemption,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceGroup,
+    ResourceQuota,
+    WithinClusterQueue,
+)
+from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
+from scheduling.core.queueing.config import LocalQueue as LocalQueueSpec
+from scheduling.core.queueing.config import ResourceFlavor as ResourceFlavorSpec
+from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
+from scheduling.core.queueing.preemption import AdmittedWorkload
+from scheduling.core.queueing.quota import FlavorResource, QuotaBook
+from scheduling.core.queueing.resources import GPU, Demand, format_quantity
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.topology import NodeTopology, uniform
 from scheduling.core.types import (
@@ -27,7 +49,17 @@ from scheduling.core.types import (
     TopologyPolicy,
     TopologyScope,
 )
-from scheduling.models import Allocation, Gpu, GpuAssignment, Node, Pod
+from scheduling.models import (
+    Allocation,
+    ClusterQueue,
+    Gpu,
+    GpuAssignment,
+    LocalQueue,
+    Node,
+    Pod,
+    ResourceFlavor,
+    Workload,
+)
 
 
 @dataclass
@@ -116,8 +148,11 @@ def topology_to_json(topology: NodeTopology) -> dict[str, Any]:
 
 def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRequest, Placement]]:
     """Reserved and bound allocations (of the given pods, or all) as (request, placement) pairs."""
-    allocations = Allocation.objects.filter(active=True).select_related(
-        "pod__workload__tenant", "node"
+    # In bind order, so the snapshot's pod index knows which pods started most recently.
+    allocations = (
+        Allocation.objects.filter(active=True)
+        .select_related("pod__workload__tenant", "node")
+        .order_by("id")
     )
     assignment_rows = GpuAssignment.objects.filter(active=True).select_related("gpu")
     if pod_uids is not None:
@@ -145,6 +180,13 @@ def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRe
 
 
 def pod_request(pod: Pod) -> PodRequest:
+    """The pod as the core sees it. An admitted workload's flavors add their node labels to the
+    pod's node selector and their tolerations to its tolerations."""
+    workload = pod.workload
+    selector = dict(pod.node_selector)
+    if workload.node_selector:
+        selector.update(workload.node_selector)
+    tolerations = list(pod.tolerations) + list(workload.tolerations or [])
     return PodRequest(
         uid=str(pod.uid),
         name=pod.name,
@@ -161,7 +203,7 @@ def pod_request(pod: Pod) -> PodRequest:
         gpu_models=frozenset(pod.gpu_models),
         topology_policy=TopologyPolicy(pod.topology_policy),
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
-        node_selector=dict(pod.node_selector),
+        node_selector=selector,
         tolerations=tuple(
             Toleration(
                 key=t.get("key", ""),
@@ -169,7 +211,7 @@ def pod_request(pod: Pod) -> PodRequest:
                 value=t.get("value", ""),
                 effect=TaintEffect(t["effect"]) if t.get("effect") else None,
             )
-            for t in pod.tolerations
+            for t in tolerations
         ),
         gang=GangRef(f"{pod.workload_id}/{pod.pod_set}", pod.gang_min_count)
         if pod.gang_min_count
@@ -186,3 +228,525 @@ def pending_pods(now: datetime, limit: int) -> list[Pod]:
         .select_related("workload__tenant")
         .order_by("-priority", "created_at", "id")[:limit]
     )
+
+
+def with_gang_members(pods: list[Pod]) -> list[Pod]:
+    """`pods` plus the other pending members of every gang among them (whatever their backoff),
+    so a gang is always tried whole."""
+    gangs = {(p.workload_id, p.pod_set) for p in pods if p.gang_min_count}
+    if not gangs:
+        return pods
+    have = {p.pk for p in pods}
+    extra = [
+        p
+        for p in Pod.objects.filter(
+            phase=Pod.Phase.PENDING, workload_id__in={w for w, _ in gangs}, gang_min_count__gt=0
+        )
+        .select_related("workload__tenant")
+        .order_by("id")
+        if (p.workload_id, p.pod_set) in gangs and p.pk not in have
+    ]
+    return pods + extra
+
+
+# --- queues -------------------------------------------------------------------------------------
+
+SIM_SPEED_ENV = "GPUSCHED_SIM_SPEED"  # simulated seconds per wall second (pods' duration_s)
+
+
+@dataclass
+class QueueSetup:
+    """The queue configuration as the core reads it."""
+
+    cluster_queues: dict[str, ClusterQueueSpec] = field(default_factory=dict)
+    rows: dict[str, ClusterQueue] = field(default_factory=dict)
+    flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
+    local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)  # "namespace/name"
+
+    @property
+    def managed(self) -> bool:
+        """Without any cluster queue, workloads are admitted as they come (no quotas)."""
+        return bool(self.cluster_queues)
+
+
+def queue_setup() -> QueueSetup:
+    rows = {row.name: row for row in ClusterQueue.objects.all()}
+    return QueueSetup(
+        cluster_queues={name: cluster_queue_spec(row) for name, row in rows.items()},
+        rows=rows,
+        flavors={row.name: flavor_spec(row) for row in ResourceFlavor.objects.all()},
+        local_queues={
+            f"{lq.namespace}/{lq.name}": LocalQueueSpec(
+                lq.namespace, lq.name, lq.cluster_queue.name, lq.fair_sharing_weight
+            )
+            for lq in LocalQueue.objects.select_related("cluster_queue")
+        },
+    )
+
+
+def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
+    groups = tuple(
+        ResourceGroup(
+            tuple(group["coveredResources"]),
+            tuple(
+                FlavorQuotas(
+                    fq["name"],
+                    MappingProxyType(
+                        {
+                            r["name"]: ResourceQuota(
+                                int(r["nominalQuota"]),
+                                r.get("borrowingLimit"),
+                                r.get("lendingLimit"),
+                            )
+                            for r in fq["resources"]
+                        }
+                    ),
+                )
+                for fq in group["flavors"]
+            ),
+        )
+        for group in row.resource_groups
+    )
+    return ClusterQueueSpec(
+        name=row.name,
+        cohort=row.cohort,
+        resource_groups=groups,
+        queueing_strategy=QueueingStrategy(row.queueing_strategy),
+        preemption=Preemption(
+            WithinClusterQueue(row.within_cluster_queue),
+            ReclaimWithinCohort(row.reclaim_within_cohort),
+            BorrowWithinCohortPolicy(row.borrow_within_cohort),
+            row.borrow_max_priority_threshold,
+        ),
+        weight=row.fair_sharing_weight,
+    )
+
+
+def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
+    return ResourceFlavorSpec(
+        name=row.name,
+        node_labels=MappingProxyType({str(k): str(v) for k, v in row.node_labels.items()}),
+        node_taints=tuple(
+            Taint(t["key"], t.get("value", ""), TaintEffect(t.get("effect", "NoSchedule")))
+            for t in row.node_taints
+        ),
+        tolerations=tuple(
+            Toleration(
+                key=t.get("key", ""),
+                operator=t.get("operator", "Equal"),
+                value=t.get("value", ""),
+                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
+            )
+            for t in row.tolerations
+        ),
+    )
+
+
+def usage_key(fr: FlavorResource) -> str:
+    return f"{fr[0]}|{fr[1]}"
+
+
+def parse_usage(doc: Mapping[str, Any]) -> dict[FlavorResource, int]:
+    out: dict[FlavorResource, int] = {}
+    for key, amount in doc.items():
+        flavor, _, resource = key.partition("|")
+        out[(flavor, resource)] = int(amount)
+    return out
+
+
+@dataclass(frozen=True)
+class _PodFacts:
+    demand: Demand
+    gpu_models: frozenset[str]
+    node_selector: Mapping[str, str]
+
+
+def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
+    """Per workload: the total its unfinished pods ask for, and the first pod's constraints."""
+    templates: dict[int, list[tuple[PodRequest, int]]] = defaultdict(list)
+    constraints: dict[int, tuple[frozenset[str], Mapping[str, str]]] = {}
+    rows = Pod.objects.filter(
+        workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
+    ).values_list(
+        "workload_id",
+        "cpu_milli",
+        "memory_mib",
+        "gpus",
+        "gpu_milli",
+        "mig_profile",
+        "mig_count",
+        "gpu_models",
+        "node_selector",
+    )
+    for wid, cpu, memory, gpus, milli, profile, mig, models, selector in rows:
+        request = PodRequest(
+            uid="",
+            cpu_milli=cpu,
+            memory_mib=memory,
+            gpus=gpus,
+            gpu_milli=milli,
+            mig_profile=profile,
+            mig_count=mig,
+        )
+        templates[wid].append((request, 1))
+        constraints.setdefault(wid, (frozenset(models), dict(selector)))
+    return {
+        wid: _PodFacts(Demand.of_pods(pods), *constraints[wid]) for wid, pods in templates.items()
+    }
+
+
+def queued_workloads(
+    setup: QueueSetup, *, limit: int | None = None
+) -> list[tuple[Workload, QueuedWorkload | None]]:
+    """Pending workloads (highest priority first, then oldest) as the admission cycle reads them;
+    None for a workload whose LocalQueue does not exist."""
+    query = (
+        Workload.objects.filter(state=Workload.State.PENDING)
+        .select_related("tenant")
+        .order_by("-priority", "created_at", "id")
+    )
+    rows = list(query[:limit] if limit else query)
+    facts = _pod_facts(w.pk for w in rows)
+    out: list[tuple[Workload, QueuedWorkload | None]] = []
+    for w in rows:
+        key = f"{w.tenant.namespace}/{w.queue_name}"
+        lq = setup.local_queues.get(key)
+        fact = facts.get(w.pk) or _PodFacts(Demand(), frozenset(), {})
+        out.append(
+            (
+                w,
+                None
+                if lq is None
+                else QueuedWorkload(
+                    key=str(w.pk),
+                    cluster_queue=lq.cluster_queue,
+                    local_queue=key,
+                    priority=w.priority,
+                    service_class=ServiceClass(w.service_class),
+                    created_at=w.created_at.timestamp(),
+                    demand=fact.demand,
+                    gpu_models=fact.gpu_models,
+                    node_selector=MappingProxyType(dict(fact.node_selector)),
+                    can_preempt=w.preemption_policy != "Never",
+                ),
+            )
+        )
+    return out
+
+
+def admitted_workloads() -> list[AdmittedWorkload]:
+    """Every workload holding quota."""
+    rows = (
+        Workload.objects.filter(
+            state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
+            cluster_queue__isnull=False,
+        )
+        .select_related("cluster_queue", "tenant")
+        .order_by("admitted_at", "id")
+    )
+    return [
+        AdmittedWorkload(
+            key=str(w.pk),
+            cluster_queue=w.cluster_queue.name if w.cluster_queue else "",
+            priority=w.priority,
+            service_class=ServiceClass(w.service_class),
+            created_at=w.created_at.timestamp(),
+            admitted_at=w.admitted_at.timestamp() if w.admitted_at else 0.0,
+            usage=MappingProxyType(parse_usage(w.quota_usage)),
+            local_queue=f"{w.tenant.namespace}/{w.queue_name}",
+        )
+        for w in rows
+    ]
+
+
+def quota_book(setup: QueueSetup, admitted: Sequence[AdmittedWorkload]) -> QuotaBook:
+    book = QuotaBook(setup.cluster_queues.values())
+    for a in admitted:
+        if a.cluster_queue in book.queues:
+            book.charge(a.cluster_queue, a.usage)
+    return book
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    name: str
+    nominal_quota: str
+    borrowing_limit: str | None
+    lending_limit: str | None
+    total: str  # in use (Kueue's flavorsUsage.total)
+    borrowed: str
+    available: str  # what the queue could still take now, borrowing included
+
+
+@dataclass(frozen=True)
+class ClusterQueueStatus:
+    name: str
+    cohort: str
+    queueing_strategy: str
+    weight: float
+    flavors_usage: list[tuple[str, list[ResourceUsage]]]
+    pending_workloads: int
+    admitted_workloads: int
+    weighted_share: int  # Kueue's DRS (status.fairSharing.weightedShare)
+    dominant_resource: str
+
+
+def cluster_queue_status() -> list[ClusterQueueStatus]:
+    """Each cluster queue's quota, use, borrowing and fair share, like Kueue's status."""
+    setup = queue_setup()
+    admitted = admitted_workloads()
+    book = quota_book(setup, admitted)
+    pending: dict[str, int] = defaultdict(int)
+    for _, queued in queued_workloads(setup):
+        if queued is not None:
+            pending[queued.cluster_queue] += 1
+    holding: dict[str, int] = defaultdict(int)
+    for a in admitted:
+        holding[a.cluster_queue] += 1
+    out = []
+    for name, cq in sorted(setup.cluster_queues.items()):
+        flavors: dict[str, list[ResourceUsage]] = {}
+        for flavor, resource, quota in cq.flavor_resources():
+            fr = (flavor, resource)
+
+            def fmt(amount: int | None, resource: str = resource) -> str | None:
+                return None if amount is None else format_quantity(resource, amount)
+
+            flavors.setdefault(flavor, []).append(
+                ResourceUsage(
+                    name=resource,
+                    nominal_quota=format_quantity(resource, quota.nominal),
+                    borrowing_limit=fmt(quota.borrowing_limit),
+                    lending_limit=fmt(quota.lending_limit),
+                    total=format_quantity(resource, book.used(name, fr)),
+                    borrowed=format_quantity(resource, book.borrowed(name, fr)),
+                    available=format_quantity(resource, book.available(name, fr)),
+                )
+            )
+        share, dominant = book.dominant_resource_share(name)
+        out.append(
+            ClusterQueueStatus(
+                name=name,
+                cohort=cq.cohort,
+                queueing_strategy=cq.queueing_strategy.value,
+                weight=cq.weight,
+                flavors_usage=list(flavors.items()),
+                pending_workloads=pending[name],
+                admitted_workloads=holding[name],
+                weighted_share=share,
+                dominant_resource=dominant,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    """Why a workload is not running yet, where it stands, and when it may start."""
+
+    workload: Workload
+    cluster_queue: str
+    local_queue: str
+    position: int  # 1-based: in its cluster queue (waiting for quota) or among admitted ones
+    reason: str  # WaitingForQuota, NoFit, TopologyPlacementFailed, WaitingForGang, ...
+    message: str
+    estimated_start: datetime | None  # None: unknown (no expected ends to go by)
+
+
+def sim_speed() -> float:
+    try:
+        return max(1e-9, float(os.environ.get(SIM_SPEED_ENV, "1")))
+    except ValueError:
+        return 1.0
+
+
+def pending_workloads(
+    now: datetime | None = None,
+    *,
+    namespace: str | None = None,
+    cluster_queue: str | None = None,
+    speed: float | None = None,
+) -> list[PendingWorkload]:
+    """Every workload waiting for quota or for nodes, with its position in its queue, the reason
+    and an estimated start from running workloads' expected ends (a simulated pod's duration_s,
+    scaled by the simulator's speed, else the workload's maximumExecutionTimeSeconds)."""
+    now = now or timezone.now()
+    speed = speed or sim_speed()
+    setup = queue_setup()
+    admitted = admitted_workloads()
+    book = quota_book(setup, admitted)
+    queued = queued_workloads(setup)
+    unplaced = list(
+        Workload.objects.filter(state=Workload.State.ADMITTED, pods__phase=Pod.Phase.PENDING)
+        .distinct()
+        .select_related("tenant", "cluster_queue")
+        .order_by("-priority", "created_at", "id")
+    )
+    active_ids = (
+        [w.pk for w, _ in queued] + [w.pk for w in unplaced] + [int(a.key) for a in admitted]
+    )
+    ends, durations, gpu_held = _expected_times(active_ids, now, speed)
+    by_pk = {int(a.key): a for a in admitted}
+
+    def end_of(pk: int) -> float | None:
+        return ends.get(pk)
+
+    out: list[PendingWorkload] = []
+    positions = queue_admission.positions(
+        book, [q for _, q in queued if q is not None], admitted, _lq_weights(setup)
+    )
+    estimates: dict[str, float | None] = {}
+    for name, cq in setup.cluster_queues.items():
+        members = set(book.members(name))
+        free: dict[str, int] = defaultdict(int)
+        for flavor, resource, _ in cq.flavor_resources():
+            free[resource] += book.available(name, (flavor, resource))
+        running = [
+            Running(end_of(int(a.key)), _by_resource(a.usage))
+            for a in admitted
+            if a.cluster_queue in members
+        ]
+        order = sorted(
+            (q for _, q in queued if q is not None and q.cluster_queue == name),
+            key=lambda q: positions.get(q.key, 0),
+        )
+        estimates.update(
+            estimate_starts(
+                now.timestamp(),
+                free,
+                running,
+                [
+                    Queued(
+                        q.key,
+                        {
+                            r: amount
+                            for r, amount in q.demand.amounts(cq.covered).items()
+                            if r in cq.covered
+                        },
+                        durations.get(int(q.key)),
+                    )
+                    for q in order
+                ],
+            )
+        )
+    for w, q in queued:
+        if q is None:
+            lq_key = f"{w.tenant.namespace}/{w.queue_name}"
+            reason = w.pending_reason or queue_admission.INADMISSIBLE
+            message = w.reason or f"LocalQueue {lq_key} does not exist"
+            out.append(PendingWorkload(w, "", lq_key, 0, reason, message, None))
+            continue
+        start = estimates.get(q.key)
+        out.append(
+            PendingWorkload(
+                w,
+                q.cluster_queue,
+                q.local_queue,
+                positions.get(q.key, 0),
+                w.pending_reason or queue_admission.WAITING_FOR_QUOTA,
+                w.reason,
+                _when(start),
+            )
+        )
+    # Admitted, waiting for nodes: the cluster's GPUs free up as running workloads end.
+    capacity = 1000 * Gpu.objects.exclude(sharing="mig").count()
+    used = sum(Gpu.objects.values_list("used_milli", flat=True))
+    running_all = [
+        Running(end_of(pk), {GPU: gpu_held.get(pk, 0)})
+        for pk in set(by_pk) | {w.pk for w in unplaced}
+        if gpu_held.get(pk, 0)
+    ]
+    demand = _pod_facts(w.pk for w in unplaced)
+    placement_estimates = estimate_starts(
+        now.timestamp(),
+        {GPU: max(0, capacity - used)},
+        running_all,
+        [
+            Queued(
+                str(w.pk),
+                {GPU: demand[w.pk].demand.gpu_milli} if w.pk in demand else {},
+                durations.get(w.pk),
+            )
+            for w in unplaced
+        ],
+    )
+    for k, w in enumerate(unplaced, start=1):
+        out.append(
+            PendingWorkload(
+                w,
+                w.cluster_queue.name if w.cluster_queue else "",
+                f"{w.tenant.namespace}/{w.queue_name}",
+                k,
+                w.pending_reason or queue_admission.NO_FIT,
+                w.reason,
+                _when(placement_estimates.get(str(w.pk))),
+            )
+        )
+    if namespace is not None:
+        out = [p for p in out if p.workload.tenant.namespace == namespace]
+    if cluster_queue is not None:
+        out = [p for p in out if p.cluster_queue == cluster_queue]
+    return out
+
+
+def _lq_weights(setup: QueueSetup) -> dict[str, float]:
+    return {key: lq.weight for key, lq in setup.local_queues.items()}
+
+
+def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for (_, resource), amount in usage.items():
+        out[resource] += amount
+    return dict(out)
+
+
+def _when(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def _expected_times(
+    workload_ids: Sequence[int], now: datetime, speed: float
+) -> tuple[dict[int, float | None], dict[int, float | None], dict[int, int]]:
+    """Per workload: when it is expected to end (running or admitted ones), how long it is
+    expected to run (wall seconds), and the GPU milli its placed pods hold."""
+    ends: dict[int, float | None] = {}
+    durations: dict[int, float | None] = {}
+    held: dict[int, int] = defaultdict(int)
+    pods: dict[int, list[tuple[str, datetime | None, dict[str, Any], int]]] = defaultdict(list)
+    for wid, phase, started, simulation, gpus, milli in Pod.objects.filter(
+        workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
+    ).values_list("workload_id", "phase", "started_at", "simulation", "gpus", "gpu_milli"):
+        pods[wid].append((phase, started, simulation or {}, gpus * 1000 + milli))
+    limits = dict(
+        Workload.objects.filter(pk__in=list(workload_ids)).values_list(
+            "pk", "maximum_execution_time_s"
+        )
+    )
+    admitted_at = dict(
+        Workload.objects.filter(pk__in=list(workload_ids)).values_list("pk", "admitted_at")
+    )
+    for wid in workload_ids:
+        rows = pods.get(wid, [])
+        sims = [
+            float(sim.get("duration_s") or 0) + float(sim.get("lost_s") or 0)
+            for _, _, sim, _ in rows
+        ]
+        if rows and all(d > 0 for d in sims):
+            durations[wid] = max(sims) / speed
+            pod_ends = [
+                ((started or now) + timedelta(seconds=d / speed)).timestamp()
+                for (_, started, _, _), d in zip(rows, sims, strict=True)
+            ]
+            ends[wid] = max(pod_ends)
+        elif limits.get(wid):
+            limit = float(limits[wid] or 0)
+            durations[wid] = limit
+            start = admitted_at.get(wid) or now
+            ends[wid] = (start + timedelta(seconds=limit)).timestamp()
+        else:
+            durations[wid] = None
+            ends[wid] = None
+        for phase, _, _, milli in rows:
+            if phase in Pod.PLACED_PHASES:
+                held[wid] += milli
+    return ends, durations, held

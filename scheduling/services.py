@@ -21,6 +21,8 @@ from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.utils import timezone
 
 from scheduling import events
+from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
+from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -31,12 +33,16 @@ from scheduling.core.types import (
 )
 from scheduling.models import (
     Allocation,
+    ClusterQueue,
     Gpu,
     GpuAssignment,
     Lease,
+    LocalQueue,
     Node,
     PlacementDecision,
     Pod,
+    PriorityClass,
+    ResourceFlavor,
     Tenant,
     Workload,
 )
@@ -148,22 +154,40 @@ def workload_submit(
     name: str,
     pod_sets: Sequence[PodSetSpec],
     queue_name: str = "default",
-    priority: int = 0,
+    priority: int | None = None,
     priority_class_name: str = "",
     service_class: ServiceClass = ServiceClass.BATCH,
     raw_pod_sets: list[dict[str, Any]] | None = None,
+    maximum_execution_time_s: int | None = None,
 ) -> Workload:
+    """A new workload, Pending until its LocalQueue's cluster queue admits it. A priority class
+    (by name, else the global default one) sets the priority unless `priority` is given, and
+    whether the workload may preempt others."""
     if not pod_sets:
         raise ServiceError("a workload needs at least one pod set")
     with transaction.atomic():
         if Workload.objects.filter(tenant=tenant, name=name).exists():
             raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
+        if priority_class_name:
+            priority_class = PriorityClass.objects.filter(name=priority_class_name).first()
+            if priority_class is None:
+                raise ServiceError(f"priority class {priority_class_name!r} does not exist")
+        else:
+            priority_class = PriorityClass.objects.filter(global_default=True).first()
+        if priority is None:
+            priority = priority_class.value if priority_class else 0
         workload = Workload.objects.create(
             tenant=tenant,
             name=name,
             queue_name=queue_name,
             priority=priority,
-            priority_class_name=priority_class_name,
+            priority_class_name=priority_class.name if priority_class else "",
+            preemption_policy=(
+                priority_class.preemption_policy
+                if priority_class
+                else PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
+            ),
+            maximum_execution_time_s=maximum_execution_time_s,
             service_class=service_class.value,
             pod_sets=raw_pod_sets
             if raw_pod_sets is not None
@@ -212,6 +236,8 @@ def _workload_event(workload: Workload) -> events.WorkloadChanged:
         queue=workload.queue_name,
         state=workload.state,
         reason=workload.reason,
+        cluster_queue=workload.cluster_queue.name if workload.cluster_queue else "",
+        pending_reason=workload.pending_reason,
     )
 
 
@@ -257,6 +283,286 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
     return workload
 
 
+# --- queues -----------------------------------------------------------------------------------
+
+
+def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
+    """Create or update flavors, cluster queues, local queues and priority classes (Kueue-shaped
+    documents, scheduling.core.queueing.config). Names are kept; nothing is deleted."""
+    try:
+        config.check_references(frozenset(ResourceFlavor.objects.values_list("name", flat=True)))
+    except ValueError as exc:
+        raise ServiceError(str(exc)) from exc
+    known_queues = {cq.name for cq in config.cluster_queues} | set(
+        ClusterQueue.objects.values_list("name", flat=True)
+    )
+    for lq in config.local_queues:
+        if lq.cluster_queue not in known_queues:
+            raise ServiceError(
+                f"LocalQueue {lq.namespace}/{lq.name}: ClusterQueue {lq.cluster_queue!r} "
+                "does not exist"
+            )
+    if sum(1 for pc in config.priority_classes if pc.global_default) > 1:
+        raise ServiceError("only one priority class may be the global default")
+    with transaction.atomic():
+        for flavor in config.flavors:
+            ResourceFlavor.objects.update_or_create(
+                name=flavor.name,
+                defaults={
+                    "node_labels": dict(flavor.node_labels),
+                    "node_taints": [
+                        {"key": t.key, "value": t.value, "effect": t.effect.value}
+                        for t in flavor.node_taints
+                    ],
+                    "tolerations": [toleration_json(t) for t in flavor.tolerations],
+                },
+            )
+        for cq in config.cluster_queues:
+            ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
+        rows = {
+            row.name: row
+            for row in ClusterQueue.objects.filter(
+                name__in={lq.cluster_queue for lq in config.local_queues}
+            )
+        }
+        for lq in config.local_queues:
+            LocalQueue.objects.update_or_create(
+                namespace=lq.namespace,
+                name=lq.name,
+                defaults={
+                    "cluster_queue": rows[lq.cluster_queue],
+                    "fair_sharing_weight": lq.weight,
+                },
+            )
+        for pc in config.priority_classes:
+            if pc.global_default:
+                PriorityClass.objects.exclude(name=pc.name).update(global_default=False)
+            PriorityClass.objects.update_or_create(
+                name=pc.name,
+                defaults={
+                    "value": pc.value,
+                    "preemption_policy": pc.preemption_policy.value,
+                    "description": pc.description[:256],
+                    "global_default": pc.global_default,
+                },
+            )
+        names = {
+            "flavors": [f.name for f in config.flavors],
+            "cluster_queues": [cq.name for cq in config.cluster_queues],
+            "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
+            "priority_classes": [pc.name for pc in config.priority_classes],
+        }
+        events.publish(events.QueuesChanged(**names))
+    return names
+
+
+def cluster_queue_fields(cq: ClusterQueueSpec) -> dict[str, Any]:
+    """A core ClusterQueue as the model's columns (amounts stay canonical)."""
+    return {
+        "cohort": cq.cohort,
+        "queueing_strategy": cq.queueing_strategy.value,
+        "resource_groups": [
+            {
+                "coveredResources": list(group.covered),
+                "flavors": [
+                    {
+                        "name": fq.name,
+                        "resources": [
+                            {
+                                "name": resource,
+                                "nominalQuota": quota.nominal,
+                                "borrowingLimit": quota.borrowing_limit,
+                                "lendingLimit": quota.lending_limit,
+                            }
+                            for resource, quota in fq.resources.items()
+                        ],
+                    }
+                    for fq in group.flavors
+                ],
+            }
+            for group in cq.resource_groups
+        ],
+        "within_cluster_queue": cq.preemption.within_cluster_queue.value,
+        "reclaim_within_cohort": cq.preemption.reclaim_within_cohort.value,
+        "borrow_within_cohort": cq.preemption.borrow_within_cohort.value,
+        "borrow_max_priority_threshold": cq.preemption.borrow_max_priority_threshold,
+        "fair_sharing_weight": cq.weight,
+    }
+
+
+def toleration_json(t: Any) -> dict[str, str]:
+    doc = {"key": t.key, "operator": t.operator, "value": t.value}
+    if t.effect is not None:
+        doc["effect"] = t.effect.value
+    return doc
+
+
+@dataclass(frozen=True)
+class WorkloadAdmission:
+    """One decision of an admission cycle: quota reserved in `cluster_queue` with these flavors,
+    after evicting `victims`."""
+
+    workload: Workload
+    cluster_queue: ClusterQueue
+    flavors: dict[str, str]
+    quota_usage: dict[str, int]  # "flavor|resource" -> canonical amount
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    victims: tuple[Workload, ...] = ()
+
+
+def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> int:
+    """Evict the victims and reserve quota for the workloads, in one transaction."""
+    if not admissions:
+        return 0
+    with transaction.atomic():
+        payloads: list[events.EventPayload] = []
+        evicted: set[int] = set()
+        admitted: list[Workload] = []
+        for admission in admissions:
+            victims = [v for v in admission.victims if v.pk not in evicted]
+            if victims:
+                target = admission.workload
+                reason = (
+                    f"Preempted to admit {target.tenant.name}/{target.name} "
+                    f"(priority {target.priority}) in ClusterQueue {admission.cluster_queue.name}"
+                )
+                more, _, gone = _evict(victims, reason=reason, preemptor=target, now=now)
+                payloads += more
+                evicted |= gone
+                # A victim still waiting for quota was never holding any: the cycle's view is
+                # stale, so this admission waits for the next cycle rather than over-commit.
+                if Workload.objects.filter(
+                    pk__in=[v.pk for v in victims if v.pk not in gone],
+                    state=Workload.State.PENDING,
+                ).exists():
+                    continue
+            w = admission.workload
+            values = {
+                "state": Workload.State.ADMITTED,
+                "admitted_at": now,
+                "reason": "",
+                "pending_reason": "",
+                "cluster_queue": admission.cluster_queue,
+                "flavors": admission.flavors,
+                "quota_usage": admission.quota_usage,
+                "node_selector": admission.node_selector,
+                "tolerations": admission.tolerations,
+            }
+            if Workload.objects.filter(pk=w.pk, state=Workload.State.PENDING).update(**values):
+                for key, value in values.items():
+                    setattr(w, key, value)
+                admitted.append(w)
+        events.publish(*payloads, *(_workload_event(w) for w in admitted))
+    return len(admitted)
+
+
+def workloads_evict(
+    *, workloads: Sequence[Workload], reason: str, now: datetime, preemptor: Workload | None = None
+) -> list[str]:
+    """Preempt admitted workloads: release their pods' allocations, put the pods back to Pending
+    and the workloads back in their queues (requeued, quota released). Returns the uids of the
+    pods whose allocations were released."""
+    with transaction.atomic():
+        payloads, released, _ = _evict(workloads, reason=reason, preemptor=preemptor, now=now)
+        events.publish(*payloads)
+    return released
+
+
+def _evict(
+    workloads: Sequence[Workload], *, reason: str, preemptor: Workload | None, now: datetime
+) -> tuple[list[events.EventPayload], list[str], set[int]]:
+    """Returns the events to publish, the uids of the pods whose allocations were released and
+    the ids of the workloads evicted (those that were admitted or running)."""
+    rows = list(
+        Workload.objects.filter(
+            pk__in=[w.pk for w in workloads],
+            state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
+        ).select_related("tenant", "cluster_queue")
+    )
+    if not rows:
+        return [], [], set()
+    pods = list(
+        Pod.objects.filter(workload__in=rows, phase__in=Pod.ACTIVE_PHASES).select_related(
+            "workload__tenant"
+        )
+    )
+    allocations = list(
+        Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod")
+    )
+    released = [str(a.pod.uid) for a in allocations]
+    _release(allocations, reason=f"preempted: {reason}"[:256], now=now)
+    placed = [p for p in pods if p.phase in Pod.PLACED_PHASES]
+    for pod in pods:
+        pod.phase = Pod.Phase.PENDING
+        pod.bound_at = None
+        pod.started_at = None
+        pod.next_attempt_at = None
+        pod.last_reason = f"Preempted: {reason}"[:1024]
+        pod.simulation.pop("lost_s", None)  # it starts over
+    Pod.objects.bulk_update(
+        pods, ["phase", "bound_at", "started_at", "next_attempt_at", "last_reason", "simulation"]
+    )
+    payloads: list[events.EventPayload] = []
+    by_workload: dict[int, list[str]] = defaultdict(list)
+    for pod in pods:
+        by_workload[pod.workload_id].append(pod.name)
+    for w in rows:
+        old_queue = w.cluster_queue.name if w.cluster_queue else ""
+        payloads.append(
+            events.WorkloadEvicted(
+                uid=str(w.uid),
+                tenant=w.tenant.name,
+                name=w.name,
+                queue=w.queue_name,
+                cluster_queue=old_queue,
+                reason=reason,
+                preemptor=str(preemptor.uid) if preemptor else "",
+                pods=sorted(by_workload[w.pk]),
+            )
+        )
+        w.state, w.admitted_at, w.cluster_queue = Workload.State.PENDING, None, None
+        w.flavors, w.quota_usage, w.node_selector, w.tolerations = {}, {}, {}, []
+        w.pending_reason, w.reason = "Preempted", reason[:1024]
+        w.evictions += 1
+        w.evicted_at = now
+    Workload.objects.bulk_update(
+        rows,
+        [
+            "state",
+            "admitted_at",
+            "cluster_queue",
+            "flavors",
+            "quota_usage",
+            "node_selector",
+            "tolerations",
+            "pending_reason",
+            "reason",
+            "evictions",
+            "evicted_at",
+        ],
+    )
+    payloads += [_phase_event(p, Pod.Phase.PENDING) for p in placed]
+    payloads += [_workload_event(w) for w in rows]
+    return payloads, released, {w.pk for w in rows}
+
+
+def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> int:
+    """Record why workloads wait (a reason code and its message); an event for each change."""
+    changed = []
+    for workload, code, message in updates:
+        message = message[:1024]
+        if (workload.pending_reason, workload.reason) != (code, message):
+            workload.pending_reason, workload.reason = code, message
+            changed.append(workload)
+    if not changed:
+        return 0
+    with transaction.atomic():
+        Workload.objects.bulk_update(changed, ["pending_reason", "reason"])
+        events.publish(*(_workload_event(w) for w in changed))
+    return len(changed)
+
+
 # --- binding ----------------------------------------------------------------------------------
 
 
@@ -267,9 +573,15 @@ class CommitResult:
 
 
 def placements_commit(
-    *, cluster: ClusterState, placed: Sequence[tuple[Pod, Decision]], scheduler: str, now: datetime
+    *,
+    cluster: ClusterState,
+    placed: Sequence[tuple[Pod, Decision]],
+    scheduler: str,
+    now: datetime,
+    all_or_nothing: bool = False,
 ) -> CommitResult:
-    """Bind a batch of placed pods in one transaction; on conflict, bind them one by one."""
+    """Bind a batch of placed pods in one transaction; on conflict, bind them one by one - or,
+    for a gang (`all_or_nothing`), bind none of them."""
     if not placed:
         return CommitResult()
     if any(decision.placement is None for _, decision in placed):
@@ -279,6 +591,9 @@ def placements_commit(
             _bind(cluster, placed, scheduler, now)
         return CommitResult(bound=[pod for pod, _ in placed])
     except (IntegrityError, _Conflict) as exc:
+        if all_or_nothing:
+            logger.info("gang bind refused (%s); the gang waits", exc)
+            return CommitResult(conflicts=[(pod, f"gang refused: {exc}") for pod, _ in placed])
         logger.info("batch bind refused (%s); binding one by one", exc)
     result = CommitResult()
     # Pods someone else bound meanwhile are simply dropped; the rest are tried one by one, since
@@ -315,6 +630,9 @@ def _bind(
     )
     if moved != len(pods):
         raise _Conflict(f"{len(pods) - moved} pod(s) were bound or cancelled by someone else")
+    Workload.objects.filter(pk__in={p.workload_id for p in pods}).exclude(pending_reason="").update(
+        pending_reason="", reason=""
+    )
 
     records = PlacementDecision.objects.bulk_create(
         [

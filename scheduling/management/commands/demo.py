@@ -18,6 +18,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandParser
 
+from scheduling.management.commands.applyqueues import queue_file
+from scheduling.selectors import SIM_SPEED_ENV
+
 ROOT = Path(__file__).resolve().parents[3]
 ADMIN_USER = "admin"
 
@@ -38,9 +41,20 @@ class Command(BaseCommand):
             "--metrics-port", type=int, default=9400, help="simulated DCGM exporter"
         )
         parser.add_argument("--profile", default="gpusched", help="scheduler profile")
+        parser.add_argument(
+            "--queues",
+            default="",
+            help="queue YAML applied first (default: the cluster's shipped one, e.g. "
+            "scheduling/queues/demo.yaml; 'none' for no queues)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        queues = options["queues"] or options["cluster"]
+        if queues != "none" and queue_file(queues).is_file():
+            call_command("applyqueues", str(queue_file(queues)), stdout=self.stdout)
+        # Estimated start times scale simulated durations to wall time (selectors.sim_speed).
+        os.environ[SIM_SPEED_ENV] = str(options["speed"])
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"
