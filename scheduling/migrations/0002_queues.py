@@ -5,122 +5,178 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduling', '0001_initial'),
+        ("scheduling", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ClusterQueue',
+            name="ClusterQueue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True)),
-                ('cohort', models.CharField(blank=True, db_index=True, default='', max_length=63)),
-                ('queueing_strategy', models.CharField(choices=[('StrictFIFO', 'Strict Fifo'), ('BestEffortFIFO', 'Best Effort Fifo')], default='BestEffortFIFO', max_length=16)),
-                ('resource_groups', models.JSONField(default=list)),
-                ('within_cluster_queue', models.CharField(default='Never', max_length=32)),
-                ('reclaim_within_cohort', models.CharField(default='Never', max_length=32)),
-                ('borrow_within_cohort', models.CharField(default='Never', max_length=32)),
-                ('borrow_max_priority_threshold', models.IntegerField(blank=True, null=True)),
-                ('fair_sharing_weight', models.FloatField(default=1.0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=63, unique=True)),
+                ("cohort", models.CharField(blank=True, db_index=True, default="", max_length=63)),
+                (
+                    "queueing_strategy",
+                    models.CharField(
+                        choices=[
+                            ("StrictFIFO", "Strict Fifo"),
+                            ("BestEffortFIFO", "Best Effort Fifo"),
+                        ],
+                        default="BestEffortFIFO",
+                        max_length=16,
+                    ),
+                ),
+                ("resource_groups", models.JSONField(default=list)),
+                ("within_cluster_queue", models.CharField(default="Never", max_length=32)),
+                ("reclaim_within_cohort", models.CharField(default="Never", max_length=32)),
+                ("borrow_within_cohort", models.CharField(default="Never", max_length=32)),
+                ("borrow_max_priority_threshold", models.IntegerField(blank=True, null=True)),
+                ("fair_sharing_weight", models.FloatField(default=1.0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='PriorityClass',
+            name="PriorityClass",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True)),
-                ('value', models.IntegerField()),
-                ('preemption_policy', models.CharField(choices=[('PreemptLowerPriority', 'Preempt Lower Priority'), ('Never', 'Never')], default='PreemptLowerPriority', max_length=24)),
-                ('description', models.CharField(blank=True, default='', max_length=256)),
-                ('global_default', models.BooleanField(default=False)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=63, unique=True)),
+                ("value", models.IntegerField()),
+                (
+                    "preemption_policy",
+                    models.CharField(
+                        choices=[
+                            ("PreemptLowerPriority", "Preempt Lower Priority"),
+                            ("Never", "Never"),
+                        ],
+                        default="PreemptLowerPriority",
+                        max_length=24,
+                    ),
+                ),
+                ("description", models.CharField(blank=True, default="", max_length=256)),
+                ("global_default", models.BooleanField(default=False)),
             ],
             options={
-                'ordering': ['-value', 'name'],
+                "ordering": ["-value", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ResourceFlavor',
+            name="ResourceFlavor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True)),
-                ('node_labels', models.JSONField(default=dict)),
-                ('node_taints', models.JSONField(default=list)),
-                ('tolerations', models.JSONField(default=list)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=63, unique=True)),
+                ("node_labels", models.JSONField(default=dict)),
+                ("node_taints", models.JSONField(default=list)),
+                ("tolerations", models.JSONField(default=list)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='workload',
-            name='evicted_at',
+            model_name="workload",
+            name="evicted_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='evictions',
+            model_name="workload",
+            name="evictions",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='flavors',
+            model_name="workload",
+            name="flavors",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='maximum_execution_time_s',
+            model_name="workload",
+            name="maximum_execution_time_s",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='node_selector',
+            model_name="workload",
+            name="node_selector",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='pending_reason',
-            field=models.CharField(blank=True, default='', max_length=32),
+            model_name="workload",
+            name="pending_reason",
+            field=models.CharField(blank=True, default="", max_length=32),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='preemption_policy',
-            field=models.CharField(default='PreemptLowerPriority', max_length=24),
+            model_name="workload",
+            name="preemption_policy",
+            field=models.CharField(default="PreemptLowerPriority", max_length=24),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='quota_usage',
+            model_name="workload",
+            name="quota_usage",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='tolerations',
+            model_name="workload",
+            name="tolerations",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='cluster_queue',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='workloads', to='scheduling.clusterqueue'),
+            model_name="workload",
+            name="cluster_queue",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="workloads",
+                to="scheduling.clusterqueue",
+            ),
         ),
         migrations.CreateModel(
-            name='LocalQueue',
+            name="LocalQueue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(max_length=63)),
-                ('name', models.CharField(max_length=63)),
-                ('fair_sharing_weight', models.FloatField(default=1.0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster_queue', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='local_queues', to='scheduling.clusterqueue')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("namespace", models.CharField(max_length=63)),
+                ("name", models.CharField(max_length=63)),
+                ("fair_sharing_weight", models.FloatField(default=1.0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster_queue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="local_queues",
+                        to="scheduling.clusterqueue",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['namespace', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('namespace', 'name'), name='local_queue_unique_per_namespace')],
+                "ordering": ["namespace", "name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("namespace", "name"), name="local_queue_unique_per_namespace"
+                    )
+                ],
             },
         ),
     ]

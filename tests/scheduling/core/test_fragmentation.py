@@ -311,7 +311,11 @@ def test_cpu_balance_keeps_cpu_where_idle_gpus_need_it() -> None:
 
 def test_gpusched_profile() -> None:
     profile = load_profile("gpusched")
-    assert [s.name for s in profile.enabled("score")] == ["GPUTopology", "LoadAware", "Fragmentation"]
+    assert [s.name for s in profile.enabled("score")] == [
+        "GPUTopology",
+        "LoadAware",
+        "Fragmentation",
+    ]
     assert [s.name for s in profile.enabled("filter")] == ["NodeResourcesFit", "GPUTopology"]
     assert [s.name for s in profile.enabled("reserve")] == [
         "GPUTopology",
