@@ -49,9 +49,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "scheduling",
     "telemetry",
+    "dashboard",
+    "kube",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -121,7 +125,10 @@ if os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+            # redis-py 8 gives every read a 5 s timeout by default, and the layer's receive is a
+            # BZPOPMIN blocking for 5 s: idle sockets were torn down every ~5 s
+            # (django/channels_redis#422). No client-side read timeout for the layer.
+            "CONFIG": {"hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": None}]},
         },
     }
 else:
@@ -144,17 +151,61 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# The dashboard is for platform admins: pages and websockets need a signed-in staff user.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:cluster"
+LOGOUT_REDIRECT_URL = "dashboard:login"
+
 # --- REST API ---------------------------------------------------------------------------------
 
+# Tenants send `Authorization: Bearer <token>`; admins (staff users) use a session or a token of
+# their own. Every error has one shape: {"message": ..., "extra": {...}} (api/exceptions.py).
+# Throttle rates ("N/second|minute|hour|day") per tenant or admin token (`api`), for workload
+# submits (`submit`) and for unauthenticated clients (`anon`):
+#   GPUSCHED_API_RATE (1200/min), GPUSCHED_API_SUBMIT_RATE (300/min),
+#   GPUSCHED_API_ANON_RATE (60/min)
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "api": os.environ.get("GPUSCHED_API_RATE", "1200/min"),
+        "submit": os.environ.get("GPUSCHED_API_SUBMIT_RATE", "300/min"),
+        "anon": os.environ.get("GPUSCHED_API_ANON_RATE", "60/min"),
+    },
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpusched API",
     "DESCRIPTION": "Topology-aware GPU scheduler: tenants, queues, workloads, placements.",
     "VERSION": "0.1.0",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+
+# API throttling counts in the default cache: Redis when REDIS_URL is set (shared by every web
+# replica), else this process's memory.
+if os.environ.get("REDIS_URL"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["REDIS_URL"],
+        }
+    }
 
 # --- logging ----------------------------------------------------------------------------------
 

@@ -1,11 +1,19 @@
 from django.contrib import admin
-from django.urls import path
-from django.views.generic import TemplateView
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from gpusched import views
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    # The home page is the live dashboard (Cluster view); it asks admins to sign in first.
+    path("", include("dashboard.urls")),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
 ]
+
+# Unknown paths under /api/ answer in the API error shape; others get the usual page.
+handler404 = "api.views.not_found"

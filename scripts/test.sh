@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lint, type-check and test. Makes sure PostgreSQL and Redis are reachable first (starting or,
-# as root, installing them when absent) and exports their URLs for the tests that need them:
+# as root, installing them when absent; Prometheus is only installed, the tests start it) and
+# exports their URLs for the tests that need them:
 #   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
 # Extra arguments go to pytest: scripts/test.sh -k healthz
 set -euo pipefail
@@ -142,8 +143,35 @@ ensure_redis() {
     export GPUSCHED_TEST_REDIS_URL="redis://127.0.0.1:$port/0"
 }
 
+# --- Prometheus -------------------------------------------------------------------------------
+# The telemetry tests start their own server (tests/telemetry/conftest.py) from the Debian package;
+# apt must not start the packaged service (a policy-rc.d that says no, for the install only).
+
+ensure_prometheus() {
+    command -v prometheus >/dev/null && return
+    local policy=/usr/sbin/policy-rc.d created=""
+    if [[ $(id -u) -eq 0 && ! -e "$policy" ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod +x "$policy"
+        created=1
+    fi
+    apt_install prometheus || log "no prometheus: the tests that need it will be skipped"
+    [[ -z "$created" ]] || rm -f "$policy"
+}
+
+# --- Chromium ---------------------------------------------------------------------------------
+# The dashboard's end-to-end tests drive Debian's chromium with Playwright (from the dev extra,
+# which never downloads a browser of its own).
+
+ensure_chromium() {
+    command -v chromium >/dev/null && return
+    apt_install chromium || log "no chromium: the browser tests will be skipped"
+}
+
 ensure_postgres
 ensure_redis
+ensure_chromium
+ensure_prometheus
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
 ruff check .

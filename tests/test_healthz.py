@@ -17,7 +17,9 @@ def test_healthz_refuses_writes(client: Client) -> None:
 
 @pytest.mark.django_db
 def test_home_page_renders(client: Client) -> None:
-    response = client.get("/")
+    # The home page is the admin dashboard: signed out, it leads to the sign-in page.
+    response = client.get("/", follow=True)
 
     assert response.status_code == 200
+    assert response.redirect_chain[-1][0].startswith("/login/")
     assert b"gpusched" in response.content

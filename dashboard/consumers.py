@@ -1,0 +1,157 @@
+"""Dashboard websockets: one read-only consumer per view group.
+
+A socket is accepted only for a signed-in staff user (the dashboard is for platform admins) and,
+through AllowedHostsOriginValidator in gpusched/asgi.py, only from the site's own origin. On
+connect it joins its view's group in this process, then asks the tailer for what it missed since
+`?since=<event id>&epoch=<epoch>` (or a snapshot). After that it forwards the tailer's deltas as
+they come, each serialized once for every socket, skipping what the first message already covered;
+a gap (a dropped message) or a rebuilt view makes it send a fresh snapshot instead.
+
+Async on purpose: a delta fans out to hundreds of sockets per process, and the consumer never
+touches the database itself (the tailer does, on its own thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from dashboard.live import view_for
+from dashboard.tailer import Live, Tailer
+
+logger = logging.getLogger(__name__)
+
+# Close codes (4000-4999 are the application's): the browser reconnects on the others.
+CLOSE_SIGNED_OUT = 4401
+
+
+def user_group(user_id: int) -> str:
+    """Every socket of one user, in every web process: closed when that user signs out."""
+    return f"live-user.{user_id}"
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    view: ClassVar[str]
+
+    key: str | None = None
+    tailer: Tailer | None = None
+    epoch: str | None = None
+    cursor: int = -1
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not user.is_staff:
+            await self.close()  # before accept: the handshake is refused (HTTP 403)
+            return
+        key = self.view_key(self.scope["url_route"]["kwargs"])
+        try:
+            view_for(key)
+        except KeyError:
+            await self.close()
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        since = _int(query.get("since", [""])[0])
+        epoch = query.get("epoch", [""])[0] or None
+
+        self.tailer = Tailer.for_running_loop()
+        self.group = self.tailer.group_for(key)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        await self.accept()
+        live, messages = await self.tailer.attach(key, since, epoch)
+        self.key = key
+        await self._sent(live, messages)
+
+    def view_key(self, kwargs: dict[str, Any]) -> str:
+        return self.view
+
+    async def disconnect(self, code: int) -> None:
+        if self.tailer is None:
+            return
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            await self.channel_layer.group_discard(user_group(user.pk), self.channel_name)
+        if self.key is not None:
+            self.tailer.detach(self.key)
+            self.key = None
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The dashboard only listens; a "ping" is answered so clients can check the line."""
+        if text_data == "ping":
+            await self.send(text_data="pong")
+
+    # --- group messages from the tailer ---------------------------------------------------
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler, through a thread hop;
+        # the live.* handlers never touch the database, and with hundreds of sockets per process
+        # those hops were most of a delta's fan-out cost.
+        if message["type"].startswith("live."):
+            await getattr(self, message["type"].replace(".", "_"))(message)
+            return
+        await super().dispatch(message)
+
+    async def live_delta(self, message: dict[str, Any]) -> None:
+        if self.key is None or message["epoch"] != self.epoch or message["to"] <= self.cursor:
+            return  # covered by what this socket got first, or of a view epoch it left
+        if message["from"] > self.cursor:
+            logger.info("dashboard socket missed deltas of %s; sending a snapshot", self.key)
+            await self._resync()
+            return
+        await self.send(text_data=message["text"])
+        self.cursor = message["to"]
+
+    async def live_sample(self, message: dict[str, Any]) -> None:
+        if self.key is not None:
+            await self.send(text_data=message["text"])
+
+    async def live_reset(self, message: dict[str, Any]) -> None:
+        if self.key is not None and message["epoch"] != self.epoch:
+            await self._resync()
+
+    async def live_close(self, message: dict[str, Any]) -> None:
+        await self.close(code=CLOSE_SIGNED_OUT)
+
+    async def _resync(self) -> None:
+        assert self.tailer is not None and self.key is not None
+        live = await self.tailer.snapshot(self.key)
+        await self._sent(live, [live.snapshot_text()])
+
+    async def _sent(self, live: Live, messages: list[str]) -> None:
+        self.epoch, self.cursor = live.epoch, live.cursor
+        for text in messages:
+            await self.send(text_data=text)
+
+
+class ClusterConsumer(LiveConsumer):
+    view = "cluster"
+
+
+class PlacementsConsumer(LiveConsumer):
+    view = "placements"
+
+
+class QueuesConsumer(LiveConsumer):
+    view = "queues"
+
+
+class TenantsConsumer(LiveConsumer):
+    view = "tenants"
+
+
+class NodeConsumer(LiveConsumer):
+    view = "node"
+
+    def view_key(self, kwargs: dict[str, Any]) -> str:
+        return f"node:{kwargs['name']}"
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None

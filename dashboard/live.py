@@ -1,0 +1,266 @@
+"""Live views: the state each dashboard page keeps in the browser, and how outbox events turn into
+deltas of it. No I/O of its own besides the selectors; the tailer runs these in its DB thread.
+
+A view's state is `{slice: {key: doc}}`. Changes to it are `{slice: {"set": {key: doc}, "del":
+[key], "replace": {key: doc}}}` (each part optional), applied by `apply()` here and by the same
+few lines in static/dashboard/live.js. Two kinds of slices:
+
+- outbox slices change only through committed outbox events: `changes()` maps a batch of events to
+  the keys they touch and re-reads just those (a node, the decision window, ...). The invariant,
+  tested: snapshot + every delta == a fresh snapshot.
+- sampled slices (telemetry, usage series) are not in the outbox; `sample()` re-reads them every
+  few seconds and the tailer sends the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from dashboard import selectors
+from dashboard.selectors import Doc
+
+State = dict[str, dict[str, Doc]]
+Changes = dict[str, dict[str, Any]]
+EventRow = tuple[int, str, dict[str, Any]]
+
+# The outbox event types of scheduling.events, and what they can touch.
+NODE_EVENTS = frozenset({"node.changed", "pod.bound", "allocation.released"})
+DECISION_EVENTS = frozenset({"pod.bound", "pod.unschedulable"})
+QUEUE_EVENTS = frozenset(
+    {
+        "queues.changed",
+        "workload.changed",
+        "workload.evicted",
+        "pod.bound",
+        "pod.unschedulable",
+        "pod.phase",
+        "allocation.released",
+    }
+)
+KNOWN_EVENTS = NODE_EVENTS | DECISION_EVENTS | QUEUE_EVENTS
+
+
+def apply(state: State, changes: Changes) -> State:
+    """Apply changes in place (the reference for live.js `applyChanges`)."""
+    for name, change in changes.items():
+        if "replace" in change:
+            state[name] = dict(change["replace"])
+        part = state.setdefault(name, {})
+        for key in change.get("del", ()):
+            part.pop(key, None)
+        part.update(change.get("set", {}))
+    return state
+
+
+def diff(
+    old: dict[str, Doc], new: dict[str, Doc], keys: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """What turns `old` into `new`, looking only at `keys` when given (the rest is unchanged)."""
+    candidates = set(old) | set(new) if keys is None else set(keys)
+    changed = {
+        key: new[key] for key in sorted(candidates) if key in new and old.get(key) != new[key]
+    }
+    gone = sorted(key for key in candidates if key in old and key not in new)
+    result: dict[str, Any] = {}
+    if changed:
+        result["set"] = changed
+    if gone:
+        result["del"] = gone
+    return result
+
+
+def _touched(events: Sequence[EventRow], kinds: frozenset[str], *, unknown: bool = True) -> bool:
+    """Whether any event is of `kinds` (or of a type this module does not know yet: a new event
+    type is treated as "anything may have changed")."""
+    return any(kind in kinds or (unknown and kind not in KNOWN_EVENTS) for _, kind, _ in events)
+
+
+class LiveView:
+    """One page's live state. Subclasses set `name` and implement `build()` / `changes()`; views
+    with telemetry parts implement `sample()` too."""
+
+    name: ClassVar[str]
+    sample_every: ClassVar[float | None] = None  # seconds; None: nothing sampled
+
+    def __init__(self, param: str = "") -> None:
+        self.param = param
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.param}" if self.param else self.name
+
+    def build(self) -> State:
+        raise NotImplementedError
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        """What `events` change in `state`: {} when they concern this view but nothing shown
+        changed (still pushed, so the client's last id moves on), None when they do not concern
+        it at all."""
+        raise NotImplementedError
+
+    def sample(self) -> State:
+        return {}
+
+
+def _put(changes: Changes, name: str, change: dict[str, Any]) -> None:
+    if change:
+        changes[name] = change
+
+
+class ClusterView(LiveView):
+    """Cluster page: every node with its topology and GPU holders, totals with the stranded count,
+    and per-node telemetry (sampled)."""
+
+    name = "cluster"
+    sample_every = 5.0
+
+    def build(self) -> State:
+        docs = selectors.cluster_nodes()
+        return {
+            "nodes": docs.nodes,
+            "topologies": docs.topologies,
+            "summary": {"all": selectors.cluster_summary(docs.nodes, docs.topologies)},
+        }
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        if not _touched(events, KNOWN_EVENTS):
+            return None
+        changes: Changes = {}
+        nodes, topologies = state["nodes"], state["topologies"]
+        touched = _nodes_of(events)
+        if touched:
+            docs = selectors.cluster_nodes(touched)
+            _put(changes, "nodes", diff(nodes, docs.nodes, touched))
+            nodes = {name: doc for name, doc in nodes.items() if name not in touched}
+            nodes.update(docs.nodes)
+            in_use = {doc["topology"] for doc in nodes.values()} - {None}
+            wanted = {key: docs.topologies.get(key) or topologies[key] for key in in_use}
+            _put(changes, "topologies", diff(topologies, wanted))
+            topologies = wanted
+        # Any change may move the totals (the stranded count depends on the whole queue).
+        summary = {"all": selectors.cluster_summary(nodes, topologies)}
+        _put(changes, "summary", diff(state["summary"], summary))
+        return changes
+
+    def sample(self) -> State:
+        return {"telemetry": selectors.cluster_telemetry()}
+
+
+class NodeView(LiveView):
+    """Node detail page: one node (topology, holders), its GPUs' latest telemetry and the last
+    hour of per-GPU rollups (sampled)."""
+
+    name = "node"
+    sample_every = 10.0
+
+    def build(self) -> State:
+        docs = selectors.cluster_nodes([self.param])
+        return {"node": docs.nodes, "topologies": docs.topologies}
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        if self.param not in _nodes_of(events):
+            return None
+        changes: Changes = {}
+        docs = selectors.cluster_nodes([self.param])
+        _put(changes, "node", diff(state["node"], docs.nodes, [self.param]))
+        _put(changes, "topologies", diff(state["topologies"], docs.topologies))
+        return changes
+
+    def sample(self) -> State:
+        return {
+            "telemetry": selectors.node_gpu_telemetry(self.param),
+            "series": selectors.node_gpu_series(self.param),
+        }
+
+
+class PlacementsView(LiveView):
+    """Placements page: the newest decisions (bound or not), newest first."""
+
+    name = "placements"
+
+    def build(self) -> State:
+        return {"decisions": selectors.decisions(selectors.decision_ids())}
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        if not _touched(events, DECISION_EVENTS, unknown=False):
+            return None
+        changes: Changes = {}
+        shown = state["decisions"]
+        ids = {str(i) for i in selectors.decision_ids()}
+        window = {key: shown[key] for key in ids & set(shown)}  # decisions never change
+        window.update(selectors.decisions([int(i) for i in ids - set(shown)]))
+        _put(changes, "decisions", diff(shown, window))
+        return changes
+
+
+class QueuesView(LiveView):
+    """Queues page: cluster queues (quota, use, borrowing, fair share), local queues, and the
+    workloads waiting for quota or nodes with position and reason; estimated starts are sampled
+    (they move with the clock)."""
+
+    name = "queues"
+    sample_every = 5.0
+
+    def build(self) -> State:
+        pending, _ = selectors.pending_workloads()
+        return {
+            "cluster_queues": selectors.cluster_queues(),
+            "local_queues": selectors.local_queues(),
+            "pending": pending,
+            "summary": {"all": selectors.queue_summary()},
+        }
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        if not _touched(events, QUEUE_EVENTS):
+            return None
+        changes: Changes = {}
+        for name, docs in self.build().items():
+            _put(changes, name, diff(state[name], docs))
+        return changes
+
+    def sample(self) -> State:
+        _, starts = selectors.pending_workloads()
+        return {"starts": starts}
+
+
+class TenantsView(LiveView):
+    """Tenants page: each tenant's workloads, pods and GPUs now, and the last hour of requested
+    vs used GPUs (sampled from the telemetry rollups)."""
+
+    name = "tenants"
+    sample_every = 30.0
+
+    def build(self) -> State:
+        return {"tenants": selectors.tenants()}
+
+    def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
+        if not _touched(events, QUEUE_EVENTS):
+            return None
+        changes: Changes = {}
+        _put(changes, "tenants", diff(state["tenants"], selectors.tenants()))
+        return changes
+
+    def sample(self) -> State:
+        return {"series": selectors.tenant_series()}
+
+
+def _nodes_of(events: Sequence[EventRow]) -> set[str]:
+    return {
+        payload["node"]
+        for _, kind, payload in events
+        if kind in NODE_EVENTS and payload.get("node")
+    }
+
+
+VIEWS: dict[str, type[LiveView]] = {
+    view.name: view for view in (ClusterView, NodeView, PlacementsView, QueuesView, TenantsView)
+}
+
+
+def view_for(key: str) -> LiveView:
+    """`cluster`, `placements`, ... or `node:<name>`."""
+    name, _, param = key.partition(":")
+    if name not in VIEWS or (name == "node") != bool(param):
+        raise KeyError(key)
+    return VIEWS[name](param)

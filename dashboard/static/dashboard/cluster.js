@@ -1,0 +1,188 @@
+/* Cluster page: totals, the tenant legend and one card per node, kept live. */
+(function () {
+  "use strict";
+
+  const socket = document.currentScript.dataset.socket;
+  const grid = document.getElementById("nodes");
+  const stats = document.getElementById("stats");
+  const legend = document.getElementById("legend");
+  const filter = document.getElementById("filter");
+  const cards = new Map();
+  let query = "";
+  let current = null;
+
+  // A big cluster draws each node's topology only once its card comes near the viewport: a
+  // thousand cards appear at once, a thousand diagrams (~100 SVG elements each) do not need to.
+  const EAGER = 200;
+  const near = new Set();
+  const observer = new IntersectionObserver(
+    (entries) => {
+      for (const entry of entries) {
+        const name = entry.target.dataset.node;
+        if (entry.isIntersecting) {
+          near.add(name);
+          if (entry.target.dataset.drawn !== "1" && current) renderNodes(current, [name]);
+        } else {
+          near.delete(name);
+        }
+      }
+    },
+    { rootMargin: "600px 0px" },
+  );
+
+  function pct(used, total) {
+    return total ? Math.round((100 * used) / total) : 0;
+  }
+
+  function meter(label, used, total, text) {
+    const width = Math.min(100, pct(used, total));
+    return `<span>${label}</span><span class="meter"><span style="width:${width}%"></span></span><span>${text}</span>`;
+  }
+
+  function badges(node, telemetry) {
+    const out = [];
+    if (node.cordoned) out.push('<span class="badge bad">cordoned</span>');
+    if (node.source === "kubernetes") out.push('<span class="badge muted">k8s</span>');
+    if (!telemetry) {
+      out.push('<span class="badge muted" title="No DCGM reading for this node yet">no metrics</span>');
+    } else if (telemetry.state !== "fresh") {
+      const age = telemetry.at ? GS.ago(telemetry.at) : "never";
+      out.push(`<span class="badge warn" title="Last DCGM reading ${age}: the scheduler scores this node's load as neutral">stale · ${age}</span>`);
+    }
+    return out.join("");
+  }
+
+  function tenantsOf(node) {
+    const names = new Set();
+    for (const gpu of node.gpus) for (const holder of gpu.holders) names.add(holder[0]);
+    return [...names];
+  }
+
+  function drawn(name, state) {
+    return Object.keys(state.nodes || {}).length <= EAGER || near.has(name);
+  }
+
+  function cardHtml(node, state) {
+    const topology = node.topology ? state.topologies[node.topology] : null;
+    const telemetry = (state.telemetry || {})[node.name];
+    const whole = node.gpus.filter((gpu) => !gpu.mig);
+    const used = whole.reduce((sum, gpu) => sum + gpu.used, 0) / 1000;
+    const mig = node.gpus.length - whole.length;
+    const gpuText = `${GS.gpus(used)}/${whole.length}${mig ? ` +${mig} MIG` : ""}`;
+    const classes = ["node-card"];
+    if (node.cordoned) classes.push("cordoned");
+    const search = `${node.name} ${node.model} ${tenantsOf(node).join(" ")}`.toLowerCase();
+    const hidden = query && !search.includes(query) ? " hidden" : "";
+    const draw = drawn(node.name, state);
+    const diagram = draw ? GS.nodeSvg(node, topology, telemetry, { size: "card" }) : '<div class="topo-placeholder"></div>';
+    return `<article class="${classes.join(" ")}${hidden}" data-node="${GS.esc(node.name)}" data-search="${GS.esc(search)}" data-drawn="${draw ? 1 : 0}">
+      <header><a href="/nodes/${encodeURIComponent(node.name)}/">${GS.esc(node.name)}</a>
+        <span class="model" title="${GS.esc(node.model)}">${GS.esc(GS.shortModel(node.model))}</span>
+        <span class="badges">${badges(node, telemetry)}</span></header>
+      ${diagram}
+      <div class="meters">${meter("GPU", used, whole.length || 1, gpuText)}${meter("CPU", node.cpu[0], node.cpu[1], `${pct(node.cpu[0], node.cpu[1])}%`)}${meter("Mem", node.memory[0], node.memory[1], `${pct(node.memory[0], node.memory[1])}%`)}</div>
+    </article>`;
+  }
+
+  function element(html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    return template.content.firstElementChild;
+  }
+
+  function renderAll(state) {
+    const names = Object.keys(state.nodes || {}).sort();
+    if (!names.length) {
+      grid.innerHTML = '<div class="empty"><strong>No nodes yet.</strong>Nodes appear here as soon as they register (the simulator or the Kubernetes informer).</div>';
+      cards.clear();
+      return;
+    }
+    observer.disconnect();
+    grid.innerHTML = names.map((name) => cardHtml(state.nodes[name], state)).join("");
+    cards.clear();
+    for (const card of grid.children) {
+      cards.set(card.dataset.node, card);
+      observer.observe(card);
+    }
+  }
+
+  function renderNodes(state, names) {
+    for (const name of names) {
+      const node = (state.nodes || {})[name];
+      const old = cards.get(name);
+      if (!node) {
+        if (old) {
+          observer.unobserve(old);
+          old.remove();
+        }
+        cards.delete(name);
+        continue;
+      }
+      const card = element(cardHtml(node, state));
+      observer.observe(card);
+      if (old) {
+        observer.unobserve(old);
+        old.replaceWith(card);
+      } else {
+        const next = [...cards.keys()].sort().find((other) => other > name);
+        grid.insertBefore(card, next ? cards.get(next) : null);
+        if (grid.querySelector(".empty")) grid.querySelector(".empty").remove();
+      }
+      cards.set(name, card);
+    }
+  }
+
+  function renderStats(state) {
+    const summary = (state.summary || {}).all;
+    if (!summary) return;
+    const telemetry = state.telemetry || {};
+    const nodes = Object.keys(state.nodes || {});
+    const stale = nodes.filter((name) => telemetry[name] && telemetry[name].state !== "fresh").length;
+    const missing = nodes.filter((name) => !telemetry[name]).length;
+    const stranded = summary.stranded;
+    let strandedHint = "nothing is waiting for GPUs";
+    if (summary.pending_shapes && stranded) {
+      strandedHint = `free on ${summary.stranded_nodes} node(s) where no waiting pod fits (topology, fragmentation, CPU/memory left)`;
+    } else if (summary.pending_shapes) {
+      strandedHint = "every free GPU fits some waiting pod";
+    }
+    stats.innerHTML = `
+      <div class="stat"><div class="label">Nodes</div><div class="value">${summary.nodes}</div><div class="hint">${summary.cordoned} cordoned</div></div>
+      <div class="stat"><div class="label">GPUs in use</div><div class="value">${GS.gpus(summary.in_use)}</div><div class="hint">of ${summary.gpus - summary.mig_gpus} whole GPUs${summary.mig_gpus ? ` (+${summary.mig_gpus} MIG)` : ""}</div></div>
+      <div class="stat"><div class="label">Free GPUs</div><div class="value">${summary.free}</div><div class="hint">on schedulable nodes${summary.cordoned_free ? `; ${summary.cordoned_free} more cordoned` : ""}</div></div>
+      <div class="stat${stranded ? " warn" : ""}" id="stranded"><div class="label">Stranded GPUs</div><div class="value">${stranded}</div><div class="hint">${strandedHint}</div></div>
+      <div class="stat"><div class="label">Telemetry</div><div class="value">${nodes.length - stale - missing}<span class="hint"> fresh</span></div><div class="hint">${stale} stale · ${missing} without metrics</div></div>`;
+  }
+
+  function renderLegend(state) {
+    const names = new Set();
+    for (const node of Object.values(state.nodes || {})) tenantsOf(node).forEach((name) => names.add(name));
+    const chips = [...names].sort().map(GS.chip).join("");
+    legend.innerHTML = `${chips || '<span>No GPU is held right now.</span>'}
+      <span><span class="swatch" style="background:#eef0f4;border:1px solid #b8c0cc"></span>free</span>
+      <span><span class="swatch" style="background:linear-gradient(to top,#4e79a7 60%,rgba(78,121,167,.28) 60%)"></span>fill = DCGM busy</span>
+      <span><span class="swatch" style="border:1px dashed #4e79a7"></span>reserved</span>`;
+  }
+
+  function render(state, touched) {
+    current = state;
+    if (!touched || touched.topologies) {
+      renderAll(state);
+    } else {
+      const names = new Set([...(touched.nodes || []), ...(touched.telemetry || [])]);
+      renderNodes(state, names);
+      if (touched.nodes) for (const name of touched.nodes) GS.flash(cards.get(name));
+    }
+    renderStats(state);
+    if (!touched || touched.nodes) renderLegend(state);
+  }
+
+  filter.addEventListener("input", () => {
+    query = filter.value.trim().toLowerCase();
+    for (const card of cards.values()) {
+      card.classList.toggle("hidden", Boolean(query) && !card.dataset.search.includes(query));
+    }
+  });
+
+  GS.live(socket, render);
+})();

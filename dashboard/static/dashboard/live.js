@@ -1,0 +1,182 @@
+/* gpusched live views: the websocket protocol and helpers shared by every page.
+ *
+ * A page calls GS.live(path, onUpdate). The server sends
+ *   {type: "snapshot", epoch, id, state}               the whole state of the view
+ *   {type: "delta", epoch, from, id, changes, events}  what changed after outbox event `id`
+ *   {type: "sample", changes}                          telemetry parts, re-read periodically
+ * where state is {slice: {key: doc}} and changes is {slice: {set?, del?, replace?}}: the same rule
+ * as dashboard/live.py `apply`. After a drop the socket reconnects with ?since=<id>&epoch=<epoch>
+ * and gets only the deltas it missed (or a fresh snapshot when it is too far behind).
+ */
+(function () {
+  "use strict";
+
+  const GS = (window.GS = window.GS || {});
+
+  GS.applyChanges = function (state, changes) {
+    const touched = {};
+    for (const [name, change] of Object.entries(changes)) {
+      if (change.replace) state[name] = Object.assign({}, change.replace);
+      const part = (state[name] = state[name] || {});
+      const keys = new Set(change.replace ? Object.keys(change.replace) : []);
+      for (const key of change.del || []) {
+        delete part[key];
+        keys.add(key);
+      }
+      for (const [key, doc] of Object.entries(change.set || {})) {
+        part[key] = doc;
+        keys.add(key);
+      }
+      touched[name] = keys;
+    }
+    return touched;
+  };
+
+  GS.live = function (path, onUpdate) {
+    const status = document.getElementById("live-status");
+    const view = { state: {}, id: null, epoch: null, socket: null, messages: 0 };
+    let retry = 0;
+    let pending = null; // changes gathered until the next animation frame
+    let fullRender = false;
+
+    function setStatus(state, text) {
+      if (!status) return;
+      status.dataset.state = state;
+      status.textContent = text;
+    }
+
+    function flush() {
+      const touched = pending;
+      const full = fullRender;
+      pending = null;
+      fullRender = false;
+      onUpdate(view.state, full ? null : touched);
+      document.body.dataset.liveId = String(view.id);
+      if (full && !performance.getEntriesByName("live-render").length) performance.mark("live-render");
+    }
+
+    function schedule(touched, full) {
+      if (full) fullRender = true;
+      if (touched) {
+        pending = pending || {};
+        for (const [name, keys] of Object.entries(touched)) {
+          pending[name] = pending[name] || new Set();
+          keys.forEach((key) => pending[name].add(key));
+        }
+      }
+      if (!schedule.queued) {
+        schedule.queued = true;
+        requestAnimationFrame(() => {
+          schedule.queued = false;
+          flush();
+        });
+      }
+    }
+
+    function connect() {
+      const proto = location.protocol === "https:" ? "wss:" : "ws:";
+      let url = `${proto}//${location.host}/${path}`;
+      if (view.id !== null && view.epoch) {
+        url += `?since=${view.id}&epoch=${encodeURIComponent(view.epoch)}`;
+      }
+      const socket = (view.socket = new WebSocket(url));
+      socket.onopen = () => {
+        retry = 0;
+        setStatus("live", "live");
+      };
+      socket.onmessage = (event) => {
+        if (event.data === "pong") return;
+        if (!view.messages) performance.mark("live-message");
+        const message = JSON.parse(event.data);
+        view.messages += 1;
+        if (message.type === "snapshot") {
+          if (view.messages === 1) performance.mark("live-snapshot");
+          view.state = message.state;
+          view.id = message.id;
+          view.epoch = message.epoch;
+          schedule(null, true);
+        } else if (message.type === "delta") {
+          view.id = message.id;
+          schedule(GS.applyChanges(view.state, message.changes), false);
+        } else if (message.type === "sample") {
+          schedule(GS.applyChanges(view.state, message.changes), false);
+        }
+        setStatus("live", `live · #${view.id}`);
+      };
+      socket.onclose = (event) => {
+        if (event.code === 4401) {
+          setStatus("closed", "signed out");
+          return;
+        }
+        retry += 1;
+        const delay = Math.min(10000, 400 * 2 ** Math.min(retry, 5)) * (0.75 + Math.random() / 2);
+        setStatus("reconnecting", "reconnecting…");
+        setTimeout(connect, delay);
+      };
+    }
+
+    connect();
+    GS.view = view;
+    return view;
+  };
+
+  /* --- formatting --------------------------------------------------------------------------- */
+
+  const PALETTE = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
+    "#76b7b2", "#edc948", "#9c755f", "#ff9da7", "#6b8e23",
+  ];
+  const order = JSON.parse((document.getElementById("tenant-order") || {}).textContent || "[]");
+
+  GS.tenantColor = function (name) {
+    let index = order.indexOf(name);
+    if (index < 0) {
+      index = 0;
+      for (const ch of name) index = (index * 31 + ch.charCodeAt(0)) >>> 0;
+    }
+    return PALETTE[index % PALETTE.length];
+  };
+
+  GS.esc = function (value) {
+    return String(value ?? "").replace(/[&<>"']/g, (c) => ({
+      "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
+    })[c]);
+  };
+
+  GS.chip = function (tenant) {
+    return `<span class="chip" style="--chip:${GS.tenantColor(tenant)}">${GS.esc(tenant)}</span>`;
+  };
+
+  GS.ago = function (value) {
+    if (value === null || value === undefined) return "—";
+    const when = typeof value === "number" ? value * 1000 : Date.parse(value);
+    const seconds = Math.max(0, Math.round((Date.now() - when) / 1000));
+    if (seconds < 60) return `${seconds}s ago`;
+    if (seconds < 3600) return `${Math.round(seconds / 60)}m ago`;
+    if (seconds < 86400) return `${Math.round(seconds / 3600)}h ago`;
+    return `${Math.round(seconds / 86400)}d ago`;
+  };
+
+  GS.until = function (iso) {
+    const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000);
+    if (seconds <= 5) return "now";
+    if (seconds < 3600) return `in ${Math.max(1, Math.round(seconds / 60))}m`;
+    if (seconds < 86400) return `in ${(seconds / 3600).toFixed(1)}h`;
+    return `in ${Math.round(seconds / 86400)}d`;
+  };
+
+  GS.time = function (iso) {
+    return iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : "—";
+  };
+
+  GS.gpus = function (value) {
+    return Number(value || 0).toLocaleString(undefined, { maximumFractionDigits: 2 });
+  };
+
+  GS.flash = function (element) {
+    if (!element) return;
+    element.classList.remove("flash");
+    void element.offsetWidth; // restart the animation
+    element.classList.add("flash");
+  };
+})();

@@ -1,0 +1,89 @@
+/* Placements page: the live decision feed and, on click, one decision's explanation. */
+(function () {
+  "use strict";
+
+  const socket = document.currentScript.dataset.socket;
+  const body = document.querySelector("#decisions tbody");
+  const detail = document.getElementById("detail");
+  let selected = null;
+  let rendered = false;
+
+  function outcome(doc) {
+    const ok = doc.outcome === "Success";
+    return `<span class="badge ${ok ? "ok" : "bad"}">${ok ? "Bound" : GS.esc(doc.outcome)}</span>`;
+  }
+
+  function row(doc, fresh) {
+    const classes = ["clickable"];
+    if (String(doc.id) === selected) classes.push("selected");
+    if (fresh) classes.push("flash");
+    const score = doc.score === null || doc.score === undefined ? "—" : doc.score.toFixed(1);
+    const node = doc.node ? `<a href="/nodes/${encodeURIComponent(doc.node)}/">${GS.esc(doc.node)}</a>` : `<span class="note">${doc.feasible ?? 0}/${doc.nodes ?? "?"} feasible</span>`;
+    return `<tr class="${classes.join(" ")}" data-id="${doc.id}" title="${GS.esc(doc.summary)}">
+      <td class="mono">${GS.time(doc.at)}</td><td>${GS.esc(doc.pod)}<div class="note">${GS.esc(doc.workload)}</div></td>
+      <td>${GS.chip(doc.tenant)}</td><td>${outcome(doc)}</td><td>${node}</td><td class="num">${score}</td></tr>`;
+  }
+
+  function render(state, touched) {
+    const docs = Object.values(state.decisions || {}).sort((a, b) => b.id - a.id);
+    if (!docs.length) {
+      body.innerHTML = '<tr><td colspan="6"><div class="empty"><strong>No decisions yet.</strong>They appear here the moment the scheduler places (or fails to place) a pod.</div></td></tr>';
+      return;
+    }
+    const fresh = rendered && touched && touched.decisions ? touched.decisions : new Set();
+    body.innerHTML = docs.map((doc) => row(doc, fresh.has(String(doc.id)))).join("");
+    rendered = true;
+  }
+
+  function table(headers, rows) {
+    return `<table class="grid"><thead><tr>${headers.map((h) => `<th${h.num ? ' class="num"' : ""}>${h.label}</th>`).join("")}</tr></thead><tbody>${rows.join("")}</tbody></table>`;
+  }
+
+  function explain(doc) {
+    const ex = doc.explanation || {};
+    const parts = [`<h2>${GS.esc(doc.pod)} ${outcome(doc)}</h2>
+      <dl class="facts"><dt>Workload</dt><dd>${GS.esc(doc.workload)}</dd><dt>Tenant</dt><dd>${GS.chip(doc.tenant)}</dd>
+      <dt>Node</dt><dd>${doc.node ? `<a href="/nodes/${encodeURIComponent(doc.node)}/">${GS.esc(doc.node)}</a>` : "none"}</dd>
+      <dt>Decided</dt><dd>${GS.time(doc.at)} (${GS.ago(doc.at)})</dd>
+      <dt>Feasible</dt><dd>${ex.feasible ?? "?"} of ${ex.nodes ?? "?"} nodes</dd></dl>
+      <div class="summary">${GS.esc(ex.summary || doc.summary)}</div>`];
+    const candidates = ex.candidates || [];
+    if (candidates.length) {
+      const plugins = Object.keys(candidates[0].scores || {});
+      const best = Math.max(...candidates.map((c) => c.total), 1);
+      const rows = candidates.map((c) => {
+        const chosen = c.node === doc.node;
+        const cells = plugins.map((p) => `<td class="num">${(c.scores[p] ?? 0).toFixed(1)}</td>`).join("");
+        return `<tr${chosen ? ' class="selected"' : ""}><td class="${chosen ? "chosen" : ""}">${chosen ? "★ " : ""}${GS.esc(c.node)}</td>${cells}
+          <td class="num"><span class="scorebar" style="width:${Math.round((40 * c.total) / best)}px"></span>${c.total.toFixed(1)}</td></tr>`;
+      });
+      const headers = [{ label: "Node" }, ...plugins.map((p) => ({ label: `${GS.esc(p)}<div class="note">×${candidates[0].weights[p]}</div>`, num: true })), { label: "Total", num: true }];
+      parts.push(`<h3>Scores of the best ${candidates.length} candidate(s)</h3>${table(headers, rows)}`);
+    }
+    const chosen = ex.chosen;
+    if (chosen && chosen.filters) {
+      const rows = chosen.filters.map((f) => `<tr><td>${GS.esc(f.plugin)}</td><td><span class="badge ${f.code === "Success" ? "ok" : "bad"}">${GS.esc(f.code)}</span></td><td class="reason">${GS.esc(f.reason || "")}</td></tr>`);
+      parts.push(`<h3 style="margin-top:1rem">Filters on ${GS.esc(chosen.node)}</h3>${table([{ label: "Plugin" }, { label: "Verdict" }, { label: "Reason" }], rows)}`);
+      const notes = Object.entries(chosen.notes || {});
+      if (notes.length) {
+        parts.push(`<h3 style="margin-top:1rem">Notes</h3><ul>${notes.map(([p, text]) => `<li><strong>${GS.esc(p)}</strong>: ${GS.esc(text)}</li>`).join("")}</ul>`);
+      }
+    } else if (!candidates.length) {
+      parts.push('<p class="note">No node passed every filter; the line above counts the reasons per node.</p>');
+    }
+    return parts.join("");
+  }
+
+  body.addEventListener("click", async (event) => {
+    const tr = event.target.closest("tr[data-id]");
+    if (!tr || event.target.closest("a")) return;
+    selected = tr.dataset.id;
+    body.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
+    tr.classList.add("selected");
+    detail.innerHTML = '<p class="note">Loading…</p>';
+    const response = await fetch(`/decisions/${selected}.json`, { credentials: "same-origin" });
+    detail.innerHTML = response.ok ? explain(await response.json()) : '<div class="empty"><strong>Gone.</strong>This decision was pruned.</div>';
+  });
+
+  GS.live(socket, render);
+})();

@@ -1,0 +1,409 @@
+"""The outbox tailer: one per web process (per event loop), started by the first dashboard
+websocket, shared by all of them.
+
+It keeps, for each view someone watches, that view's state as of an outbox cursor (an Event id).
+Each step reads the outbox rows after the lowest cursor, turns them into one delta per view
+(`live.LiveView.changes`), applies it to the kept state, remembers it in a short buffer and
+`group_send`s it, serialized once, to the view's group. After a push it waits the coalescing
+window before the next read, so a burst of commits reaches a browser as one delta.
+
+A client connecting with the last id it saw (and the `epoch` of the state it came from) gets the
+buffered deltas after that id; one that is unknown, from another process or view epoch, or more
+than DASHBOARD_MAX_BEHIND_EVENTS behind gets a fresh snapshot, served from the kept state. Because
+snapshots and deltas come from the same kept state, snapshot + deltas == that state, always.
+
+Group names carry a per-process token: every web replica tails the outbox itself and fans out only
+to its own sockets, so N replicas never deliver a change N times, on the in-memory layer and on
+channels-redis alike. Database work runs on one thread of the tailer's own (one connection kept
+open); a database error is logged and retried with backoff, and a view whose update fails for any
+other reason is rebuilt and its clients are sent a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+import weakref
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from hashlib import sha1
+from typing import Any, TypeVar
+
+from channels.layers import get_channel_layer
+from django.db import DatabaseError, InterfaceError, connections
+
+from dashboard import conf
+from dashboard.live import Changes, EventRow, LiveView, State, apply, diff, view_for
+from dashboard.selectors import head_event_id
+from scheduling.models import Event
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def dumps(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+@dataclass
+class Entry:
+    """One pushed delta: the state after event `last`, from the state after event `first`."""
+
+    first: int
+    last: int
+    text: str
+
+
+@dataclass
+class Live:
+    """One view's state in this process, and who watches it."""
+
+    view: LiveView
+    group: str
+    epoch: str
+    cursor: int
+    state: State
+    sampled: State = field(default_factory=dict)
+    base: int = 0  # the buffer replays from here: entries cover (base, cursor]
+    entries: deque[Entry] = field(default_factory=deque)
+    subscribers: int = 0
+    idle_since: float | None = None
+    next_sample_at: float = 0.0
+    broken: bool = False
+    _snapshot: tuple[int, int, str] | None = None
+    _sample_version: int = 0
+
+    def snapshot_text(self) -> str:
+        key = (self.cursor, self._sample_version)
+        if self._snapshot is None or self._snapshot[:2] != key:
+            text = dumps(
+                {
+                    "type": "snapshot",
+                    "view": self.view.key,
+                    "epoch": self.epoch,
+                    "id": self.cursor,
+                    "state": {**self.state, **self.sampled},
+                }
+            )
+            self._snapshot = (*key, text)
+        return self._snapshot[2]
+
+    def sample_text(self, changes: Changes) -> str:
+        return dumps({"type": "sample", "view": self.view.key, "changes": changes})
+
+    def catch_up(self, since: int | None, epoch: str | None, max_behind: int) -> list[str]:
+        """What a client that saw up to `since` of `epoch` needs: the deltas it missed plus the
+        sampled parts in full, or one fresh snapshot."""
+        if since is None or epoch != self.epoch or not self.base <= since <= self.cursor:
+            return [self.snapshot_text()]
+        missed = [entry.text for entry in self.entries if entry.last > since]
+        if missed and self.entries[-1].last - since > max_behind:
+            return [self.snapshot_text()]  # replaying would cost more than starting afresh
+        if self.sampled:
+            missed.append(
+                self.sample_text({name: {"replace": docs} for name, docs in self.sampled.items()})
+            )
+        return missed
+
+
+class Tailer:
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Tailer] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex[:12]
+        self.lives: dict[str, Live] = {}
+        self._building: dict[str, asyncio.Task[Live]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-tailer")
+        self._task: asyncio.Task[None] | None = None
+        self._epochs = 0
+        self.poll_s = conf.value("DASHBOARD_POLL_SECONDS")
+        self.coalesce_s = conf.value("DASHBOARD_COALESCE_SECONDS")
+        self.max_behind = int(conf.value("DASHBOARD_MAX_BEHIND_EVENTS"))
+        self.buffered = int(conf.value("DASHBOARD_BUFFERED_DELTAS"))
+        self.batch = int(conf.value("DASHBOARD_EVENT_BATCH"))
+        self.linger_s = conf.value("DASHBOARD_LINGER_SECONDS")
+        self.steps = 0  # completed steps (tests wait on it)
+        self.errors = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def for_running_loop(cls) -> Tailer:
+        """This process's tailer, started on first use."""
+        loop = asyncio.get_running_loop()
+        tailer = cls._by_loop.get(loop)
+        if tailer is None:
+            tailer = cls._by_loop[loop] = cls()
+        tailer._ensure_running()
+        return tailer
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            if self._task is not None and not self._task.cancelled() and self._task.exception():
+                logger.error("dashboard tailer died; restarting", exc_info=self._task.exception())
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="dashboard-tailer"
+            )
+
+    async def stop(self) -> None:
+        """Stop the loop and close the tailer thread's database connection."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._db(connections.close_all)
+        self._executor.shutdown(wait=False)
+        loop = asyncio.get_running_loop()
+        if self._by_loop.get(loop) is self:
+            del self._by_loop[loop]
+
+    @classmethod
+    async def stop_all(cls) -> None:
+        tailer = cls._by_loop.get(asyncio.get_running_loop())
+        if tailer is not None:
+            await tailer.stop()
+
+    # --- subscribers ----------------------------------------------------------------------
+
+    def group_for(self, key: str) -> str:
+        """Channel-layer group of one view in this process (names: ASCII, < 100 characters)."""
+        name, _, param = key.partition(":")
+        suffix = f".{sha1(param.encode()).hexdigest()[:16]}" if param else ""
+        return f"live.{name}{suffix}.{self.token}"
+
+    async def attach(
+        self, key: str, since: int | None, epoch: str | None
+    ) -> tuple[Live, list[str]]:
+        """Count a new subscriber of view `key`; returns the view and what to send it first."""
+        live = await self._live(key)
+        live.subscribers += 1
+        live.idle_since = None
+        return live, live.catch_up(since, epoch, self.max_behind)
+
+    def detach(self, key: str) -> None:
+        live = self.lives.get(key)
+        if live is not None:
+            live.subscribers = max(live.subscribers - 1, 0)
+            if not live.subscribers:
+                live.idle_since = time.monotonic()
+
+    def prepare(self, key: str) -> None:
+        """Start building view `key` now, without waiting for it: a page asks for this while the
+        browser is still loading its scripts, so its socket finds the view ready."""
+        if key in self.lives or key in self._building:
+            return
+        task = asyncio.get_running_loop().create_task(self._live(key))
+        task.add_done_callback(_log_failure)
+
+    async def snapshot(self, key: str) -> Live:
+        """The view as kept now (built if nobody watched it yet)."""
+        return await self._live(key)
+
+    async def _live(self, key: str) -> Live:
+        live = self.lives.get(key)
+        if live is not None:
+            return live
+        # One build per view however many sockets ask at once; a socket that goes away while
+        # waiting does not cancel the build the others wait for.
+        task = self._building.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._build_into(key))
+            self._building[key] = task
+            task.add_done_callback(lambda _: self._building.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _build_into(self, key: str) -> Live:
+        live = await self._build(view_for(key))
+        self.lives[key] = live
+        return live
+
+    async def _build(self, view: LiveView) -> Live:
+        def read() -> tuple[int, State, State]:
+            cursor = head_event_id()  # first the id, then the state: nothing is missed
+            return cursor, view.build(), view.sample()
+
+        cursor, state, sampled = await self._db(read)
+        self._epochs += 1
+        live = Live(
+            view=view,
+            group=self.group_for(view.key),
+            epoch=f"{self.token}.{self._epochs}",
+            cursor=cursor,
+            base=cursor,
+            state=state,
+            sampled=sampled,
+            idle_since=time.monotonic(),
+        )
+        if view.sample_every:
+            live.next_sample_at = time.monotonic() + view.sample_every
+        return live
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            try:
+                pushed, more = await self.step()
+                backoff = 0.0
+                delay = 0.0 if more else self.coalesce_s if pushed else self.poll_s
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.errors += 1
+                backoff = min(max(backoff * 2, 0.5), 10.0)
+                logger.warning(
+                    "dashboard tailer: step failed; retrying in %.1fs", backoff, exc_info=True
+                )
+                await self._reset_connection()
+                delay = backoff
+            await asyncio.sleep(delay)
+
+    async def step(self) -> tuple[bool, bool]:
+        """One read of the outbox and the sampled parts; returns (pushed anything, more waiting)."""
+        self._drop_idle()
+        pushed = more = False
+        if self.lives:
+            low = min(live.cursor for live in self.lives.values())
+            events = await self._db(_events_after, low, self.batch)
+            more = len(events) == self.batch
+            for live in list(self.lives.values()):
+                mine = [event for event in events if event[0] > live.cursor]
+                if not mine and not live.broken:
+                    continue
+                if live.broken or (more and len(mine) == len(events)):
+                    await self._rebuild(live)  # far behind (or broken): cheaper to start afresh
+                    pushed = True
+                    continue
+                try:
+                    changes = await self._db(live.view.changes, live.state, mine)
+                except Exception as exc:
+                    if _is_database_error(exc):
+                        raise
+                    logger.exception("dashboard view %s: update failed; rebuilding", live.view.key)
+                    live.broken = True
+                    continue
+                pushed = await self._advance(live, mine, changes) or pushed
+            pushed = await self._sample_due() or pushed
+        self.steps += 1
+        return pushed, more
+
+    async def _advance(self, live: Live, events: list[EventRow], changes: Changes | None) -> bool:
+        """Move the view past `events`. Events that concern it are pushed as a delta, even with
+        no visible change, so a client's last id says "everything up to here is shown"."""
+        first = live.entries[-1].last if live.entries else live.base
+        live.cursor = events[-1][0]
+        if changes is None:
+            return False
+        apply(live.state, changes)
+        text = dumps(
+            {
+                "type": "delta",
+                "view": live.view.key,
+                "epoch": live.epoch,
+                "from": first,
+                "id": live.cursor,
+                "events": dict(Counter(kind for _, kind, _ in events)),
+                "changes": changes,
+            }
+        )
+        live.entries.append(Entry(first, live.cursor, text))
+        while len(live.entries) > self.buffered:
+            live.base = live.entries.popleft().last
+        await self._send(
+            live.group,
+            {
+                "type": "live.delta",
+                "epoch": live.epoch,
+                "from": first,
+                "to": live.cursor,
+                "text": text,
+            },
+        )
+        return True
+
+    async def _rebuild(self, live: Live) -> None:
+        fresh = await self._build(live.view)
+        fresh.subscribers, fresh.idle_since = live.subscribers, live.idle_since
+        self.lives[live.view.key] = fresh
+        await self._send(fresh.group, {"type": "live.reset", "epoch": fresh.epoch})
+
+    async def _sample_due(self) -> bool:
+        now = time.monotonic()
+        pushed = False
+        for live in list(self.lives.values()):
+            every = live.view.sample_every
+            if not every or now < live.next_sample_at:
+                continue
+            live.next_sample_at = now + every
+            try:
+                fresh = await self._db(live.view.sample)
+            except Exception as exc:
+                if _is_database_error(exc):
+                    raise
+                logger.exception("dashboard view %s: sampling failed", live.view.key)
+                continue
+            changes: Changes = {}
+            for name, docs in fresh.items():
+                change = diff(live.sampled.get(name, {}), docs)
+                if change:
+                    changes[name] = change
+            if changes:
+                apply(live.sampled, changes)
+                live._sample_version += 1
+                await self._send(
+                    live.group, {"type": "live.sample", "text": live.sample_text(changes)}
+                )
+                pushed = True
+        return pushed
+
+    def _drop_idle(self) -> None:
+        now = time.monotonic()
+        for key, live in list(self.lives.items()):
+            if not live.subscribers and live.idle_since and now - live.idle_since > self.linger_s:
+                del self.lives[key]
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    async def _send(self, group: str, message: dict[str, Any]) -> None:
+        layer = get_channel_layer()
+        if layer is not None:
+            await layer.group_send(group, message)
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(fn, *args))
+
+    async def _reset_connection(self) -> None:
+        try:
+            await self._db(connections.close_all)
+        except Exception:
+            logger.debug("closing the tailer's connection failed", exc_info=True)
+
+
+def _log_failure(task: asyncio.Task[Live]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("dashboard: preparing a view failed", exc_info=task.exception())
+
+
+def _events_after(cursor: int, limit: int) -> list[EventRow]:
+    return list(
+        Event.objects.filter(id__gt=cursor)
+        .order_by("id")
+        .values_list("id", "type", "payload")[:limit]
+    )
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    return isinstance(exc, DatabaseError | InterfaceError)

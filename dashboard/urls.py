@@ -1,0 +1,16 @@
+from django.urls import path
+
+from dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.cluster, name="cluster"),
+    path("placements/", views.placements, name="placements"),
+    path("queues/", views.queues, name="queues"),
+    path("tenants/", views.tenants, name="tenants"),
+    path("nodes/<str:name>/", views.node, name="node"),
+    path("decisions/<int:pk>.json", views.decision, name="decision"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.logout, name="logout"),
+]

@@ -1,0 +1,126 @@
+"""The dashboard's HTTP side: who sees the pages, the decision explanation, sign in and out; and
+the page data that is more than a query (the stranded-GPU count)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from dashboard import selectors
+from scheduling.core.scheduler import Framework
+from scheduling.core.types import TopologyPolicy
+from scheduling.models import PlacementDecision
+from scheduling.profile_files import load_profile
+from scheduling.worker import SchedulerWorker
+from tests.dashboard.conftest import make_admin
+from tests.scheduling import factories
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/", "/placements/", "/queues/", "/tenants/"]
+
+
+def schedule() -> None:
+    SchedulerWorker(Framework(load_profile("topology")), identity="views").run_once()
+
+
+def signed_in(*, staff: bool = True) -> Client:
+    client = Client()
+    client.force_login(make_admin("someone", staff=staff))
+    return client
+
+
+def test_signed_out_visitors_are_sent_to_sign_in() -> None:
+    for page in [*PAGES, "/decisions/1.json"]:
+        response = Client().get(page)
+        assert response.status_code == 302, page
+        assert response["Location"].startswith("/login/?next="), page
+
+
+def test_users_who_are_not_admins_are_refused() -> None:
+    client = signed_in(staff=False)
+    for page in PAGES:
+        assert client.get(page).status_code == 403, page
+
+
+def test_admins_see_every_page_with_its_socket() -> None:
+    (node,) = factories.nodes(1)
+    client = signed_in()
+    for page, socket in [
+        ("/", "ws/live/cluster/"),
+        ("/placements/", "ws/live/placements/"),
+        ("/queues/", "ws/live/queues/"),
+        ("/tenants/", "ws/live/tenants/"),
+        (f"/nodes/{node.name}/", f"ws/live/nodes/{node.name}/"),
+    ]:
+        response = client.get(page)
+        assert response.status_code == 200, page
+        assert f'data-socket="{socket}"'.encode() in response.content, page
+    assert client.get("/nodes/no-such-node/").status_code == 404
+
+
+def test_the_tenants_page_says_what_is_not_computed_yet() -> None:
+    response = signed_in().get("/tenants/")
+    assert b"Over-request and right-sizing" in response.content
+    assert b"Not computed yet" in response.content
+
+
+def test_a_decision_comes_with_its_explanation() -> None:
+    factories.nodes(2)
+    factories.workload(factories.tenant(), "train", gpus=4)
+    schedule()
+    decision = PlacementDecision.objects.get()
+    body = signed_in().get(f"/decisions/{decision.pk}.json").json()
+    assert body["outcome"] == "Success"
+    assert body["node"] == decision.node
+    assert body["explanation"]["chosen"]["node"] == decision.node
+    assert {f["plugin"] for f in body["explanation"]["chosen"]["filters"]} >= {"NodeResourcesFit"}
+    assert signed_in().get("/decisions/999999.json").status_code == 404
+
+
+def test_signing_in_and_out() -> None:
+    admin = make_admin("admin")
+    admin.set_password("a-long-password-1")
+    admin.save()
+    client = Client()
+    response = client.post("/login/", {"username": "admin", "password": "a-long-password-1"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/").status_code == 200
+    assert client.get("/logout/").status_code == 405  # signing out is a POST
+    response = client.post("/logout/")
+    assert response.status_code == 302 and response["Location"] == "/login/"
+    assert client.get("/").status_code == 302
+
+
+# --- stranded GPUs ----------------------------------------------------------------------------
+
+
+def summary() -> dict:
+    docs = selectors.cluster_nodes()
+    return selectors.cluster_summary(docs.nodes, docs.topologies)
+
+
+def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:
+    factories.nodes(1, "dgx-h100")  # two NUMA nodes of four GPUs
+    owner = factories.tenant()
+    factories.workload(owner, "numa", gpus=4, policy=TopologyPolicy.SINGLE_NUMA_NODE)
+    factories.workload(owner, "one", gpus=1)
+    schedule()
+    assert summary()["free"] == 3
+    assert summary()["stranded"] == 0  # nothing waits: nothing is stranded
+
+    factories.workload(owner, "wants-a-numa-node", gpus=4, policy=TopologyPolicy.SINGLE_NUMA_NODE)
+    doc = summary()
+    assert (doc["free"], doc["stranded"], doc["stranded_nodes"]) == (3, 3, 1)
+
+    factories.workload(owner, "two", gpus=2)  # fits in the three: they are usable again
+    assert summary()["stranded"] == 0
+
+
+def test_cordoned_nodes_count_apart() -> None:
+    from scheduling import services
+
+    nodes = factories.nodes(2, "dgx-h100")
+    services.node_set_cordoned(node=nodes[0], cordoned=True)
+    doc = summary()
+    assert (doc["cordoned"], doc["free"], doc["cordoned_free"]) == (1, 8, 8)
