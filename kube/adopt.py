@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from kube.translate import ANNOTATION_GPU_IDS, ANNOTATION_GPU_SHARE, ANNOTATION_MIG_SLOTS, PodAsk
+from kube.translate import (
+    ANNOTATION_GPU_IDS,
+    ANNOTATION_GPU_SHARE,
+    ANNOTATION_MIG_SLOTS,
+    PodTemplate,
+)
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError, charge_cpu
 from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest
 
 
-def single_strategy_ask(snapshot: ClusterSnapshot, node: str, ask: PodAsk) -> PodAsk:
+def single_strategy_ask(snapshot: ClusterSnapshot, node: str, ask: PodTemplate) -> PodTemplate:
     """On a MIG `single`-strategy node `nvidia.com/gpu` counts MIG devices: ask for those."""
     i = snapshot.index.get(node)
     if i is None or not ask.gpus or (snapshot.gpu_free[i] >= 0).any():

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from kube.models import KubePod
-from kube.translate import PodAsk, PodInfo
+from kube.translate import PodInfo, PodTemplate
 from scheduling import events, services
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
@@ -48,22 +48,10 @@ def tenant_for_namespace(namespace: str) -> Tenant:
     return services.tenant_create(name=name[:63], namespace=namespace)
 
 
-def pod_submit(*, info: PodInfo, ask: PodAsk, owned: bool, now: datetime) -> Pod:
+def pod_submit(*, info: PodInfo, ask: PodTemplate, owned: bool, now: datetime) -> Pod:
     """Mirror a Kubernetes pod as a one-pod workload, admitted, and map it to its uid."""
     tenant = tenant_for_namespace(info.namespace)
-    template = services.PodTemplate(
-        cpu_milli=ask.cpu_milli,
-        memory_mib=ask.memory_mib,
-        gpus=ask.gpus,
-        gpu_milli=ask.gpu_milli,
-        mig_profile=ask.mig_profile,
-        mig_count=ask.mig_count,
-        gpu_models=ask.gpu_models,
-        topology_policy=ask.topology_policy,
-        topology_scope=ask.topology_scope,
-        node_selector=dict(ask.node_selector),
-        tolerations=ask.tolerations,
-    )
+    template = ask
     with transaction.atomic():
         workload = services.workload_submit(
             tenant=tenant,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from scheduling.core.types import (
     TopologyPolicy,
     TopologyScope,
 )
+from scheduling.pod_template import PodTemplate
 
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
 ANNOTATION_POLICY = "gpusched.io/topology-policy"
@@ -268,27 +269,6 @@ def parse_nrt(doc: Mapping[str, Any]) -> NrtInfo | None:
 
 
 @dataclass(frozen=True)
-class PodAsk:
-    """What a pod asks of a node, in the core's units."""
-
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpus: int = 0
-    gpu_milli: int = 0
-    mig_profile: str = ""
-    mig_count: int = 0
-    gpu_models: tuple[str, ...] = ()
-    topology_policy: TopologyPolicy = TopologyPolicy.NONE
-    topology_scope: TopologyScope | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, str], ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.cpu_milli or self.memory_mib or self.gpus or self.gpu_milli)
-
-
-@dataclass(frozen=True)
 class PodInfo:
     uid: str
     namespace: str
@@ -304,7 +284,7 @@ class PodInfo:
     service_class: ServiceClass
     queue_name: str
     annotations: Mapping[str, str]
-    ask: PodAsk | None  # None when the pod cannot be represented (see error)
+    ask: PodTemplate | None  # None when the pod cannot be represented (see error)
     error: str = ""
 
     @property
@@ -341,7 +321,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     error = ""
-    ask: PodAsk | None = None
+    ask: PodTemplate | None = None
     try:
         service_class = _enum(
             ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
@@ -371,7 +351,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     )
 
 
-def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodAsk:
+def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTemplate:
     requests = effective_requests(spec)
     gpus = _count(requests.pop(GPU_RESOURCE, Decimal(0)), GPU_RESOURCE)
     gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Decimal(0)), GPU_MILLI_RESOURCE)
@@ -399,7 +379,7 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodAsk:
     policy = _enum(TopologyPolicy, annotations.get(ANNOTATION_POLICY), TopologyPolicy.NONE)
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
-    return PodAsk(
+    return PodTemplate(
         cpu_milli=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
         memory_mib=math.ceil(requests.get("memory", Decimal(0)) / MIB),
         gpus=gpus,
@@ -487,7 +467,7 @@ def _tolerations(raw: Iterable[Any]) -> Iterable[dict[str, str]]:
         yield item
 
 
-def to_request(uid: str, name: str, namespace: str, priority: int, ask: PodAsk) -> PodRequest:
+def to_request(uid: str, name: str, namespace: str, priority: int, ask: PodTemplate) -> PodRequest:
     return PodRequest(
         uid=uid,
         name=name,

@@ -28,8 +28,6 @@ from scheduling.core.types import (
     MILLI_PER_GPU,
     NodeSpec,
     ServiceClass,
-    TopologyPolicy,
-    TopologyScope,
 )
 from scheduling.models import (
     Allocation,
@@ -46,6 +44,7 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.pod_template import PodTemplate
 from scheduling.selectors import ClusterState, topology_to_json
 
 logger = logging.getLogger(__name__)
@@ -122,22 +121,6 @@ def node_set_cordoned(*, node: Node, cordoned: bool) -> Node:
 
 
 # --- workloads --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PodTemplate:
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpus: int = 0
-    gpu_milli: int = 0
-    mig_profile: str = ""
-    mig_count: int = 0
-    gpu_models: tuple[str, ...] = ()
-    topology_policy: TopologyPolicy = TopologyPolicy.NONE
-    topology_scope: TopologyScope | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, str], ...] = ()
-    simulation: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
