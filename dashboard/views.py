@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 from dashboard import selectors
 from dashboard.consumers import user_group
 from dashboard.tailer import Tailer
+from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import Node, Tenant
 
 View = Callable[..., HttpResponse]
@@ -88,7 +89,16 @@ def queues(request: HttpRequest) -> HttpResponse:
 @require_safe
 @staff_required
 def tenants(request: HttpRequest) -> HttpResponse:
-    return _page(request, "dashboard/tenants.html", "tenants", "ws/live/tenants/")
+    # Over-request needs an hour of telemetry joined with allocations: computed per page load, not
+    # pushed live (it moves on the scale of minutes).
+    return _page(
+        request,
+        "dashboard/tenants.html",
+        "tenants",
+        "ws/live/tenants/",
+        efficiency=[e for e in tenant_efficiency().values() if e.requested_gpus > 0],
+        advice=[a for a in workload_advice() if a.advice.saving_gpus > 0],
+    )
 
 
 @require_safe

@@ -3,15 +3,19 @@ the page data that is more than a query (the stranded-GPU count)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from dashboard import selectors
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.models import PlacementDecision
+from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.profile_files import load_profile
 from scheduling.worker import SchedulerWorker
+from telemetry.models import PodMinute
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
 
@@ -59,10 +63,32 @@ def test_admins_see_every_page_with_its_socket() -> None:
     assert client.get("/nodes/no-such-node/").status_code == 404
 
 
-def test_the_tenants_page_says_what_is_not_computed_yet() -> None:
-    response = signed_in().get("/tenants/")
-    assert b"Over-request and right-sizing" in response.content
-    assert b"Not computed yet" in response.content
+def test_the_tenants_page_shows_over_request_and_advice() -> None:
+    assert b"No allocations in the last hour" in signed_in().get("/tenants/").content
+    factories.nodes(1)
+    factories.workload(factories.tenant("nlp"), "big", gpus=8)
+    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
+    pod = Pod.objects.get()
+    now = timezone.now().replace(second=0, microsecond=0)
+    PodMinute.objects.bulk_create(
+        PodMinute(
+            minute=now - timedelta(minutes=k),
+            namespace="nlp",
+            pod=pod.name,
+            samples=4,
+            gpus_avg=8,
+            used_avg=1.6,
+            used_max=1.6,
+            used_p95=1.6,
+            fb_used_avg=0,
+            fb_used_max=0,
+        )
+        for k in range(20)
+    )
+    content = signed_in().get("/tenants/").content.decode()
+    assert "5.0×" in content  # 8 GPUs held, 1.6 busy at p95
+    assert "nvidia.com/gpu: 2" in content  # the advice: 1.6 * 1.2 -> 2 GPUs
 
 
 def test_a_decision_comes_with_its_explanation() -> None:
