@@ -99,15 +99,7 @@ def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0)
             next_attempt_at=now + timedelta(seconds=backoff_s),
         )
         pod.phase = Pod.Phase.PENDING
-        events.publish(
-            events.PodPhaseChanged(
-                uid=str(pod.uid),
-                name=pod.name,
-                tenant=pod.workload.tenant.name,
-                workload=pod.workload.name,
-                phase=Pod.Phase.PENDING,
-            )
-        )
+        events.publish(events.PodPhaseChanged.of(pod, phase=Pod.Phase.PENDING))
 
 
 def pods_started(*, pods: Sequence[Pod], now: datetime) -> None:

@@ -7,11 +7,11 @@ Each payload is a frozen dataclass whose `TYPE` names it; the row stores `{"type
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from django.db import connection
 
-from scheduling.models import Event
+from scheduling.models import Event, Pod
 
 # PostgreSQL hands out ids before commit, so two concurrent writers could commit ids out of order;
 # one transaction-scoped advisory lock makes outbox writers take turns (SQLite writers already do).
@@ -75,12 +75,29 @@ class QueuesChanged(EventPayload):
 
 
 @dataclass(frozen=True)
-class PodBound(EventPayload):
-    TYPE: ClassVar[str] = "pod.bound"
+class PodEvent(EventPayload):
+    """An event about one pod, which says whose pod it is."""
+
     uid: str
     name: str
     tenant: str
     workload: str
+
+    @classmethod
+    def of(cls, pod: Pod, **fields: Any) -> Self:
+        """For a pod loaded with its workload and tenant (select_related)."""
+        return cls(
+            uid=str(pod.uid),
+            name=pod.name,
+            tenant=pod.workload.tenant.name,
+            workload=pod.workload.name,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
+class PodBound(PodEvent):
+    TYPE: ClassVar[str] = "pod.bound"
     node: str
     gpus: list[int]
     milli_per_gpu: int
@@ -90,23 +107,15 @@ class PodBound(EventPayload):
 
 
 @dataclass(frozen=True)
-class PodUnschedulable(EventPayload):
+class PodUnschedulable(PodEvent):
     TYPE: ClassVar[str] = "pod.unschedulable"
-    uid: str
-    name: str
-    tenant: str
-    workload: str
     reason: str
     attempts: int
 
 
 @dataclass(frozen=True)
-class PodPhaseChanged(EventPayload):
+class PodPhaseChanged(PodEvent):
     TYPE: ClassVar[str] = "pod.phase"
-    uid: str
-    name: str
-    tenant: str
-    workload: str
     phase: str
     node: str = ""
 

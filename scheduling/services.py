@@ -260,7 +260,7 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
         )
         workload.state, workload.finished_at = Workload.State.CANCELLED, now
         events.publish(
-            *(_phase_event(p, Pod.Phase.CANCELLED) for p in pods),
+            *(events.PodPhaseChanged.of(p, phase=Pod.Phase.CANCELLED) for p in pods),
             _workload_event(workload),
         )
     return workload
@@ -525,7 +525,7 @@ def _evict(
             "evicted_at",
         ],
     )
-    payloads += [_phase_event(p, Pod.Phase.PENDING) for p in placed]
+    payloads += [events.PodPhaseChanged.of(p, phase=Pod.Phase.PENDING) for p in placed]
     payloads += [_workload_event(w) for w in rows]
     return payloads, released, {w.pk for w in rows}
 
@@ -680,11 +680,8 @@ def _bind(
     _add(Gpu, "used_milli", gpu_delta)
     events.publish(
         *(
-            events.PodBound(
-                uid=str(pod.uid),
-                name=pod.name,
-                tenant=pod.workload.tenant.name,
-                workload=pod.workload.name,
+            events.PodBound.of(
+                pod,
                 node=decision.placement.node,
                 gpus=list(decision.placement.gpu_indices),
                 milli_per_gpu=decision.placement.milli_per_gpu,
@@ -743,11 +740,8 @@ def pods_unschedulable(*, failed: Sequence[tuple[Pod, Decision]], now: datetime)
         )
         events.publish(
             *(
-                events.PodUnschedulable(
-                    uid=str(pod.uid),
-                    name=pod.name,
-                    tenant=pod.workload.tenant.name,
-                    workload=pod.workload.name,
+                events.PodUnschedulable.of(
+                    pod,
                     reason=pod.last_reason,
                     attempts=pod.attempts,
                 )
@@ -799,7 +793,7 @@ def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
         for pk in newly_running:
             workloads[pk].state = Workload.State.RUNNING
         events.publish(
-            *(_phase_event(p, Pod.Phase.RUNNING) for p in pods),
+            *(events.PodPhaseChanged.of(p, phase=Pod.Phase.RUNNING) for p in pods),
             *(_workload_event(workloads[pk]) for pk in newly_running),
         )
 
@@ -828,7 +822,10 @@ def pods_finish(*, pods: Sequence[Pod], now: datetime, succeeded: bool = True) -
         Workload.objects.filter(pk__in=[w.pk for w in done]).update(state=final, finished_at=now)
         for workload in done:
             workload.state, workload.finished_at = final, now
-        events.publish(*(_phase_event(p, phase) for p in pods), *(_workload_event(w) for w in done))
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=phase) for p in pods),
+            *(_workload_event(w) for w in done),
+        )
 
 
 def _release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -> None:
@@ -879,16 +876,6 @@ def reservations_expire(*, now: datetime) -> int:
         _release(expired, reason="reservation expired", now=now)
         Pod.objects.filter(pk__in=[a.pod_id for a in expired]).update(phase=Pod.Phase.PENDING)
     return len(expired)
-
-
-def _phase_event(pod: Pod, phase: str) -> events.PodPhaseChanged:
-    return events.PodPhaseChanged(
-        uid=str(pod.uid),
-        name=pod.name,
-        tenant=pod.workload.tenant.name,
-        workload=pod.workload.name,
-        phase=phase,
-    )
 
 
 def decisions_prune(*, keep: int) -> int:
