@@ -242,19 +242,22 @@ class Extender:
             gc.freeze()
         return cluster
 
+    def _evaluate(self, args: ParsedArgs, *, score: bool) -> Verdict:
+        with self.lock:
+            snapshot = self._snapshot(args)
+            return evaluate(
+                self.framework,
+                args.pod,
+                snapshot,
+                args.names,
+                score=score,
+                rows=self._rows(snapshot, args.names),
+            )
+
     def filter(self, doc: object) -> dict[str, Any]:
         try:
             args = parse_args(doc)
-            with self.lock:
-                snapshot = self._snapshot(args)
-                verdict = evaluate(
-                    self.framework,
-                    args.pod,
-                    snapshot,
-                    args.names,
-                    score=False,
-                    rows=self._rows(snapshot, args.names),
-                )
+            verdict = self._evaluate(args, score=False)
         except (ExtenderError, TranslationError) as exc:
             return filter_result(error=str(exc))
         if args.node_docs is not None:
@@ -271,16 +274,7 @@ class Extender:
 
     def prioritize(self, doc: object) -> list[dict[str, Any]]:
         args = parse_args(doc)  # ExtenderError goes to the caller (400)
-        with self.lock:
-            snapshot = self._snapshot(args)
-            verdict = evaluate(
-                self.framework,
-                args.pod,
-                snapshot,
-                args.names,
-                score=True,
-                rows=self._rows(snapshot, args.names),
-            )
+        verdict = self._evaluate(args, score=True)
         return [
             {"Host": name, "Score": value}
             for name, value in zip(args.names, verdict.scores, strict=True)

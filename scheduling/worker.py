@@ -271,15 +271,7 @@ class SchedulerWorker:
             f"Preempted by {workload.tenant.name}/{workload.name} ({workload.service_class}, "
             f"priority {pod.priority}) on node {nomination.nominated_node}"
         )
-        released = services.workloads_evict(
-            workloads=victims, reason=reason, now=now, preemptor=workload
-        )
-        for uid in released:
-            held = cluster.held.pop(uid, None)
-            if held is not None:
-                cluster.snapshot.forget(*held)
-        evicted.update(w.pk for w in victims)
-        report.preempted += len(victims)
+        self._evict(cluster, victims, reason, workload, evicted, report, now)
         logger.info(
             "%s preempted %d workload(s) on %s", pod.name, len(victims), nomination.nominated_node
         )
@@ -348,16 +340,30 @@ class SchedulerWorker:
             f"Preempted to make room for gang {workload.tenant.name}/{workload.name} "
             f"(reclaim within cohort {own.cohort})"
         )
+        self._evict(cluster, rows, reason, workload, evicted, report, now)
+        return True
+
+    def _evict(
+        self,
+        cluster: selectors.ClusterState,
+        victims: list[Workload],
+        reason: str,
+        preemptor: Workload,
+        evicted: set[int],
+        report: CycleReport,
+        now: datetime,
+    ) -> None:
+        """Evict the victims' workloads (requeued, with events) and forget their pods from the
+        snapshot, so the rest of the cycle sees the freed capacity."""
         released = services.workloads_evict(
-            workloads=rows, reason=reason, now=now, preemptor=workload
+            workloads=victims, reason=reason, now=now, preemptor=preemptor
         )
         for uid in released:
             held = cluster.held.pop(uid, None)
             if held is not None:
                 cluster.snapshot.forget(*held)
-        evicted.update(w.pk for w in rows)
-        report.preempted += len(rows)
-        return True
+        evicted.update(w.pk for w in victims)
+        report.preempted += len(victims)
 
     def _record_workload_reasons(self, failed: list[tuple[Pod, Decision]]) -> None:
         """An admitted workload whose pods wait says why: the root cause (no node fits, or no
