@@ -14,9 +14,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY . .
 COPY --from=frontend /src/dashboard/static/dashboard/vendor dashboard/static/dashboard/vendor
+# The static files (the front-end packages above included) collected into var/static with hashed
+# names and compressed variants; the web process serves them from there (gpusched/staticfiles.py).
 RUN pip install . \
     && useradd --system --uid 10001 --home-dir /app gpusched \
-    && mkdir -p var && GPUSCHED_SECRET_KEY=build-only python manage.py collectstatic --noinput -v 0 \
+    && mkdir -p var && python manage.py collectstatic --noinput -v 0 \
     && chown -R gpusched var
 USER gpusched
 EXPOSE 8000 9400

@@ -38,7 +38,8 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: venv
+# With bench-stack (about 95 s; needs PostgreSQL and Redis, see below).
+bench: venv bench-stack
 	$(BIN)/python manage.py bench_scheduler --nodes 5000 --pods 20000 --topology mixed --json
 
 # One 5,000-node x 8-GPU x 10-field DCGM scrape parsed and rolled up, in a fresh SQLite file.
@@ -48,6 +49,15 @@ bench-telemetry: venv
 	mkdir -p var && rm -f var/bench-telemetry.sqlite3*
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py bench_telemetry --nodes 5000 --gpus 8 --fields 10 --json
+
+# The whole stack: docker-compose.yml's processes run natively (gpusched/stack.py) on a fresh
+# database on the PostgreSQL at BENCH_POSTGRES_URL (dropped after) and the Redis at REDIS_URL, with
+# 8 tenants submitting through the REST API and 200 live dashboards for 60 s (docs/benchmarks.md).
+BENCH_POSTGRES_URL ?= $(or $(GPUSCHED_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/postgres)
+.PHONY: bench-stack
+bench-stack: export DATABASE_URL = $(BENCH_POSTGRES_URL)
+bench-stack: venv
+	$(BIN)/python manage.py bench_stack --tenants 8 --dashboards 200 --duration 60 --nodes 100 --json
 
 # The FGD paper's protocol on the four shared openb traces, 10 seeds each: best-fit and fgd (the
 # replay's fidelity against the published means) and gpusched. JSON outputs go to var/bench-replay/,

@@ -8,16 +8,21 @@ parse errors, 404) are reshaped here, keeping their status codes and headers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+logger = logging.getLogger(__name__)
+
 INVALID_INPUT = "Invalid input."
+DATABASE_RETRY_AFTER_S = 5
 
 
 class ApplicationError(Exception):
@@ -101,6 +106,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's EXCEPTION_HANDLER: every handled error as {"message", "extra"}."""
     if isinstance(exc, ApplicationError):
         return Response({"message": exc.message, "extra": exc.extra}, status=exc.status_code)
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database is restarting or unreachable: a client should retry, not report a bug.
+        logger.warning("API: database unavailable: %s", exc)
+        return Response(
+            {"message": "The database is unavailable; retry shortly.", "extra": {}},
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -1,18 +1,30 @@
 """Rate limits per caller (tenant token, admin user, or client address when anonymous).
 
 Rates are read from settings on every request (REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], set from
-the environment in gpusched/settings.py), so they can be changed without re-importing DRF."""
+the environment in gpusched/settings.py), so they can be changed without re-importing DRF.
+
+The counters live in the default cache (Redis in production). While Redis is down the throttle
+lets requests through (and logs it, at most once a minute): the API keeps serving, unthrottled,
+rather than failing every request."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
+import redis
 from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from api.authentication import TenantPrincipal
+
+logger = logging.getLogger(__name__)
+
+WARN_EVERY_S = 60.0
+_warned_at = -WARN_EVERY_S
 
 
 def _identity(throttle: SimpleRateThrottle, request: Request) -> str:
@@ -40,7 +52,11 @@ class PrincipalRateThrottle(SimpleRateThrottle):
         self.scope = type(self).scope if authenticated else "anon"
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
+        try:
+            return super().allow_request(request, view)
+        except redis.RedisError as exc:
+            _warn_unthrottled(exc)
+            return True
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": _identity(self, request)}
@@ -50,3 +66,11 @@ class SubmitRateThrottle(PrincipalRateThrottle):
     """Workload submits, on top of the general rate."""
 
     scope = "submit"
+
+
+def _warn_unthrottled(exc: Exception) -> None:
+    global _warned_at
+    now = time.monotonic()
+    if now - _warned_at >= WARN_EVERY_S:
+        _warned_at = now
+        logger.warning("API throttle counters unavailable (%s): requests are not throttled", exc)

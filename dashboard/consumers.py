@@ -21,6 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard.live import view_for
 from dashboard.tailer import Live, Tailer
+from gpusched.web_metrics import websocket_clients
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
     tailer: Tailer | None = None
     epoch: str | None = None
     cursor: int = -1
+    counted: bool = False  # in the gpusched_websocket_clients gauge
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -61,6 +63,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
+        websocket_clients.labels(view=self.view).inc()
+        self.counted = True
         live, messages = await self.tailer.attach(key, since, epoch)
         self.key = key
         await self._sent(live, messages)
@@ -69,6 +73,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return self.view
 
     async def disconnect(self, code: int) -> None:
+        if self.counted:
+            websocket_clients.labels(view=self.view).dec()
+            self.counted = False
         if self.tailer is None:
             return
         await self.channel_layer.group_discard(self.group, self.channel_name)

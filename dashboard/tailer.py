@@ -174,6 +174,18 @@ class Tailer:
         if tailer is not None:
             await tailer.stop()
 
+    @classmethod
+    def read_up_to(cls) -> list[int]:
+        """How far each of this process's tailers has delivered the outbox: the lowest cursor of
+        the views it keeps (tailers keeping none are left out). Read by /metrics, from another
+        thread: it only copies and reads."""
+        lowest = []
+        for tailer in list(cls._by_loop.values()):
+            cursors = [live.cursor for live in list(tailer.lives.values())]
+            if cursors:
+                lowest.append(min(cursors))
+        return lowest
+
     # --- subscribers ----------------------------------------------------------------------
 
     def group_for(self, key: str) -> str:

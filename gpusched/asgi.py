@@ -18,6 +18,8 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from dashboard.routing import websocket_urlpatterns as dashboard_routes  # noqa: E402
 from scheduling.routing import websocket_urlpatterns  # noqa: E402
 
+# Debug serves the apps' static folders here; production serves the collected files from its
+# middleware (gpusched/staticfiles.py).
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
 
 application = ProtocolTypeRouter(

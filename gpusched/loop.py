@@ -1,20 +1,32 @@
 """The shape every worker command shares (healthchecks' sendalerts): one step by default, `--loop`
 to keep going, a short sleep when a step found nothing to do, and SIGTERM/SIGINT finishing the
-current step before exiting."""
+current step before exiting.
+
+With --loop, a step that fails does not end the worker (controllers requeue with backoff rather
+than exit): the error is logged with its traceback, every database connection of the process is
+closed so the next step opens a fresh one (the server restarted, a failover, a dropped connection),
+and the next step comes after a backoff (0.5 s, doubling up to `max_backoff`). With --once the
+error is raised as it is."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from collections.abc import Callable
 from types import FrameType
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
+
+logger = logging.getLogger(__name__)
 
 
 class LoopCommand(BaseCommand):
     default_interval = 1.0
     interval = default_interval
+    max_backoff = 5.0  # seconds between steps while they keep failing
+    failed_steps = 0  # over the life of the command
 
     def add_loop_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
@@ -29,9 +41,25 @@ class LoopCommand(BaseCommand):
         --interval); 0 means more work is waiting."""
         self.shutdown = False
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        backoff = 0.0
         try:
             while True:
-                wait = step()
+                try:
+                    wait = step()
+                    backoff = 0.0
+                except Exception:
+                    if not loop:
+                        raise
+                    backoff = min(max(backoff * 2, 0.5), self.max_backoff)
+                    self.failed_steps += 1
+                    logger.warning(
+                        "%s: step failed; next try in %.1f s",
+                        type(self).__module__.rpartition(".")[2],
+                        backoff,
+                        exc_info=True,
+                    )
+                    _close_connections()
+                    wait = backoff
                 if not loop or self.shutdown:
                     return
                 self.sleep(self.interval if wait is None else wait)
@@ -46,3 +74,12 @@ class LoopCommand(BaseCommand):
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self.shutdown = True
+
+
+def _close_connections() -> None:
+    """Drop this thread's database connections (a broken one may fail to close: that is fine)."""
+    for connection in connections.all(initialized_only=True):
+        try:
+            connection.close()
+        except Exception:
+            logger.debug("closing a broken database connection failed", exc_info=True)

@@ -4,8 +4,11 @@ GPUSCHED_DEBUG          "1"/"true" enables debug mode (default off).
 GPUSCHED_SECRET_KEY     required when debug is off; a fixed development key is used in debug mode.
 GPUSCHED_ALLOWED_HOSTS  comma-separated host names (default: loopback only).
 GPUSCHED_LOG_LEVEL      root log level (default INFO).
+GPUSCHED_LOG_FORMAT     "plain" (default) or "json": one JSON object per log line.
 DATABASE_URL            any dj-database-url URL; default is SQLite in var/ (WAL mode).
 REDIS_URL               Redis for the channel layer; default is the in-memory layer (one process).
+HTTPS, cookies and static files: GPUSCHED_SECURE_*, GPUSCHED_HSTS_*, GPUSCHED_CSRF_TRUSTED_ORIGINS
+and GPUSCHED_STATIC_ROOT, described in the "security" and "static files" sections below.
 """
 
 import os
@@ -60,6 +63,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Production serves the collected static files itself; debug serves the apps' static folders
+    # (gpusched/asgi.py).
+    *([] if DEBUG else ["gpusched.staticfiles.StaticFilesMiddleware"]),
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -134,7 +140,7 @@ if os.environ.get("REDIS_URL"):
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# --- auth, i18n, static -----------------------------------------------------------------------
+# --- auth, i18n -------------------------------------------------------------------------------
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -148,8 +154,57 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# --- static files -----------------------------------------------------------------------------
+
+# `manage.py collectstatic` copies every app's static files into STATIC_ROOT (the image does it at
+# build time), with a content hash in each name and compressed variants beside them; templates then
+# link the hashed names, which StaticFilesMiddleware serves with a ten-year cache lifetime.
+# GPUSCHED_STATIC_ROOT moves the folder (default var/static).
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("GPUSCHED_STATIC_ROOT") or VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # In debug it links the plain names, so debug needs no collectstatic.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# --- security ---------------------------------------------------------------------------------
+
+# With debug off the defaults are what `manage.py check --deploy` asks for. Where TLS ends in front
+# of gpusched (an ingress, a reverse proxy) or not at all (plain HTTP on loopback), these variables
+# adapt them; whatever is turned off is still reported by `check --deploy`:
+#   GPUSCHED_SECURE_SSL_REDIRECT      redirect plain HTTP to HTTPS (default on unless debug);
+#                                     /healthz, /readyz and /metrics also answer plain HTTP, for
+#                                     probes and scrapers.
+#   GPUSCHED_SECURE_PROXY_SSL_HEADER  trust `X-Forwarded-Proto: https` as "this request came
+#                                     over HTTPS" (default off: only behind a proxy that always
+#                                     sets it, else any client could claim HTTPS).
+#   GPUSCHED_HSTS_SECONDS             Strict-Transport-Security max-age on HTTPS responses
+#                                     (default a year unless debug; 0 sends none).
+#   GPUSCHED_HSTS_INCLUDE_SUBDOMAINS, GPUSCHED_HSTS_PRELOAD: its two flags (default on).
+#   GPUSCHED_CSRF_TRUSTED_ORIGINS     comma-separated origins besides the site's own that may
+#                                     post forms, e.g. https://gpusched.example.com when TLS ends
+#                                     at a proxy that sends no X-Forwarded-Proto.
+SECURE_SSL_REDIRECT = _env_bool("GPUSCHED_SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+if _env_bool("GPUSCHED_SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = int(os.environ.get("GPUSCHED_HSTS_SECONDS") or (0 if DEBUG else 31_536_000))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("GPUSCHED_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = _env_bool("GPUSCHED_HSTS_PRELOAD", default=True)
+CSRF_TRUSTED_ORIGINS = _env_list("GPUSCHED_CSRF_TRUSTED_ORIGINS", "")
+
+# Session and CSRF cookies travel over HTTPS only (browsers also accept them on http://localhost),
+# and scripts cannot read the session cookie.
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SESSION_COOKIE_HTTPONLY = True
+
+# No page is framed, no response is sniffed into another type, no full URL leaks to other sites.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 
 # The dashboard is for platform admins: pages and websockets need a signed-in staff user.
 LOGIN_URL = "dashboard:login"
@@ -204,22 +259,31 @@ if os.environ.get("REDIS_URL"):
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": os.environ["REDIS_URL"],
+            # An unreachable Redis costs a request one second, not the OS connect timeout (the
+            # throttle then lets it through: api/throttling.py).
+            "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
         }
     }
 
 # --- logging ----------------------------------------------------------------------------------
+
+# Plain text for people at a terminal; JSON lines (gpusched/log_formats.py) for log shippers.
+LOG_FORMAT = os.environ.get("GPUSCHED_LOG_FORMAT", "").strip().lower() or "plain"
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ValueError(f"GPUSCHED_LOG_FORMAT={LOG_FORMAT!r}: expected plain or json")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+        "json": {"()": "gpusched.log_formats.JsonFormatter"},
     },
     "handlers": {
         "stdout": {
             "class": "logging.StreamHandler",
             "stream": "ext://sys.stdout",
-            "formatter": "plain",
+            "formatter": LOG_FORMAT,
         },
     },
     "root": {"handlers": ["stdout"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},

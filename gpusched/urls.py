@@ -8,6 +8,8 @@ urlpatterns = [
     # The home page is the live dashboard (Cluster view); it asks admins to sign in first.
     path("", include("dashboard.urls")),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

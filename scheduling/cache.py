@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from django.db.models import Max
 
@@ -38,14 +39,26 @@ class ClusterCache:
         """The cluster as of the newest committed event."""
         if self._state is None or self.monotonic() - self._built_at > self.resync_s:
             return self._rebuild()
-        state = self._state
+        if not self._apply_new_events(self._state):
+            return self._rebuild()
+        return self._state
+
+    def catch_up(self) -> None:
+        """Apply what was committed since the last read (say, by a service the worker just
+        called) to the current state, in place; a change that needs a rebuild waits for the next
+        state()."""
+        if self._state is not None and not self._apply_new_events(self._state):
+            self._state = None
+
+    def _apply_new_events(self, state: ClusterState) -> bool:
+        """False when an event needs a rebuild."""
         events = list(
             Event.objects.filter(id__gt=self._cursor)
             .order_by("id")
             .values_list("id", "type", "payload")
         )
         if any(kind in REBUILD_ON for _, kind, _ in events):
-            return self._rebuild()
+            return False
         bound_elsewhere: list[str] = []
         for event_id, kind, payload in events:
             self._cursor = event_id
@@ -53,6 +66,14 @@ class ClusterCache:
                 held = state.held.pop(payload["pod_uid"], None)
                 if held is not None:
                     state.snapshot.forget(*held)
+            elif kind == "allocation.promoted":
+                held = state.held.get(payload["pod_uid"])
+                if held is not None and held[1].reclaimed:
+                    request, lent = held
+                    promoted = replace(lent, reclaimed=False)
+                    state.snapshot.forget(request, lent)
+                    state.snapshot.assume(request, promoted)
+                    state.held[request.uid] = (request, promoted)
             elif kind == "pod.bound" and payload["uid"] not in state.held:
                 bound_elsewhere.append(payload["uid"])
         if bound_elsewhere:  # another writer bound these (a second scheduler): load and hold them
@@ -60,7 +81,7 @@ class ClusterCache:
                 if request.uid not in state.held:
                     state.snapshot.assume(request, placement)
                     state.held[request.uid] = (request, placement)
-        return state
+        return True
 
     def bound(self, request: PodRequest, placement: Placement) -> None:
         """Our own bind: the framework assumed it into the snapshot already; remember we hold it."""

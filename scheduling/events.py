@@ -104,6 +104,7 @@ class PodBound(PodEvent):
     mig_slots: list[list[int]]
     scope: str
     decision: int | None = None  # PlacementDecision id, for "why this node"
+    reclaimed: bool = False  # on capacity lent by the GPU's owners (reclaim)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,17 @@ class AllocationReleased(EventPayload):
     node: str
     gpus: list[int]
     reason: str
+
+
+@dataclass(frozen=True)
+class AllocationPromoted(EventPayload):
+    """A lent share whose lenders left now stands on the GPU's free capacity: it is no longer
+    lent, and reclaim will not evict it."""
+
+    TYPE: ClassVar[str] = "allocation.promoted"
+    pod_uid: str
+    node: str
+    gpu: int
 
 
 def publish(*payloads: EventPayload) -> list[Event]:

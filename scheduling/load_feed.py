@@ -38,12 +38,16 @@ class LoadFeed:
         self._refreshed_at = -float("inf")
         self._snapshot_id = 0
 
-    def estimate(self, request: PodRequest) -> PodRequest:
-        """The request with the load its tenant's pods really put on a GPU, when known."""
+    def usage_ratios(self) -> dict[str, float]:
+        """Each tenant's p95 used / requested GPUs (refreshed every ratios_every_s)."""
         if self.monotonic() - self._ratios_at > self.ratios_every_s:
             self._ratios = {name: e.usage_ratio for name, e in tenant_efficiency().items()}
             self._ratios_at = self.monotonic()
-        ratio = self._ratios.get(request.tenant, 1.0)
+        return self._ratios
+
+    def estimate(self, request: PodRequest) -> PodRequest:
+        """The request with the load its tenant's pods really put on a GPU, when known."""
+        ratio = self.usage_ratios().get(request.tenant, 1.0)
         if ratio >= 1.0 or not request.wants_gpu:
             return request
         return replace(request, load_estimate=ratio * request.expected_load)

@@ -6,7 +6,11 @@ Over-commit is impossible at the database level, whatever the number of schedule
 - a GPU held whole has an active `GpuAssignment` with `exclusive=True`, unique per GPU;
 - a MIG slot has at most one active assignment;
 - each node carries `cpu_used_milli` / `memory_used_mib` under CHECK (<= allocatable);
-- a pod has at most one active allocation, and binding moves it from Pending only once.
+- a pod has at most one active allocation, and binding moves it from Pending only once;
+- what a shared GPU lends to opportunistic pods out of its owners' idle capacity (reclaim,
+  scheduling.core.reclaim) is counted apart, in `lent_milli` under CHECK (0 <= lent <= 1000):
+  owners keep their `used_milli`, and a release that leaves more lent than owned moves lent pods
+  onto the free capacity (services._promote_lent).
 
 Allocation life cycle: reserved (counted, may expire: a gang still gathering) -> bound -> released.
 """
@@ -79,6 +83,7 @@ class Gpu(models.Model):
         default=list
     )  # MIG instance profiles, e.g. ["3g.40gb", "1g.10gb"]
     used_milli = models.IntegerField(default=0)
+    lent_milli = models.IntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -86,6 +91,10 @@ class Gpu(models.Model):
             models.CheckConstraint(
                 condition=Q(used_milli__gte=0) & Q(used_milli__lte=1000),
                 name="gpu_not_overcommitted",
+            ),
+            models.CheckConstraint(
+                condition=Q(lent_milli__gte=0) & Q(lent_milli__lte=1000),
+                name="gpu_lends_at_most_one_gpu",
             ),
         ]
         ordering = ["node_id", "index"]
@@ -381,6 +390,7 @@ class GpuAssignment(models.Model):
     exclusive = models.BooleanField(default=False)
     mig_slot = models.SmallIntegerField(null=True, blank=True)
     active = models.BooleanField(default=True)
+    reclaimed = models.BooleanField(default=False)  # on capacity lent by the GPU's owners
 
     class Meta:
         constraints = [

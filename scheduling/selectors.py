@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,6 +50,7 @@ from scheduling.core.types import (
     TopologyPolicy,
     TopologyScope,
 )
+from scheduling.efficiency import tenant_efficiency
 from scheduling.models import (
     Allocation,
     ClusterQueue,
@@ -74,10 +76,13 @@ class ClusterState:
 
 def cluster_state() -> ClusterState:
     """Every node with its GPUs, and every active allocation assumed onto them."""
+    # Nodes first: a node registers with its GPUs in one transaction, so every node read here has
+    # all its GPUs in the next read (read the other way round, a node registered in between would
+    # come without GPUs).
+    nodes = list(Node.objects.order_by("name"))
     gpus_by_node: dict[int, list[Gpu]] = defaultdict(list)
     for gpu in Gpu.objects.order_by("node_id", "index"):
         gpus_by_node[gpu.node_id].append(gpu)
-    nodes = list(Node.objects.order_by("name"))
     topologies: dict[str, NodeTopology] = {}
     specs = [node_spec(node, gpus_by_node[node.id], topologies) for node in nodes]
     snapshot = ClusterSnapshot(specs)
@@ -175,6 +180,7 @@ def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRe
                 ),
                 numa_cpu_milli=tuple(allocation.numa_cpu_milli),
                 scope=TopologyScope(allocation.scope) if allocation.scope else None,
+                reclaimed=any(a.reclaimed for a in whole_or_shared),
             ),
         )
 
@@ -434,8 +440,15 @@ def queued_workloads(
     return out
 
 
-def admitted_workloads() -> list[AdmittedWorkload]:
-    """Every workload holding quota."""
+def fair_share_idle_weight() -> float:
+    """How much idle-held GPU counts in the fair share (scheduling.core.queueing.quota)."""
+    return float(getattr(settings, "FAIR_SHARE_IDLE_WEIGHT", 1.0))
+
+
+def admitted_workloads(usage_ratios: Mapping[str, float] | None = None) -> list[AdmittedWorkload]:
+    """Every workload holding quota; with tenants' usage ratios (p95 used / requested), what each
+    holds idle: its GPU quota usage times (1 - its tenant's ratio)."""
+    ratios = usage_ratios or {}
     rows = (
         Workload.objects.filter(
             state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
@@ -444,26 +457,35 @@ def admitted_workloads() -> list[AdmittedWorkload]:
         .select_related("cluster_queue", "tenant")
         .order_by("admitted_at", "id")
     )
-    return [
-        AdmittedWorkload(
-            key=str(w.pk),
-            cluster_queue=w.cluster_queue.name if w.cluster_queue else "",
-            priority=w.priority,
-            service_class=ServiceClass(w.service_class),
-            created_at=w.created_at.timestamp(),
-            admitted_at=w.admitted_at.timestamp() if w.admitted_at else 0.0,
-            usage=MappingProxyType(parse_usage(w.quota_usage)),
-            local_queue=f"{w.tenant.namespace}/{w.queue_name}",
+    admitted = []
+    for w in rows:
+        usage = parse_usage(w.quota_usage)
+        admitted.append(
+            AdmittedWorkload(
+                key=str(w.pk),
+                cluster_queue=w.cluster_queue.name if w.cluster_queue else "",
+                priority=w.priority,
+                service_class=ServiceClass(w.service_class),
+                created_at=w.created_at.timestamp(),
+                admitted_at=w.admitted_at.timestamp() if w.admitted_at else 0.0,
+                usage=MappingProxyType(usage),
+                local_queue=f"{w.tenant.namespace}/{w.queue_name}",
+                idle=MappingProxyType(_idle(usage, ratios.get(w.tenant.name, 1.0))),
+            )
         )
-        for w in rows
-    ]
+    return admitted
+
+
+def _idle(usage: Mapping[FlavorResource, int], ratio: float) -> dict[FlavorResource, int]:
+    return {fr: round(amount * (1.0 - ratio)) for fr, amount in usage.items() if fr[1] == GPU}
 
 
 def quota_book(setup: QueueSetup, admitted: Sequence[AdmittedWorkload]) -> QuotaBook:
-    book = QuotaBook(setup.cluster_queues.values())
+    book = QuotaBook(setup.cluster_queues.values(), idle_weight=fair_share_idle_weight())
     for a in admitted:
         if a.cluster_queue in book.queues:
             book.charge(a.cluster_queue, a.usage)
+            book.charge_idle(a.cluster_queue, a.idle)
     return book
 
 
@@ -494,7 +516,8 @@ class ClusterQueueStatus:
 def cluster_queue_status() -> list[ClusterQueueStatus]:
     """Each cluster queue's quota, use, borrowing and fair share, like Kueue's status."""
     setup = queue_setup()
-    admitted = admitted_workloads()
+    ratios = {name: e.usage_ratio for name, e in tenant_efficiency().items()}
+    admitted = admitted_workloads(ratios)
     book = quota_book(setup, admitted)
     pending: dict[str, int] = defaultdict(int)
     for _, queued in queued_workloads(setup):

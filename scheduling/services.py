@@ -649,6 +649,7 @@ def _bind(
     )
     assignments: list[GpuAssignment] = []
     gpu_delta: dict[int, int] = defaultdict(int)
+    lent_delta: dict[int, int] = defaultdict(int)
     cpu_delta: dict[int, int] = defaultdict(int)
     memory_delta: dict[int, int] = defaultdict(int)
     for (pod, decision), allocation in zip(placed, allocations, strict=True):
@@ -658,13 +659,14 @@ def _bind(
         memory_delta[allocation.node_id] += pod.memory_mib
         for index in placement.gpu_indices:
             gpu_id = cluster.gpu_ids[(placement.node, index)]
-            gpu_delta[gpu_id] += placement.milli_per_gpu
+            (lent_delta if placement.reclaimed else gpu_delta)[gpu_id] += placement.milli_per_gpu
             assignments.append(
                 GpuAssignment(
                     allocation=allocation,
                     gpu_id=gpu_id,
                     milli=placement.milli_per_gpu,
                     exclusive=placement.milli_per_gpu == MILLI_PER_GPU,
+                    reclaimed=placement.reclaimed,
                 )
             )
         for index, slot in placement.mig_slots:
@@ -678,6 +680,7 @@ def _bind(
     _add(Node, "cpu_used_milli", cpu_delta)
     _add(Node, "memory_used_mib", memory_delta)
     _add(Gpu, "used_milli", gpu_delta)
+    _add(Gpu, "lent_milli", lent_delta)
     events.publish(
         *(
             events.PodBound.of(
@@ -688,6 +691,7 @@ def _bind(
                 mig_slots=[list(slot) for slot in decision.placement.mig_slots],
                 scope=decision.placement.scope.value if decision.placement.scope else "",
                 decision=record.pk,
+                reclaimed=decision.placement.reclaimed,
             )
             for (pod, decision), record in zip(placed, records, strict=True)
             if decision.placement is not None
@@ -838,8 +842,9 @@ def _release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -
         GpuAssignment.objects.filter(allocation_id__in=ids, active=True).select_related("gpu")
     )
     gpu_delta: dict[int, int] = defaultdict(int)
+    lent_delta: dict[int, int] = defaultdict(int)
     for assignment in assignments:
-        gpu_delta[assignment.gpu_id] -= assignment.milli
+        (lent_delta if assignment.reclaimed else gpu_delta)[assignment.gpu_id] -= assignment.milli
     cpu_delta: dict[int, int] = defaultdict(int)
     memory_delta: dict[int, int] = defaultdict(int)
     for allocation in allocations:
@@ -850,6 +855,7 @@ def _release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -
         state=Allocation.State.RELEASED, active=False, released_at=now, release_reason=reason
     )
     _add(Gpu, "used_milli", gpu_delta)
+    _add(Gpu, "lent_milli", lent_delta)
     _add(Node, "cpu_used_milli", cpu_delta)
     _add(Node, "memory_used_mib", memory_delta)
     gpus_of: dict[int, list[int]] = defaultdict(list)
@@ -863,6 +869,39 @@ def _release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -
             for a in allocations
         )
     )
+    _promote_lent(gpu_ids=[gpu_id for gpu_id, delta in gpu_delta.items() if delta])
+
+
+def _promote_lent(*, gpu_ids: Sequence[int]) -> None:
+    """Where owners left and a GPU now lends more than its owners hold, lent shares move onto
+    the free capacity (smallest first, while they fit): with nobody left to lend them the
+    capacity, they would otherwise sit on free milli that a new owner could be given."""
+    for gpu in Gpu.objects.filter(pk__in=gpu_ids, lent_milli__gt=F("used_milli")):
+        lent = GpuAssignment.objects.filter(gpu=gpu, active=True, reclaimed=True).select_related(
+            "allocation__pod", "allocation__node"
+        )
+        used, lent_milli = gpu.used_milli, gpu.lent_milli
+        promoted: list[GpuAssignment] = []
+        for assignment in sorted(lent, key=lambda a: (a.milli, a.pk)):
+            if lent_milli <= used or used + assignment.milli > MILLI_PER_GPU:
+                break
+            used, lent_milli = used + assignment.milli, lent_milli - assignment.milli
+            promoted.append(assignment)
+        if not promoted:
+            continue
+        GpuAssignment.objects.filter(pk__in=[a.pk for a in promoted]).update(reclaimed=False)
+        moved = sum(a.milli for a in promoted)
+        Gpu.objects.filter(pk=gpu.pk).update(
+            used_milli=F("used_milli") + moved, lent_milli=F("lent_milli") - moved
+        )
+        events.publish(
+            *(
+                events.AllocationPromoted(
+                    pod_uid=str(a.allocation.pod.uid), node=a.allocation.node.name, gpu=gpu.index
+                )
+                for a in promoted
+            )
+        )
 
 
 def reservations_expire(*, now: datetime) -> int:

@@ -136,6 +136,7 @@ class Simulator:
             topology_policy=shape.topology_policy,
             topology_scope=shape.topology_scope,
             simulation={
+                "arrival_s": arrival.at_s,
                 "duration_s": arrival.duration_s,
                 "utilization": arrival.utilization.as_json(),
             },

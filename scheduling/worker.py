@@ -35,6 +35,7 @@ from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import PodRequest, ServiceClass
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
+from scheduling.reclaim import ReclaimFeed
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class CycleReport:
     unschedulable: int = 0
     admitted: int = 0
     preempted: int = 0  # workloads evicted to make room (quota or nodes)
+    reclaimed: int = 0  # workloads evicted from lent capacity their owners took back
     gangs_bound: int = 0
     reconciled: int = 0
     more: bool = False
@@ -73,6 +75,7 @@ class SchedulerWorker:
     leading: bool = False
     cache: ClusterCache = field(default_factory=ClusterCache)
     load_feed: LoadFeed = field(default_factory=LoadFeed)
+    reclaim_feed: ReclaimFeed = field(default_factory=ReclaimFeed)
 
     def __post_init__(self) -> None:
         # Preemption judges "fits after eviction" with the profile's own filters.
@@ -113,7 +116,10 @@ class SchedulerWorker:
         report.admitted, report.preempted = self._admit(now)
         report.admission_s = time.perf_counter() - started
 
-        # 4. The next batch of pending pods, in the profile's queue order, with whole gangs.
+        # 4. Reclaim: what idle owners may lend, and the lent pods whose owners use it again.
+        report.reclaimed = self._reclaim(now)
+
+        # 5. The next batch of pending pods, in the profile's queue order, with whole gangs.
         pods = selectors.with_gang_members(selectors.pending_pods(now, self.batch_size))
         if not pods:
             return report
@@ -124,13 +130,13 @@ class SchedulerWorker:
                 key=cmp_to_key(lambda a, b: -1 if less(requests[a.pk], requests[b.pk]) else 1)
             )
 
-        # 5. Snapshot: nodes, GPUs and every active allocation, brought up to date from the outbox.
+        # 6. Snapshot: nodes, GPUs and every active allocation, brought up to date from the outbox.
         started = time.perf_counter()
         cluster = self.cache.state()
         self.load_feed.refresh(cluster, now)
         report.snapshot_s = time.perf_counter() - started
 
-        # 6. Schedule the batch into the snapshot: gangs all or nothing, preemption when nothing
+        # 7. Schedule the batch into the snapshot: gangs all or nothing, preemption when nothing
         # fits.
         by_uid = {requests[pod.pk].uid: pod for pod in pods}
         evicted: set[int] = set()
@@ -166,14 +172,27 @@ class SchedulerWorker:
             else:
                 gangs.append(members)
 
-        # 7. Bind: single pods in chunks (per-pod fallback on conflict), each gang in one go.
+        # 8. Bind: single pods in chunks (per-pod fallback on conflict), each gang in one go.
         for k in range(0, len(placed), self.commit_size):
             self._commit(cluster, placed[k : k + self.commit_size], report, now)
         for members in gangs:
             if self._commit(cluster, members, report, now, all_or_nothing=True):
                 report.gangs_bound += 1
 
-        # 8. Why the others wait: per pod (backoff, decision record) and per workload.
+        # An online share just placed beside lent pods gets its GPU to itself within this cycle.
+        if any(
+            pod.service_class is ServiceClass.ONLINE
+            and placement.gpu_indices
+            and cluster.snapshot.gpu_lent[
+                cluster.snapshot.index[placement.node], list(placement.gpu_indices)
+            ].any()
+            for pod, placement in (
+                (d.pod, d.placement) for _, d in placed if d.placement is not None
+            )
+        ):
+            report.reclaimed += self._reclaim(now, force=True)
+
+        # 9. Why the others wait: per pod (backoff, decision record) and per workload.
         failed = [(by_uid[d.pod.uid], d) for d in outcome.failed]
         failed = [(pod, d) for pod, d in failed if pod.workload_id not in evicted]
         started = time.perf_counter()
@@ -184,6 +203,19 @@ class SchedulerWorker:
         report.unschedulable = len(failed)
         report.more = len(pods) >= self.batch_size
         return report
+
+    def _reclaim(self, now: datetime, *, force: bool = False) -> int:
+        """Phase 4. Returns how many workloads were evicted from lent capacity."""
+        cluster = self.cache.state()
+        victims = self.reclaim_feed.refresh(cluster, now, force=force)
+        if not victims:
+            return 0
+        reason_of = {v.pod.uid: f"Reclaimed: GPU {v.gpu_name}: {v.reason}" for v in victims}
+        pods = Pod.objects.filter(uid__in=list(reason_of)).select_related("workload")
+        by_workload = {pod.workload_id: (pod.workload, reason_of[str(pod.uid)]) for pod in pods}
+        for workload, reason in by_workload.values():
+            self._evict(cluster, [workload], reason, None, set(), now)
+        return len(by_workload)
 
     def _admit(self, now: datetime) -> tuple[int, int]:
         """Phase 3. Returns (workloads admitted, workloads evicted for them)."""
@@ -197,9 +229,10 @@ class SchedulerWorker:
             list(setup.cluster_queues.values()),
             setup.flavors,
             [q for _, q in queued if q is not None],
-            selectors.admitted_workloads(),
+            selectors.admitted_workloads(self.load_feed.usage_ratios()),
             local_queues=list(setup.local_queues.values()),
             limit=self.batch_size,
+            idle_weight=selectors.fair_share_idle_weight(),
         )
         victims = {
             w.pk: w
@@ -271,7 +304,8 @@ class SchedulerWorker:
             f"Preempted by {workload.tenant.name}/{workload.name} ({workload.service_class}, "
             f"priority {pod.priority}) on node {nomination.nominated_node}"
         )
-        self._evict(cluster, victims, reason, workload, evicted, report, now)
+        self._evict(cluster, victims, reason, workload, evicted, now)
+        report.preempted += len(victims)
         logger.info(
             "%s preempted %d workload(s) on %s", pod.name, len(victims), nomination.nominated_node
         )
@@ -340,7 +374,8 @@ class SchedulerWorker:
             f"Preempted to make room for gang {workload.tenant.name}/{workload.name} "
             f"(reclaim within cohort {own.cohort})"
         )
-        self._evict(cluster, rows, reason, workload, evicted, report, now)
+        self._evict(cluster, rows, reason, workload, evicted, now)
+        report.preempted += len(rows)
         return True
 
     def _evict(
@@ -348,13 +383,13 @@ class SchedulerWorker:
         cluster: selectors.ClusterState,
         victims: list[Workload],
         reason: str,
-        preemptor: Workload,
+        preemptor: Workload | None,
         evicted: set[int],
-        report: CycleReport,
         now: datetime,
     ) -> None:
         """Evict the victims' workloads (requeued, with events) and forget their pods from the
-        snapshot, so the rest of the cycle sees the freed capacity."""
+        snapshot, so the rest of the cycle sees the freed capacity; lent shares the release moved
+        onto free capacity (services._promote_lent) are caught up too."""
         released = services.workloads_evict(
             workloads=victims, reason=reason, now=now, preemptor=preemptor
         )
@@ -362,8 +397,8 @@ class SchedulerWorker:
             held = cluster.held.pop(uid, None)
             if held is not None:
                 cluster.snapshot.forget(*held)
+        self.cache.catch_up()
         evicted.update(w.pk for w in victims)
-        report.preempted += len(victims)
 
     def _record_workload_reasons(self, failed: list[tuple[Pod, Decision]]) -> None:
         """An admitted workload whose pods wait says why: the root cause (no node fits, or no

@@ -168,10 +168,19 @@ ensure_chromium() {
     apt_install chromium || log "no chromium: the browser tests will be skipped"
 }
 
+# --- docker-compose ---------------------------------------------------------------------------
+# Debian's docker-compose 1.29 validates docker-compose.yml (`config -q`) without a Docker engine.
+
+ensure_docker_compose() {
+    command -v docker-compose >/dev/null && return
+    apt_install docker-compose || log "no docker-compose: the compose validation tests will be skipped"
+}
+
 ensure_postgres
 ensure_redis
 ensure_chromium
 ensure_prometheus
+ensure_docker_compose
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
 ruff check .

@@ -17,7 +17,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from telemetry import conf
-from telemetry.models import GpuLatest, NodeTelemetry, PodMinute, SourceStatus
+from telemetry.models import GpuLatest, GpuMinute, NodeTelemetry, PodMinute, SourceStatus
 
 
 @dataclass(frozen=True)
@@ -291,3 +291,21 @@ def _usage_series(
         ]
         for owner, points in sums.items()
     }
+
+
+def gpu_busy_p95(*, window: timedelta, now: datetime | None = None) -> dict[tuple[str, int], float]:
+    """p95 over `window` of how busy each whole or shared GPU was (MIG GPUs are left out), keyed
+    by (node, GPU index): the per-minute p95 values of the rollups, and the latest fresh sample
+    so a return of load shows before its minute is rolled up."""
+    now = now or timezone.now()
+    values: dict[tuple[str, int], list[float]] = defaultdict(list)
+    minutes = GpuMinute.objects.filter(
+        minute__gte=now - window, minute__lte=now, mig_instance="", busy_p95__isnull=False
+    ).values_list("node", "gpu_index", "busy_p95")
+    for node, index, busy in minutes:
+        if busy is not None:
+            values[(node, index)].append(busy)
+    for key, load in gpu_loads(now=now).items():
+        if load.busy is not None and not load.stale and not load.mig:
+            values[key].append(load.busy)
+    return {key: p95(series) or 0.0 for key, series in values.items()}

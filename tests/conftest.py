@@ -7,3 +7,15 @@ try:
     settings.SECRET_KEY  # noqa: B018
 except ImproperlyConfigured:
     settings.SECRET_KEY = "insecure-test-only-key"
+
+# The tests drive the production settings in-process, over plain HTTP and with no collected static
+# files: no redirect to HTTPS, plain static names, no static files middleware (it would warn about
+# the missing STATIC_ROOT). tests/security/ checks those production parts in real processes.
+settings.SECURE_SSL_REDIRECT = False
+settings.STORAGES = {
+    **settings.STORAGES,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+settings.MIDDLEWARE = [
+    m for m in settings.MIDDLEWARE if m != "gpusched.staticfiles.StaticFilesMiddleware"
+]

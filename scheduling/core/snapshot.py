@@ -113,7 +113,10 @@ class ClusterSnapshot:
         self.node_load: FloatArray = np.zeros(n, dtype=np.float64)  # gpu_load summed per node
         self.load_age_s: FloatArray = np.full(n, np.inf)
         # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
-        # pods (scheduling.core.efficiency.reclaimable_milli), less what is lent already.
+        # pods (scheduling.core.reclaim.lendable_milli), what is lent of it, and what is left:
+        # lendable - lent on shared GPUs. Lent milli are outside gpu_free: owners keep their GPUs.
+        self.gpu_lendable: IntArray = np.zeros((n, g), dtype=np.int64)
+        self.gpu_lent: IntArray = np.zeros((n, g), dtype=np.int64)
         self.gpu_reclaimable: IntArray = np.zeros((n, g), dtype=np.int64)
         self.max_reclaimable: IntArray = np.zeros(n, dtype=np.int64)
         self.full_free_count: IntArray = np.zeros(n, dtype=np.int64)
@@ -161,6 +164,9 @@ class ClusterSnapshot:
             axis=-1, initial=0
         )
         self.gpu_free_total[rows] = free.clip(0).sum(axis=-1)
+        self.gpu_reclaimable[rows] = np.where(
+            self.gpu_shareable[rows], (self.gpu_lendable[rows] - self.gpu_lent[rows]).clip(0), 0
+        )
         self.max_reclaimable[rows] = self.gpu_reclaimable[rows].max(axis=-1, initial=0)
 
     def __len__(self) -> int:
@@ -184,14 +190,12 @@ class ClusterSnapshot:
             ranks[selected] = chooser.table(requirement, k).rank[masks[rows[selected]]]
         return ranks
 
-    def _capacity_for(self, placement: Placement) -> IntArray:
-        return self.gpu_reclaimable if placement.reclaimed else self.gpu_free
-
-    def refresh_reclaimable(self, reclaimable: IntArray) -> None:
-        """Replace what may be lent to opportunistic pods, GPU by GPU (shared GPUs only)."""
-        if reclaimable.shape != self.gpu_reclaimable.shape:
-            raise ValueError("reclaimable milli must cover every node and GPU slot of the snapshot")
-        self.gpu_reclaimable = np.where(self.gpu_shareable, np.maximum(reclaimable, 0), 0)
+    def refresh_reclaimable(self, lendable: IntArray) -> None:
+        """Replace what owners' idle capacity may lend to opportunistic pods, GPU by GPU (shared
+        GPUs only); what is lent already is subtracted."""
+        if lendable.shape != self.gpu_lendable.shape:
+            raise ValueError("lendable milli must cover every node and GPU slot of the snapshot")
+        self.gpu_lendable = np.maximum(lendable, 0)
         self._refresh_gpu_columns(slice(None))
 
     def refresh_load(self, load: FloatArray, age_s: FloatArray) -> None:
@@ -257,11 +261,17 @@ class ClusterSnapshot:
                 f"the pod asks {pod.cpu_milli}"
             )
         gpus = list(placement.gpu_indices)
+        # A lent share is judged by the database's bound (lent <= one GPU), not by what is
+        # lendable now: a snapshot rebuilt from committed state must take every lent pod back.
+        if placement.reclaimed:
+            room = MILLI_PER_GPU - self.gpu_lent[i, gpus]
+        else:
+            room = self.gpu_free[i, gpus]
         if (
             self.cpu_free[i] < pod.cpu_milli
             or self.memory_free[i] < pod.memory_mib
             or (self.numa_cpu_free[i] < numa_cpu).any()
-            or (self._capacity_for(placement)[i, gpus] < placement.milli_per_gpu).any()
+            or (room < placement.milli_per_gpu).any()
             or not self._mig_slots_are_free(i, placement)
         ):
             raise OverCommitError(f"pod {pod.uid} does not fit on {placement.node} any more")
@@ -288,7 +298,10 @@ class ClusterSnapshot:
         self.numa_cpu_free[i] -= sign * numa_cpu
         if placement.gpu_indices:
             gpus = list(placement.gpu_indices)
-            self._capacity_for(placement)[i, gpus] -= sign * placement.milli_per_gpu
+            if placement.reclaimed:
+                self.gpu_lent[i, gpus] += sign * placement.milli_per_gpu
+            else:
+                self.gpu_free[i, gpus] -= sign * placement.milli_per_gpu
             # A released pod may have used less than expected: the load never drops below zero.
             self.gpu_load[i, gpus] = np.maximum(
                 self.gpu_load[i, gpus] + sign * pod.expected_load, 0.0

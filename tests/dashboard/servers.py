@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,14 @@ def database_url() -> str:
 
 
 @contextmanager
-def web_server(*, redis_url: str | None = None, log: Path | None = None) -> Iterator[str]:
-    """A daphne process; yields its base URL once /healthz answers."""
+def web_server(
+    *,
+    redis_url: str | None = None,
+    log: Path | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """A daphne process; yields its base URL once /healthz answers. `environment` adds to or
+    overrides its variables (e.g. GPUSCHED_DEBUG=0 for production mode)."""
     port = free_port()
     env = {
         **os.environ,
@@ -52,6 +58,7 @@ def web_server(*, redis_url: str | None = None, log: Path | None = None) -> Iter
     env.pop("REDIS_URL", None)
     if redis_url:
         env["REDIS_URL"] = redis_url
+    env.update(environment or {})
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduling import services
-from scheduling.core.types import TopologyPolicy
+from scheduling.core.types import ServiceClass, TopologyPolicy
 from scheduling.models import Node, Tenant, Workload
 from scheduling.sim.cluster import build_nodes, synthetic_pools
 
@@ -30,6 +30,7 @@ def workload(
     priority: int = 0,
     min_count: int | None = None,
     duration_s: float | None = None,
+    service_class: ServiceClass = ServiceClass.BATCH,
 ) -> Workload:
     template = services.PodTemplate(
         cpu_milli=cpu_milli,
@@ -43,6 +44,7 @@ def workload(
         tenant=owner,
         name=name,
         priority=priority,
+        service_class=service_class,
         pod_sets=[
             services.PodSetSpec(name="main", count=pods, template=template, min_count=min_count)
         ],

@@ -31,7 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -154,8 +154,15 @@ class Command(BaseCommand):
 
 
 async def _measure(
-    base: str, cookie: str, clients: int, changes: int, interval: float
+    base: str,
+    cookie: str,
+    clients: int,
+    changes: int,
+    interval: float,
+    commit: Callable[[int, float], list[tuple[int, float]]] | None = None,
 ) -> tuple[list[float], int, int]:
+    """Connect the clients, then `commit(changes, interval)` (default: cordon / uncordon every
+    node in turn) and time each change to each client: (samples ms, missing, dropped sockets)."""
     import aiohttp
 
     url = f"{base.replace('http', 'ws')}/ws/live/cluster/"
@@ -183,7 +190,7 @@ async def _measure(
             sockets.append(ws)
             listeners.append(asyncio.create_task(listen(k, ws)))
             await asyncio.wait_for(snapshots[k].wait(), timeout=60)
-        commits = await asyncio.to_thread(_commit_changes, changes, interval)
+        commits = await asyncio.to_thread(commit or _commit_changes, changes, interval)
         await asyncio.sleep(2.0)  # the last deltas arrive
         dropped = sorted(closed)  # sockets the server closed during the run
         for ws in sockets:
@@ -202,9 +209,12 @@ async def _measure(
     return samples, missing, len(dropped)
 
 
-def _commit_changes(changes: int, interval: float) -> list[tuple[int, float]]:
-    """Cordon / uncordon nodes in turn, one transaction each: (event id, commit time)."""
-    nodes = list(Node.objects.order_by("name"))
+def _commit_changes(
+    changes: int, interval: float, nodes: Sequence[Node] | None = None
+) -> list[tuple[int, float]]:
+    """Cordon / uncordon `nodes` (default: every node) in turn, one transaction each: (event id,
+    commit time)."""
+    nodes = list(nodes) if nodes is not None else list(Node.objects.order_by("name"))
     commits = []
     try:
         for k in range(changes):

@@ -48,6 +48,7 @@ import numpy.typing as npt
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft, FloatArray, IntArray
 from scheduling.core.plugin_args import ArgReader, ProfileError
+from scheduling.core.plugins.gpu_allocator import borrows
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
 from scheduling.core.types import MILLI_PER_GPU, PodRequest
@@ -515,7 +516,7 @@ class Fragmentation:
     def reserve(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, draft: AllocationDraft
     ) -> Status:
-        if not pod.gpu_milli or draft.gpu_indices is not None:
+        if not pod.gpu_milli or draft.gpu_indices is not None or borrows(pod, snapshot, draft.node):
             return Status.success(NAME)
         shape = self._fresh_shape(pod, snapshot, np.array([draft.node], dtype=np.int64))
         gpu = int(shape.gpu[draft.node])

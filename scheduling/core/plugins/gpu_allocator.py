@@ -59,6 +59,16 @@ class GPUAllocator:
         return Status.success(NAME)
 
 
+def borrows(pod: PodRequest, snapshot: ClusterSnapshot, node: int) -> bool:
+    """Whether the allocator will place this share on lent capacity of `node`: plugins that pick
+    a share's GPU by their own measure leave such pods to it."""
+    return (
+        pod.service_class is ServiceClass.OPPORTUNISTIC
+        and bool(pod.gpu_milli)
+        and int(snapshot.max_reclaimable[node]) >= pod.gpu_milli
+    )
+
+
 def best_fit_share(snapshot: ClusterSnapshot, node: int, milli: int) -> int | None:
     """The shared GPU with the least free milli that still fits `milli`; lowest index on ties."""
     return best_fit(snapshot.gpu_free[node], snapshot.gpu_shareable[node], milli)

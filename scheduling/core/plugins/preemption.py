@@ -136,12 +136,13 @@ class DefaultPreemption:
         if cpu < pod.cpu_milli or memory < pod.memory_mib:
             return False
         if pod.gpus:
-            freed = sum(
-                len(h.placement.gpu_indices)
-                for h in pool
-                if h.placement.milli_per_gpu == MILLI_PER_GPU and not h.placement.reclaimed
-            )
-            if int(snapshot.full_free_count[i]) + freed < pod.gpus:
+            # A GPU is whole again once every pod holding part of it is gone (lent shares live
+            # outside gpu_free and free nothing).
+            room = snapshot.gpu_free[i].copy()
+            for held in pool:
+                if not held.placement.reclaimed and held.placement.gpu_indices:
+                    room[list(held.placement.gpu_indices)] += held.placement.milli_per_gpu
+            if int((room == MILLI_PER_GPU).sum()) < pod.gpus:
                 return False
         return True
 

@@ -12,6 +12,7 @@ import numpy as np
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft, FloatArray, IntArray
 from scheduling.core.plugin_args import ArgReader
+from scheduling.core.plugins.gpu_allocator import borrows
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
 from scheduling.core.types import PodRequest
@@ -34,7 +35,7 @@ class RandomFit:
     def reserve(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, draft: AllocationDraft
     ) -> Status:
-        if not pod.gpu_milli or draft.gpu_indices is not None:
+        if not pod.gpu_milli or draft.gpu_indices is not None or borrows(pod, snapshot, draft.node):
             return Status.success(NAME)
         i = draft.node
         room = np.flatnonzero(snapshot.gpu_shareable[i] & (snapshot.gpu_free[i] >= pod.gpu_milli))

@@ -295,14 +295,17 @@ def admission_cycle(
     *,
     local_queues: Sequence[LocalQueue] = (),
     limit: int | None = None,
+    idle_weight: float = 0.0,
 ) -> CycleResult:
     """Admit what quota allows now (module doc). `admitted` is what holds quota before the cycle;
-    `limit` caps the number of admissions."""
-    book = QuotaBook(cluster_queues)
+    `limit` caps the number of admissions; `idle_weight` counts what admitted workloads hold idle
+    in the fair share (quota.QuotaBook)."""
+    book = QuotaBook(cluster_queues, idle_weight=idle_weight)
     held = {a.key: a for a in admitted}
     for a in admitted:
         if a.cluster_queue in book.queues:
             book.charge(a.cluster_queue, a.usage)
+            book.charge_idle(a.cluster_queue, a.idle)
     weights = {f"{lq.namespace}/{lq.name}": lq.weight for lq in local_queues}
     shares = local_queue_shares(book, admitted, weights)
 
@@ -382,6 +385,7 @@ def admission_cycle(
         for victim in nomination.victims:
             gone = held.pop(victim)
             book.charge(gone.cluster_queue, gone.usage, -1)
+            book.charge_idle(gone.cluster_queue, gone.idle, -1)
             touched.add(gone.cluster_queue)
         book.charge(head.cluster_queue, nomination.assignment.usage)
         held[head.key] = AdmittedWorkload(

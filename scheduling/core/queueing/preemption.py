@@ -80,6 +80,7 @@ class AdmittedWorkload:
     admitted_at: float = 0.0
     usage: Usage = field(default_factory=lambda: _EMPTY_USAGE)
     local_queue: str = ""
+    idle: Usage = field(default_factory=lambda: _EMPTY_USAGE)  # held but unused (telemetry)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,11 @@ Fair sharing is Kueue's dominant resource share (scheduler-anchors.md §3): for 
 `max_r borrowed_r * 1000 / lendable_r(cohort)` in integer arithmetic, then divided by the
 queue's weight (`share * 1000 / weight_milli`); weight 0 gives the largest share possible, and a
 queue outside any cohort has share 0.
+
+Idle-held capacity counts against the holder: with `idle_weight` w > 0, what a queue's admitted
+workloads hold but do not use (telemetry, scheduling.efficiency) is added w times to its usage in
+the share, so of two queues borrowing the same, the one sitting on idle GPUs ranks behind. Only
+the share changes; quota limits still count requests.
 """
 
 from __future__ import annotations
@@ -35,9 +40,13 @@ class QuotaBook:
         self,
         cluster_queues: Iterable[ClusterQueue],
         usage: Mapping[str, Usage] | None = None,
+        *,
+        idle_weight: float = 0.0,
     ) -> None:
         self.queues: dict[str, ClusterQueue] = {cq.name: cq for cq in cluster_queues}
         self.usage: dict[str, dict[FlavorResource, int]] = {name: {} for name in self.queues}
+        self.idle_weight = idle_weight
+        self.idle: dict[str, dict[FlavorResource, int]] = {name: {} for name in self.queues}
         self.cohorts: dict[str, list[str]] = defaultdict(list)
         for cq in self.queues.values():
             if cq.cohort:
@@ -168,9 +177,11 @@ class QuotaBook:
         if weight_milli <= 0:
             return MAX_SHARE, ""
         borrowed: dict[str, int] = defaultdict(int)
+        idle = self.idle[cq]
         for fr, quota in self._quota[cq].items():
             extra = add.get(fr, 0) if add else 0
-            over = self.used(cq, fr) + extra - quota.nominal
+            held_idle = round(self.idle_weight * idle.get(fr, 0))
+            over = self.used(cq, fr) + extra + held_idle - quota.nominal
             if over > 0:
                 borrowed[fr[1]] += over
         share, dominant = -1, ""
@@ -185,6 +196,12 @@ class QuotaBook:
         return share * 1000 // weight_milli, dominant
 
     # --- writing ---------------------------------------------------------------------------------
+
+    def charge_idle(self, cq: str, amounts: Usage, sign: int = 1) -> None:
+        """Add (sign 1) or remove (sign -1) what a workload holds idle (the share's extra term)."""
+        idle = self.idle[cq]
+        for fr, amount in amounts.items():
+            idle[fr] = max(0, idle.get(fr, 0) + sign * amount)
 
     def charge(self, cq: str, amounts: Usage, sign: int = 1) -> None:
         """Add (sign 1) or remove (sign -1) a workload's usage."""

@@ -2,21 +2,27 @@
 
 One active scheduler at a time (a lease row in the database); standbys keep trying and take over
 when the leader's lease expires. SIGTERM/SIGINT finish the current cycle, give up the lease and
-exit.
+exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.db import DatabaseError
 
 from gpusched.loop import LoopCommand
+from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from scheduling import metrics
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
-from scheduling.worker import LEASE_NAME, SchedulerWorker
+from scheduling.worker import LEASE_NAME, CycleReport, SchedulerWorker
+
+logger = logging.getLogger("scheduling.cycle")
 
 
 class Command(LoopCommand):
@@ -35,6 +41,7 @@ class Command(LoopCommand):
             "--identity", default="", help="lease holder id (default: host_pid_rnd)"
         )
         parser.add_argument("--json", action="store_true", help="one JSON line per busy cycle")
+        add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.interval = options["interval"]
@@ -47,11 +54,15 @@ class Command(LoopCommand):
         if options["identity"]:
             worker.identity = options["identity"]
         self.stderr.write(f"runscheduler: {worker.identity} starting")
+        server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
 
         def step() -> float | None:
             report = worker.run_once()
-            if options["json"] and (report.attempted or report.admitted or report.reconciled):
-                self.stdout.write(json.dumps(asdict(report)))
+            metrics.record_cycle(report)
+            if metrics.is_busy(report):
+                log_cycle(report)
+                if options["json"]:
+                    self.stdout.write(json.dumps(asdict(report)))
             if not report.leading:  # a standby retries well within the lease duration
                 return options["lease_seconds"] / 3
             return 0.0 if report.more else None
@@ -59,5 +70,26 @@ class Command(LoopCommand):
         try:
             self.run_loop(step, loop=options["loop"])
         finally:
-            worker.stand_down()
+            try:
+                worker.stand_down()
+            except DatabaseError as exc:  # the lease then simply expires
+                self.stderr.write(f"runscheduler: could not give up the lease: {exc}")
+            stop_serving(server)
             self.stderr.write(f"runscheduler: {worker.identity} stopped")
+
+
+def log_cycle(report: CycleReport) -> None:
+    """One line per busy cycle; every number of the report is also an `extra` field (a key of
+    its own in GPUSCHED_LOG_FORMAT=json)."""
+    logger.info(
+        "cycle: %d pods attempted, %d bound, %d unschedulable, %d conflicts; %d workloads "
+        "admitted, %d preempted; %.3f s",
+        report.attempted,
+        report.bound,
+        report.unschedulable,
+        report.conflicts,
+        report.admitted,
+        report.preempted,
+        report.admission_s + report.snapshot_s + report.schedule_s + report.commit_s,
+        extra=asdict(report),
+    )

@@ -8,7 +8,8 @@ Each cycle (`run_once`) is a few small steps:
    shows within one interval;
 4. roll closed minutes up, prune what is past retention, record the source's status.
 SIGTERM/SIGINT finish the current cycle and exit. With --once (the default), a cycle that got
-no data exits with status 1.
+no data exits with status 1. With --loop --metrics-port, Prometheus metrics (telemetry/metrics.py)
+are served on that port.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from gpusched.loop import LoopCommand
-from telemetry import services
+from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from telemetry import metrics, services
 from telemetry.gcpause import paused_gc
 from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
 
@@ -93,6 +95,7 @@ class Command(LoopCommand):
         )
         parser.add_argument("--timeout", type=float, default=2.0, help="per request, seconds")
         parser.add_argument("--json", action="store_true", help="one JSON line per cycle")
+        add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.source = build_source(options)
@@ -103,13 +106,19 @@ class Command(LoopCommand):
             if not report.ok:
                 raise CommandError(f"{report.source}: no telemetry this cycle")
             return
-        self.run_loop(lambda: self.loop_step(as_json=options["json"]), loop=True)
+        server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
+        try:
+            self.run_loop(lambda: self.loop_step(as_json=options["json"]), loop=True)
+        finally:
+            stop_serving(server)
 
     def loop_step(self, *, as_json: bool) -> float:
         """One cycle of --loop; returns the wait until the next one starts."""
         started = time.monotonic()
         try:
-            self.report(self.run_once(), as_json=as_json)
+            report = self.run_once()
+            metrics.record_cycle(report)
+            self.report(report, as_json=as_json)
         except Exception:  # a database hiccup must not end the worker
             logger.exception("ingesttelemetry: cycle failed")
             close_old_connections()

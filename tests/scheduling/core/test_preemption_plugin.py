@@ -60,6 +60,21 @@ def test_opportunistic_never_preempts_batch() -> None:
     assert preempt(snapshot, pod("p", 1, priority=1000, klass=OPPORTUNISTIC)) is None
 
 
+def test_whole_gpus_are_freed_by_evicting_the_shares_on_them() -> None:
+    # Every GPU holds two opportunistic quarter shares: evicting both on a GPU makes it whole.
+    snapshot = ClusterSnapshot([make_node("n0").topology("dgx-h100").build()])
+    for g in range(8):
+        for k in range(2):
+            share = replace(make_pod(f"s{g}-{k}").share(250).build(), service_class=OPPORTUNISTIC)
+            numa = snapshot.chooser(0).topology.gpu_numa[g]
+            cpu = [0] * snapshot.max_numa
+            cpu[numa] = share.cpu_milli
+            snapshot.assume(share, Placement("n0", (g,), 250, numa_cpu_milli=tuple(cpu)))
+    nomination = preempt(snapshot, pod("p", 2, priority=10))
+    assert nomination.nominated_node == "n0"
+    assert len(nomination.victims) == 4  # the two shares on each of two GPUs
+
+
 def test_the_lowest_priority_victims_are_chosen() -> None:
     snapshot = full_node(priorities=(5, 3, 0, 7, 1, 6, 2, 4))
     nomination = preempt(snapshot, pod("p", 2, priority=10))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 import pytest
@@ -12,7 +13,7 @@ from scheduling.core.queueing.config import LocalQueue, QueueingStrategy
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand
-from tests.scheduling.core.queueing.builders import FLAVORS, cq, held, wl
+from tests.scheduling.core.queueing.builders import FLAVORS, G, cq, held, wl
 
 
 def admitted_keys(result) -> list[str]:
@@ -40,6 +41,20 @@ def test_fair_share_across_queues_the_less_borrowing_queue_goes_first() -> None:
     # DRS after admission: a would borrow 4 of 12 (333), b 2 of 12 (166): b first, though newer.
     assert admitted_keys(result) == ["b-new"]
     assert result.waiting["a-new"].reason == adm.WAITING_FOR_QUOTA
+
+
+def test_idle_held_gpus_count_against_the_holder_in_the_fair_share() -> None:
+    # a and b both borrow 1, 2 GPUs are left; a's 5 GPUs sit 4/5 idle. Kueue's DRS ties the
+    # heads (a's is older and goes first); with idle-held capacity counted, b's goes first.
+    queues = [cq("a", 4, cohort="x"), cq("b", 4, cohort="x"), cq("c", 4, cohort="x")]
+    idle_a = replace(held("a-run", "a", 5), idle=MappingProxyType({("h100", GPU): 4 * G}))
+    admitted = [idle_a, held("b-run", "b", 5)]
+    pending = [wl("a-new", "a", 2, created=0), wl("b-new", "b", 2, created=1)]
+    by_requests = admission_cycle(queues, FLAVORS, pending, admitted)
+    assert admitted_keys(by_requests) == ["a-new"]
+    by_use = admission_cycle(queues, FLAVORS, pending, admitted, idle_weight=1.0)
+    assert admitted_keys(by_use) == ["b-new"]
+    assert by_use.waiting["a-new"].reason == adm.WAITING_FOR_QUOTA
 
 
 def test_priority_beats_fair_share() -> None:

@@ -1,0 +1,786 @@
+"""docker-compose.yml's process set, run natively on one machine (no container engine).
+
+`NativeStack` reads the compose file (PyYAML, with compose's `${VAR...}` interpolation), and runs:
+- each gpusched role (a service built from this repository: migrate, web, scheduler, simulator,
+  ingester) as a real subprocess of its compose `command`, `python` being this interpreter and a
+  console script (`daphne`) the one beside it, with the service's compose `environment`;
+- the Prometheus service as the local `prometheus` binary, from the compose file's mounted config
+  with its scrape targets pointed at the native processes;
+- PostgreSQL and Redis as given URLs (`external`): an environment value whose URL names such a
+  service (DATABASE_URL, REDIS_URL) becomes the given URL.
+
+Every `service:port` the stack refers to (commands, environments, health checks, the Prometheus
+config) becomes `127.0.0.1:<free port>`, every `0.0.0.0` bind becomes `127.0.0.1`, and a role's own
+container port in its command (`-p 8000`, `--metrics-port 9400`) becomes its free port. A reference
+left over (a service this module cannot place) is an error, not a silent miss.
+
+`start()` honours `depends_on`: a service starts once each dependency is started, healthy
+(`service_healthy`: its compose health check, run natively, passes) or exited 0
+(`service_completed_successfully`); then it waits until every started service with a health check
+is healthy (`docker compose up --wait`). A role that exits early fails the start with the tail of
+its log; after `start()`, `supervise()` restarts a role that exits, as compose's `restart` policy
+does, and counts it in `restarts`. `stop()` sends SIGTERM in reverse start order, waits `grace`
+seconds, then SIGKILL; exit codes are kept in `exit_codes`, the roles that needed SIGKILL in
+`killed`. Each process writes stdout and stderr to `<workdir>/logs/NAME.log`.
+
+No Django here: the tests and `manage.py bench_stack` both use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+
+# Variables of the parent environment that must not leak into a role: the compose file decides.
+_SCRUBBED = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+_SCRUBBED_PREFIXES = ("GPUSCHED_",)
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class StackError(RuntimeError):
+    """The compose file cannot be run natively, or a service failed to start."""
+
+
+# --- the compose file -----------------------------------------------------------------------
+
+
+_VAR = re.compile(
+    r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """Compose's variable substitution: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
+    ${VAR:?error}, ${VAR?error}."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("escaped"):
+            return "$"
+        name = match.group("braced") or match.group("bare")
+        value = env.get(name)
+        op, arg = match.group("op"), match.group("arg") or ""
+        unset = value is None or (op is not None and op.startswith(":") and value == "")
+        if op in (":-", "-") and unset:
+            return arg
+        if op in (":?", "?") and unset:
+            raise StackError(f"{name} is required: {arg or 'not set'}")
+        return value or ""
+
+    return _VAR.sub(replace, text)
+
+
+def _interpolate_tree(node: Any, env: Mapping[str, str]) -> Any:
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, list):
+        return [_interpolate_tree(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: _interpolate_tree(value, env) for key, value in node.items()}
+    return node
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    test: tuple[str, ...]  # an argv ("CMD" form) or ("sh", "-c", text) for "CMD-SHELL"
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    image: str = ""
+    build: bool = False  # built from this repository: a gpusched role
+    command: tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    depends_on: Mapping[str, str] = field(default_factory=dict)  # service -> condition
+    healthcheck: HealthCheck | None = None
+    ports: tuple[str, ...] = ()
+    volumes: tuple[str, ...] = ()
+    restart: str = "no"
+
+    @property
+    def kind(self) -> str:
+        """gpusched | postgres | redis | prometheus (how it runs natively)."""
+        if self.build or self.image.split(":")[0].endswith("gpusched"):
+            return "gpusched"
+        repository = self.image.split(":")[0].rsplit("/", 1)[-1]
+        if repository in ("postgres", "redis", "prometheus"):
+            return repository
+        raise StackError(f"service {self.name}: no native equivalent for image {self.image!r}")
+
+    def listen_ports(self) -> list[int]:
+        """The ports its command listens on: the number after `-p`, `--port`, `--*-port`."""
+        return [
+            int(value)
+            for flag, value in zip(self.command, self.command[1:], strict=False)
+            if value.isdigit() and (flag == "-p" or re.fullmatch(r"--([\w-]+-)?port", flag))
+        ]
+
+    def published_ports(self) -> list[int]:
+        """The container ports of `ports:` ("127.0.0.1:8000:8000" -> 8000)."""
+        return [int(str(spec).split(":")[-1].split("/")[0]) for spec in self.ports]
+
+
+def _seconds(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", str(value).strip())
+    if not match:
+        raise StackError(f"duration {value!r}: expected e.g. 5s")
+    number = float(match.group(1))
+    return (
+        number / 1000 if match.group(2) == "ms" else number * (60 if match.group(2) == "m" else 1)
+    )
+
+
+def _argv(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list):
+        return tuple(str(item) for item in value)
+    raise StackError(f"{where}: expected a list or a string")
+
+
+def _healthcheck(doc: Any, name: str) -> HealthCheck | None:
+    if not doc or doc.get("disable"):
+        return None
+    test = doc.get("test")
+    if isinstance(test, str):
+        argv: tuple[str, ...] = ("sh", "-c", test)
+    elif isinstance(test, list) and test and test[0] == "CMD":
+        argv = tuple(str(item) for item in test[1:])
+    elif isinstance(test, list) and test and test[0] == "CMD-SHELL":
+        argv = ("sh", "-c", " ".join(str(item) for item in test[1:]))
+    elif isinstance(test, list) and test == ["NONE"]:
+        return None
+    else:
+        raise StackError(f"service {name}: healthcheck.test {test!r} is not CMD or CMD-SHELL")
+    return HealthCheck(argv, _seconds(doc.get("timeout"), 30.0))
+
+
+def _depends(doc: Any) -> dict[str, str]:
+    if doc is None:
+        return {}
+    if isinstance(doc, list):
+        return {str(name): "service_started" for name in doc}
+    return {
+        str(name): str((spec or {}).get("condition", "service_started"))
+        for name, spec in doc.items()
+    }
+
+
+def _environment(doc: Any) -> dict[str, str]:
+    if doc is None:
+        return {}
+    if isinstance(doc, list):
+        pairs = (str(item).partition("=") for item in doc)
+        return {key: value for key, _, value in pairs}
+    return {str(key): "" if value is None else str(value) for key, value in doc.items()}
+
+
+def load_compose(
+    path: Path = COMPOSE_FILE, env: Mapping[str, str] | None = None
+) -> dict[str, Service]:
+    """The compose file's services, interpolated with `env` (default: os.environ), YAML anchors
+    and merge keys resolved."""
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or not isinstance(doc.get("services"), dict):
+        raise StackError(f"{path}: no services")
+    services: dict[str, Service] = {}
+    for name, raw in doc["services"].items():
+        spec = _interpolate_tree(raw or {}, os.environ if env is None else env)
+        services[name] = Service(
+            name=name,
+            image=str(spec.get("image", "")),
+            build="build" in spec,
+            command=_argv(spec.get("command"), f"service {name}: command"),
+            environment=_environment(spec.get("environment")),
+            depends_on=_depends(spec.get("depends_on")),
+            healthcheck=_healthcheck(spec.get("healthcheck"), name),
+            ports=tuple(str(p) for p in spec.get("ports") or ()),
+            volumes=tuple(str(v) for v in spec.get("volumes") or ()),
+            restart=str(spec.get("restart", "no")),
+        )
+    for service in services.values():
+        for dependency, condition in service.depends_on.items():
+            if dependency not in services:
+                raise StackError(f"service {service.name} depends on unknown {dependency!r}")
+            if condition not in (
+                "service_started",
+                "service_healthy",
+                "service_completed_successfully",
+            ):
+                raise StackError(f"service {service.name}: unknown condition {condition!r}")
+    return services
+
+
+def start_order(services: Mapping[str, Service]) -> list[str]:
+    """Services ordered so that each comes after what it depends on (file order otherwise)."""
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in order:
+            return
+        if name in visiting:
+            raise StackError(f"depends_on cycle through {name}")
+        visiting.add(name)
+        for dependency in services[name].depends_on:
+            visit(dependency)
+        visiting.discard(name)
+        order.append(name)
+
+    for name in services:
+        visit(name)
+    return order
+
+
+# --- loopback plumbing ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    """GET without any proxy from the environment; (status, body)."""
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as response:
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _tcp_open(url: str, default_port: int) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or default_port), 1
+        ):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def scratch_postgres_database(server_url: str, prefix: str = "gpusched_stack") -> Iterator[str]:
+    """A new, empty database on the PostgreSQL server of `server_url`; its URL. Dropped after
+    (its connections closed first)."""
+    import psycopg
+
+    parts = urllib.parse.urlsplit(server_url)
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def with_redis_db(url: str, db: int) -> str:
+    """The same Redis server, another logical database."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process (Linux /proc), None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+# --- the stack ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Running:
+    service: Service
+    argv: list[str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started_at: float
+    healthy: bool = False
+    next_check: float = 0.0
+
+
+class NativeStack:
+    """docker-compose.yml's services as local processes on loopback ports (module docstring).
+
+    env         the variables compose would interpolate from (GPUSCHED_SECRET_KEY, ...); default
+                os.environ.
+    external    service name -> URL for PostgreSQL and Redis ({"postgres": ..., "redis": ...}).
+    services    run only these (and what they depend on); default all.
+    extra_args  service -> arguments appended to its command (later options win in argparse).
+    extra_env   variables added to every gpusched role's environment.
+    scrape_interval  replaces the Prometheus config's scrape (and evaluation) intervals.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        compose_file: Path = COMPOSE_FILE,
+        env: Mapping[str, str] | None = None,
+        external: Mapping[str, str] | None = None,
+        services: Sequence[str] | None = None,
+        extra_args: Mapping[str, Sequence[str]] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        scrape_interval: str | None = None,
+        grace: float = 10.0,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.compose_file = compose_file
+        self.root = compose_file.resolve().parent
+        self.all_services = load_compose(compose_file, os.environ if env is None else env)
+        self.external = dict(external or {})
+        self.extra_args = {name: list(args) for name, args in (extra_args or {}).items()}
+        self.extra_env = dict(extra_env or {})
+        self.scrape_interval = scrape_interval
+        self.grace = grace
+        wanted = list(services) if services is not None else list(self.all_services)
+        self.services = self._closure(wanted)
+        self.order = [n for n in start_order(self.all_services) if n in self.services]
+        self.ports = self._allocate_ports()
+        self.running: dict[str, _Running] = {}
+        self.exit_codes: dict[str, int] = {}
+        self.killed: list[str] = []  # services still running `grace` seconds after SIGTERM
+        self.restarts: dict[str, int] = {}  # by supervise()
+        self._supervisor: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        # "NAME_started_s" / "_healthy_s" / "_exited_s": seconds from start(); "up_s"
+        self.timings: dict[str, float] = {}
+        self._began = time.monotonic()
+        self.log_dir = self.workdir / "logs"
+        self._plans = {name: self._plan(self.all_services[name]) for name in self.order}
+
+    # --- planning -------------------------------------------------------------------------
+
+    def _closure(self, wanted: Sequence[str]) -> dict[str, Service]:
+        out: dict[str, Service] = {}
+        stack = list(wanted)
+        while stack:
+            name = stack.pop()
+            if name not in self.all_services:
+                raise StackError(f"no service {name!r} in {self.compose_file.name}")
+            if name not in out:
+                out[name] = self.all_services[name]
+                stack.extend(out[name].depends_on)
+        return out
+
+    def _references(self) -> set[tuple[str, int]]:
+        """Every (service, container port) the stack refers to."""
+        names = "|".join(re.escape(n) for n in self.all_services)
+        pattern = re.compile(rf"(?<![\w.-])({names}):(\d+)\b")
+        texts: list[str] = []
+        for service in self.services.values():
+            texts.extend(service.command)
+            texts.extend(service.environment.values())
+            if service.healthcheck:
+                texts.extend(service.healthcheck.test)
+            if service.kind == "prometheus":
+                texts.append(self._prometheus_source_config().read_text())
+        refs = {(m.group(1), int(m.group(2))) for text in texts for m in pattern.finditer(text)}
+        for service in self.services.values():
+            refs.update((service.name, port) for port in service.published_ports())
+            refs.update((service.name, port) for port in service.listen_ports())
+        return refs
+
+    def _allocate_ports(self) -> dict[tuple[str, int], int]:
+        ports: dict[tuple[str, int], int] = {}
+        for name, port in sorted(self._references()):
+            if name in self.services and self.services[name].kind in ("gpusched", "prometheus"):
+                ports[(name, port)] = free_port()
+        return ports
+
+    def _rewrite(self, text: str, own: str | None = None) -> str:
+        """service:port -> 127.0.0.1:free port; the service's own 127.0.0.1/localhost:port too."""
+        for (name, port), host_port in self.ports.items():
+            text = re.sub(rf"(?<![\w.-]){re.escape(name)}:{port}\b", f"127.0.0.1:{host_port}", text)
+            if name == own:
+                text = re.sub(
+                    rf"\b(127\.0\.0\.1|localhost):{port}\b", f"127.0.0.1:{host_port}", text
+                )
+        return text
+
+    def _leftover(self, where: str, text: str) -> None:
+        names = "|".join(re.escape(n) for n in self.all_services)
+        match = re.search(rf"(?<![\w.-])({names}):\d+\b|//({names})[/:]", text)
+        if match:
+            raise StackError(f"{where}: {text!r} names service {match.group(0)!r}, not placed")
+
+    def _executable(self, name: str) -> str:
+        if name in ("python", "python3", Path(sys.executable).name):
+            return sys.executable
+        beside = Path(sys.executable).parent / name  # a console script of this environment
+        if beside.exists():
+            return str(beside)
+        found = shutil.which(name)
+        if not found:
+            raise StackError(f"{name!r} is not installed")
+        return found
+
+    def _plan(self, service: Service) -> tuple[list[str], dict[str, str]] | None:
+        """The argv and environment of a service's process; None for an external one."""
+        kind = service.kind
+        if kind in ("postgres", "redis"):
+            if service.name not in self.external:
+                raise StackError(f"service {service.name}: give its URL in `external`")
+            return None
+        if kind == "prometheus":
+            return self._prometheus_plan(service), {}
+        own_ports = {p: h for (n, p), h in self.ports.items() if n == service.name}
+        argv: list[str] = []
+        for arg in [*service.command, *self.extra_args.get(service.name, [])]:
+            arg = self._rewrite(arg.replace("0.0.0.0", "127.0.0.1"))
+            if arg.isdigit() and int(arg) in own_ports:
+                arg = str(own_ports[int(arg)])
+            self._leftover(f"service {service.name}: command", arg)
+            argv.append(arg)
+        if not argv:
+            raise StackError(f"service {service.name}: no command")
+        argv[0] = self._executable(argv[0])
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
+        }
+        env["PYTHONUNBUFFERED"] = "1"
+        loopback = "127.0.0.1,localhost"  # health checks and clients never go through a proxy
+        for key in ("NO_PROXY", "no_proxy"):
+            env[key] = f"{env[key]},{loopback}" if env.get(key) else loopback
+        for key, value in service.environment.items():
+            host = urllib.parse.urlsplit(value).hostname if "://" in value else None
+            if host in self.external:
+                value = self.external[host]
+            value = self._rewrite(value)
+            self._leftover(f"service {service.name}: {key}", value)
+            env[key] = value
+        env.update(self.extra_env)
+        return argv, env
+
+    def _prometheus_source_config(self) -> Path:
+        service = next(s for s in self.services.values() if s.kind == "prometheus")
+        for volume in service.volumes:
+            host, _, rest = volume.partition(":")
+            if rest.split(":")[0].endswith(".yml") and host.startswith("."):
+                return (self.root / host).resolve()
+        raise StackError(f"service {service.name}: no prometheus.yml volume")
+
+    def _prometheus_plan(self, service: Service) -> list[str]:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise StackError("the prometheus binary is not installed (Debian package prometheus)")
+        text = self._rewrite(self._prometheus_source_config().read_text())
+        self._leftover("prometheus.yml", text)
+        config = yaml.safe_load(text)
+        if self.scrape_interval:
+            config.setdefault("global", {})
+            config["global"]["scrape_interval"] = self.scrape_interval
+            config["global"]["evaluation_interval"] = self.scrape_interval
+            config["global"]["scrape_timeout"] = self.scrape_interval
+            for job in config.get("scrape_configs") or []:
+                job.pop("scrape_interval", None)
+                job.pop("scrape_timeout", None)
+        prom_dir = self.workdir / service.name
+        prom_dir.mkdir(parents=True, exist_ok=True)
+        config_path = prom_dir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        ((_, container_port),) = [key for key in self.ports if key[0] == service.name]
+        argv = [binary]
+        for arg in [*service.command, *self.extra_args.get(service.name, [])]:
+            if arg.startswith(("--config.file=", "--storage.tsdb.path=", "--web.listen-address=")):
+                continue  # replaced below: container paths and the container's listen address
+            argv.append(arg)
+        return [
+            *argv,
+            f"--config.file={config_path}",
+            f"--storage.tsdb.path={prom_dir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.ports[(service.name, container_port)]}",
+        ]
+
+    # --- addresses ------------------------------------------------------------------------
+
+    def port(self, service: str, container_port: int) -> int:
+        """The loopback port standing for `service:container_port`."""
+        return self.ports[(service, container_port)]
+
+    def url(self, service: str, container_port: int, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port(service, container_port)}{path}"
+
+    def argv_of(self, service: str) -> list[str]:
+        """The command line the service runs with."""
+        plan = self._plans[service]
+        if plan is None:
+            raise StackError(f"service {service} is external")
+        return list(plan[0])
+
+    def env_of(self, service: str) -> dict[str, str]:
+        plan = self._plans[service]
+        if plan is None:
+            raise StackError(f"service {service} is external")
+        return dict(plan[1])
+
+    def pid(self, service: str) -> int | None:
+        running = self.running.get(service)
+        return running.process.pid if running and running.process.poll() is None else None
+
+    # --- running --------------------------------------------------------------------------
+
+    def _launch(self, name: str) -> None:
+        plan = self._plans[name]
+        assert plan is not None
+        argv, env = plan
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        with log_path.open("ab") as log:
+            log.write(f"$ {shlex.join(argv)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env=env or None,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C goes to us; we stop them in order
+            )
+        self.running[name] = _Running(
+            self.all_services[name], argv, process, log_path, time.monotonic()
+        )
+
+    def _check_health(self, name: str) -> bool:
+        """One run of the service's compose health check, natively."""
+        service = self.all_services[name]
+        if service.kind in ("postgres", "redis"):
+            return _tcp_open(self.external[name], 5432 if service.kind == "postgres" else 6379)
+        check = service.healthcheck
+        if check is None:
+            return True
+        argv = [self._rewrite(arg, own=name) for arg in check.test]
+        timeout = min(check.timeout_s, 5.0)
+        if Path(argv[0]).name in ("wget", "curl"):  # an HTTP probe: made here, no binary needed
+            urls = [a for a in argv[1:] if a.startswith(("http://", "https://"))]
+            if len(urls) != 1:
+                raise StackError(f"service {name}: healthcheck {check.test!r} has no single URL")
+            try:
+                return http_get(urls[0], timeout=timeout)[0] < 400
+            except OSError:
+                return False
+        argv[0] = self._executable(argv[0])
+        plan = self._plans[name]
+        try:
+            result = subprocess.run(
+                argv,
+                cwd=self.root,
+                env=plan[1] or None if plan else None,
+                capture_output=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return result.returncode == 0
+
+    def _condition_met(self, dependency: str, condition: str) -> bool:
+        service = self.all_services[dependency]
+        if service.kind in ("postgres", "redis"):
+            return condition == "service_started" or self._check_health(dependency)
+        running = self.running.get(dependency)
+        if running is None:
+            return False
+        if condition == "service_completed_successfully":
+            code = self._exited(dependency)
+            if code is not None and code != 0:
+                raise StackError(f"{dependency} exited with {code}:\n{self.log_tail(dependency)}")
+            return code == 0
+        if condition == "service_healthy":
+            return running.healthy
+        return True
+
+    def _exited(self, name: str) -> int | None:
+        """The service's exit code (noting when it was first seen), None while it runs."""
+        code = self.running[name].process.poll()
+        if code is not None:
+            self.timings.setdefault(f"{name}_exited_s", round(time.monotonic() - self._began, 2))
+        return code
+
+    def _fail_if_exited(self) -> None:
+        for name, running in self.running.items():
+            code = running.process.poll()
+            if code is not None and running.service.restart != "no":
+                raise StackError(f"{name} exited with {code}:\n{self.log_tail(name)}")
+
+    def start(self, timeout: float = 120.0) -> Self:
+        """Start every service in dependency order; return once all are up and healthy."""
+        began = self._began = time.monotonic()
+        deadline = began + timeout
+        pending = [n for n in self.order if self._plans[n] is not None]
+        try:
+            while True:
+                for name, running in self.running.items():
+                    now = time.monotonic()
+                    if self._exited(name) is not None:
+                        continue
+                    if running.healthy or now < running.next_check:
+                        continue
+                    running.next_check = now + 0.25
+                    if self.all_services[name].healthcheck is None:
+                        running.healthy = True
+                    elif self._check_health(name):
+                        running.healthy = True
+                        self.timings[f"{name}_healthy_s"] = round(time.monotonic() - began, 2)
+                for name in list(pending):
+                    deps = self.all_services[name].depends_on
+                    if all(
+                        self._condition_met(d, c) for d, c in deps.items() if d in self.services
+                    ):
+                        self._launch(name)
+                        self.timings[f"{name}_started_s"] = round(time.monotonic() - began, 2)
+                        pending.remove(name)
+                self._fail_if_exited()
+                waiting = [
+                    n
+                    for n, r in self.running.items()
+                    if self.all_services[n].healthcheck and not r.healthy
+                ]
+                if not pending and not waiting:
+                    self.timings["up_s"] = round(time.monotonic() - began, 2)
+                    return self
+                if time.monotonic() > deadline:
+                    raise StackError(
+                        f"not up within {timeout} s: waiting to start {pending}, "
+                        f"to be healthy {waiting}"
+                    )
+                time.sleep(0.1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def check_running(self) -> None:
+        """StackError when a long-running service has exited (unless supervised: see
+        `supervise()`, which restarts it instead)."""
+        if self._supervisor is None:
+            self._fail_if_exited()
+
+    def supervise(self) -> Self:
+        """From now on, restart a role that exits as compose's `restart` policy would (`always`,
+        `unless-stopped`, or `on-failure` after a non-zero exit), a second after it exited; each
+        restart is counted in `restarts` and its output appended to the role's log."""
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(
+                target=self._supervise, name="stack-supervisor", daemon=True
+            )
+            self._supervisor.start()
+        return self
+
+    def _supervise(self) -> None:
+        exited: dict[str, float] = {}
+        while not self._stopping.wait(0.2):
+            with self._lock:
+                for name, running in list(self.running.items()):
+                    code = running.process.poll()
+                    policy = running.service.restart
+                    if code is None or policy == "no" or (policy == "on-failure" and code == 0):
+                        continue
+                    first_seen = exited.setdefault(name, time.monotonic())
+                    if time.monotonic() - first_seen >= 1.0:
+                        del exited[name]
+                        self.restarts[name] = self.restarts.get(name, 0) + 1
+                        self._launch(name)
+
+    def run(self, service: str, *args: str, timeout: float = 120.0) -> str:
+        """A one-off command in `service`'s environment (`docker compose run --rm SERVICE ...`),
+        `python` being this interpreter; its stdout (StackError on a non-zero exit)."""
+        argv = [self._executable(args[0]), *args[1:]]
+        result = subprocess.run(
+            argv,
+            cwd=self.root,
+            env=self.env_of(service),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise StackError(f"{shlex.join(args)} exited with {result.returncode}: {result.stderr}")
+        return result.stdout
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM every process (dependents first), SIGKILL after `grace`; the exit codes."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join()
+        with self._lock:
+            return self._stop_all()
+
+    def _stop_all(self) -> dict[str, int]:
+        for name in reversed(list(self.running)):
+            process = self.running[name].process
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + self.grace
+            while process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if process.poll() is None:
+                self.killed.append(name)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                process.wait()
+            self.exit_codes[name] = process.returncode
+        self.running.clear()
+        return dict(self.exit_codes)
+
+    def log_tail(self, service: str, lines: int = 40) -> str:
+        path = self.log_dir / f"{service}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def __enter__(self) -> Self:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,126 @@
+"""The scheduler process's Prometheus metrics, fed from each cycle's CycleReport.
+
+`runscheduler --metrics-port N` serves `registry` on :N/metrics. Durations are observed for busy
+cycles only (pods attempted, workloads admitted or evicted, reservations reconciled): an idle
+leader polls every half second, and those near-zero cycles would drown the distribution of real
+ones.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from gpusched.process_metrics import role_registry
+
+if TYPE_CHECKING:  # the worker may import this module to call record_eviction
+    from scheduling.worker import CycleReport
+
+registry = role_registry()
+
+ATTEMPT_RESULTS = ("scheduled", "unschedulable", "conflict")
+PHASES = ("admission", "snapshot", "schedule", "commit")
+# Why a workload was evicted (label values of gpusched_evictions_total).
+PREEMPTION = "preemption"  # CycleReport.preempted: room for another workload, on quota or nodes
+RECLAIM = "reclaim"  # CycleReport.reclaimed: lent capacity whose owner uses it again
+
+attempts = Counter(
+    "gpusched_scheduling_attempts",
+    "Pod scheduling attempts by result: scheduled (bound), unschedulable (fits nowhere), "
+    "conflict (the database refused the bind).",
+    ["result"],
+    registry=registry,
+)
+gangs_bound = Counter("gpusched_gangs_bound", "Gangs bound all together.", registry=registry)
+workloads_admitted = Counter(
+    "gpusched_workloads_admitted", "Workloads admitted (quota reserved).", registry=registry
+)
+evictions = Counter(
+    "gpusched_evictions",
+    "Workloads evicted and requeued by the scheduler, by reason: preemption (room for another "
+    "workload, on quota or on nodes) or reclaim (lent GPU capacity its owner uses again).",
+    ["reason"],
+    registry=registry,
+)
+reservations_reconciled = Counter(
+    "gpusched_reservations_reconciled",
+    "Expired reservations released on becoming leader.",
+    registry=registry,
+)
+leader = Gauge(
+    "gpusched_scheduler_leader",
+    "1 while this process holds the scheduler lease.",
+    registry=registry,
+)
+cycle_seconds = Histogram(
+    "gpusched_scheduling_cycle_duration_seconds",
+    "Busy scheduling cycles: admission + snapshot + schedule + commit.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    registry=registry,
+)
+phase_seconds = Histogram(
+    "gpusched_scheduling_phase_duration_seconds",
+    "Busy scheduling cycles, by phase.",
+    ["phase"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=registry,
+)
+pod_schedule_seconds = Histogram(
+    "gpusched_scheduling_pod_duration_seconds",
+    "Scheduling-algorithm time per attempted pod (filter, score, reserve, preemption): the "
+    "cycle's schedule phase divided by its pods, observed once per pod.",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+    registry=registry,
+)
+
+# Every labelled series exists from the start, so rate() and absent() see a zero, not nothing.
+for _result in ATTEMPT_RESULTS:
+    attempts.labels(result=_result)
+for _reason in (PREEMPTION, RECLAIM):
+    evictions.labels(reason=_reason)
+for _phase in PHASES:
+    phase_seconds.labels(phase=_phase)
+
+
+def is_busy(report: CycleReport) -> bool:
+    return bool(report.attempted or report.admitted or report.reconciled or report.reclaimed)
+
+
+def record_cycle(report: CycleReport) -> None:
+    """Count what one `SchedulerWorker.run_once()` did."""
+    leader.set(1 if report.leading else 0)
+    if not report.leading:
+        return
+    gangs_bound.inc(report.gangs_bound)
+    workloads_admitted.inc(report.admitted)
+    reservations_reconciled.inc(report.reconciled)
+    record_eviction(PREEMPTION, report.preempted)
+    record_eviction(RECLAIM, report.reclaimed)
+    if is_busy(report):
+        phases = {
+            "admission": report.admission_s,
+            "snapshot": report.snapshot_s,
+            "schedule": report.schedule_s,
+            "commit": report.commit_s,
+        }
+        for phase, seconds in phases.items():
+            phase_seconds.labels(phase=phase).observe(seconds)
+        cycle_seconds.observe(sum(phases.values()))
+        if report.attempted:
+            per_pod = report.schedule_s / report.attempted
+            for _ in range(report.attempted):
+                pod_schedule_seconds.observe(per_pod)
+    # The attempts last: a scrape (from the server's thread) that sees a cycle's pods counted
+    # sees everything else of that cycle too.
+    attempts.labels(result="scheduled").inc(report.bound)
+    attempts.labels(result="unschedulable").inc(report.unschedulable)
+    attempts.labels(result="conflict").inc(report.conflicts)
+
+
+def record_eviction(reason: str, workloads: int = 1) -> None:
+    """Count `workloads` evicted for `reason`, a short fixed word (a label value: never a name
+    or a free-form message). record_cycle counts the evictions a CycleReport carries; an
+    eviction path outside the cycle report calls this itself."""
+    if workloads:
+        evictions.labels(reason=reason).inc(workloads)

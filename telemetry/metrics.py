@@ -1,0 +1,67 @@
+"""The telemetry ingester's Prometheus metrics, fed from each cycle's report.
+
+`ingesttelemetry --loop --metrics-port N` serves `registry` on :N/metrics.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from gpusched.process_metrics import role_registry
+
+if TYPE_CHECKING:
+    from telemetry.management.commands.ingesttelemetry import CycleReport
+
+registry = role_registry()
+
+cycles = Counter(
+    "gpusched_telemetry_ingest_cycles",
+    "Ingest cycles by result: ok (data stored) or failed (no data from the source).",
+    ["result"],
+    registry=registry,
+)
+samples_ingested = Counter(
+    "gpusched_telemetry_samples_ingested",
+    "Samples parsed from the source in successful cycles.",
+    registry=registry,
+)
+lines_skipped = Counter(
+    "gpusched_telemetry_lines_skipped",
+    "Exposition lines (or vector items) skipped as malformed, by reason.",
+    ["reason"],
+    registry=registry,
+)
+gpus_reporting = Gauge(
+    "gpusched_telemetry_gpus_reporting",
+    "GPUs (and MIG instances) stored by the last successful cycle.",
+    registry=registry,
+)
+cycle_seconds = Histogram(
+    "gpusched_telemetry_ingest_duration_seconds",
+    "Whole ingest cycles: fetch, store, freshness, rollup, prune.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+    registry=registry,
+)
+# A timestamp rather than an age, the Prometheus convention (node_exporter's *_timestamp_seconds):
+# the age is `time() - gpusched_telemetry_last_success_timestamp_seconds` in a query or an alert.
+last_success = Gauge(
+    "gpusched_telemetry_last_success_timestamp_seconds",
+    "Unix time of this ingester's last successful cycle (0 before the first).",
+    registry=registry,
+)
+for _result in ("ok", "failed"):
+    cycles.labels(result=_result)
+
+
+def record_cycle(report: CycleReport) -> None:
+    cycle_seconds.observe(report.total_s)
+    for reason, count in report.skipped_reasons.items():
+        lines_skipped.labels(reason=reason).inc(count)
+    if report.ok:
+        samples_ingested.inc(report.samples)
+        gpus_reporting.set(report.gpus)
+        last_success.set_to_current_time()
+    # Counted last: a scrape that sees the cycle sees everything else it did too.
+    cycles.labels(result="ok" if report.ok else "failed").inc()
