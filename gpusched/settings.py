@@ -280,11 +280,12 @@ LOGGING = {
         "json": {"()": "gpusched.log_formats.JsonFormatter"},
     },
     "handlers": {
-        "stdout": {
+        # stderr: stdout is the commands' own output (`--json` documents, reports).
+        "stderr": {
             "class": "logging.StreamHandler",
-            "stream": "ext://sys.stdout",
+            "stream": "ext://sys.stderr",
             "formatter": LOG_FORMAT,
         },
     },
-    "root": {"handlers": ["stdout"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},
 }

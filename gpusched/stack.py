@@ -278,7 +278,8 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-def _tcp_open(url: str, default_port: int) -> bool:
+def tcp_open(url: str, default_port: int) -> bool:
+    """Something accepts TCP connections at the URL's host and port."""
     parts = urllib.parse.urlsplit(url)
     try:
         with socket.create_connection(
@@ -596,7 +597,7 @@ class NativeStack:
         """One run of the service's compose health check, natively."""
         service = self.all_services[name]
         if service.kind in ("postgres", "redis"):
-            return _tcp_open(self.external[name], 5432 if service.kind == "postgres" else 6379)
+            return tcp_open(self.external[name], 5432 if service.kind == "postgres" else 6379)
         check = service.healthcheck
         if check is None:
             return True

@@ -71,8 +71,11 @@ class ClusterCache:
                 if held is not None and held[1].reclaimed:
                     request, lent = held
                     promoted = replace(lent, reclaimed=False)
+                    # Keep its age: preemption prefers the most recently started victims.
+                    sequence = state.snapshot.pods.held[request.uid].sequence
                     state.snapshot.forget(request, lent)
                     state.snapshot.assume(request, promoted)
+                    state.snapshot.pods.renumber(request.uid, sequence)
                     state.held[request.uid] = (request, promoted)
             elif kind == "pod.bound" and payload["uid"] not in state.held:
                 bound_elsewhere.append(payload["uid"])

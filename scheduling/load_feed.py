@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
 from scheduling.core.types import PodRequest
 from scheduling.efficiency import tenant_efficiency
@@ -29,7 +31,9 @@ class LoadFeed:
         refresh_every_s: float = REFRESH_EVERY_S,
         ratios_every_s: float = RATIOS_EVERY_S,
         monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], datetime] = timezone.now,
     ) -> None:
+        self.clock = clock  # the worker's: the usage window ends now, simulated or not
         self.refresh_every_s = refresh_every_s
         self.ratios_every_s = ratios_every_s
         self.monotonic = monotonic
@@ -41,7 +45,9 @@ class LoadFeed:
     def usage_ratios(self) -> dict[str, float]:
         """Each tenant's p95 used / requested GPUs (refreshed every ratios_every_s)."""
         if self.monotonic() - self._ratios_at > self.ratios_every_s:
-            self._ratios = {name: e.usage_ratio for name, e in tenant_efficiency().items()}
+            self._ratios = {
+                name: e.usage_ratio for name, e in tenant_efficiency(now=self.clock()).items()
+            }
             self._ratios_at = self.monotonic()
         return self._ratios
 

@@ -249,15 +249,16 @@ def test_scheduler_metrics_count_what_a_real_cycle_did() -> None:
 
 
 @contextmanager
-def running(argv: list[str], *, stdout: Path, env: dict[str, str]) -> Iterator[None]:
-    """A manage.py command on the test database until the block ends; then SIGTERM."""
-    with stdout.open("wb") as out:
+def running(argv: list[str], *, log: Path, env: dict[str, str]) -> Iterator[None]:
+    """A manage.py command on the test database until the block ends; then SIGTERM. Its log
+    (stderr) goes to `log`."""
+    with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "manage.py", *argv],
             cwd=ROOT,
             env={**os.environ, "DATABASE_URL": database_url(), **env},
-            stdout=out,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
         )
         try:
             yield
@@ -280,7 +281,7 @@ def test_runscheduler_serves_its_metrics_and_logs_json_lines(tmp_path: Path) -> 
     argv = ["runscheduler", "--loop", "--profile", "topology", "--interval", "0.05"]
     env = {"GPUSCHED_LOG_FORMAT": "json", "GPUSCHED_LOG_LEVEL": "INFO"}
 
-    with running([*argv, "--metrics-port", str(port)], stdout=log, env=env):
+    with running([*argv, "--metrics-port", str(port)], log=log, env=env):
         series = scrape_until(
             url, lambda s: value(s, "gpusched_scheduling_attempts_total", result="scheduled") == 20
         )
@@ -312,7 +313,7 @@ def test_ingesttelemetry_serves_its_metrics(tmp_path: Path) -> None:
     with FakeExporter(states) as exporter:
         exporter.body = exporter.text() + 'DCGM_FI_DEV_GPU_UTIL{gpu="9" 1\n'  # one bad line
         argv = ["ingesttelemetry", "--loop", "--interval", "0.2", "--targets", exporter.url]
-        with running([*argv, "--metrics-port", str(port)], stdout=tmp_path / "ingest.log", env={}):
+        with running([*argv, "--metrics-port", str(port)], log=tmp_path / "ingest.log", env={}):
             series = scrape_until(
                 url,
                 lambda s: (

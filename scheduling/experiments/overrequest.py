@@ -148,7 +148,7 @@ def simulate(
         clock=clock,
         lease_duration_s=10 * hours * 3600,
         cache=ClusterCache(monotonic=clock.monotonic),
-        load_feed=LoadFeed(monotonic=clock.monotonic),
+        load_feed=LoadFeed(monotonic=clock.monotonic, clock=clock),
         reclaim_feed=ReclaimFeed(monotonic=clock.monotonic, enabled=reclaim),
     )
     end = START + timedelta(hours=hours)

@@ -101,3 +101,17 @@ def web_server(
             process.wait()
         if log:
             out.close()  # type: ignore[union-attr]
+
+
+def set_cordoned(name: str, cordoned: bool = True) -> int:
+    """Change a node as an admin would (through the service, with its outbox event) from a test's
+    helper thread; the id of the event."""
+    from dashboard.selectors import head_event_id
+    from scheduling import services
+    from scheduling.models import Node
+
+    try:
+        services.node_set_cordoned(node=Node.objects.get(name=name), cordoned=cordoned)
+        return head_event_id()
+    finally:
+        connection.close()  # this thread's connection: the test database is dropped later

@@ -10,13 +10,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from django.db import connection
 
-from dashboard.selectors import head_event_id
-from scheduling import services
-from scheduling.models import Node
 from tests.dashboard.conftest import REDIS_URL, make_admin, redis_available, session_cookie
-from tests.dashboard.servers import web_server
+from tests.dashboard.servers import set_cordoned, web_server
 from tests.scheduling import factories
 
 pytestmark = [
@@ -24,14 +20,6 @@ pytestmark = [
     pytest.mark.postgres,
     pytest.mark.skipif(not redis_available(), reason=f"no Redis at {REDIS_URL}"),
 ]
-
-
-def cordon(name: str) -> int:
-    try:
-        services.node_set_cordoned(node=Node.objects.get(name=name), cordoned=True)
-        return head_event_id()
-    finally:
-        connection.close()  # this thread's connection: the test database is dropped later
 
 
 class Socket:
@@ -85,7 +73,7 @@ def test_every_replica_delivers_each_change_once() -> None:
 
             # Idle for longer than redis-py 8's default read timeout: the sockets stay up.
             await asyncio.sleep(6.5)
-            event_id = await asyncio.to_thread(cordon, names[0])
+            event_id = await asyncio.to_thread(set_cordoned, names[0])
             for socket in sockets:
                 deltas = await socket.deltas_until(event_id)
                 assert len(deltas) == 1, deltas

@@ -14,11 +14,8 @@ from django.db import connection
 
 from api import services as api_services
 from dashboard.live import State, apply
-from dashboard.selectors import head_event_id
-from scheduling import services
-from scheduling.models import Node
 from tests.dashboard.conftest import make_admin, session_cookie
-from tests.dashboard.servers import web_server
+from tests.dashboard.servers import set_cordoned, web_server
 from tests.faults.servers import Api, PrivateRedis, http, private_redis, tail, workload_body
 from tests.scheduling import factories
 
@@ -31,16 +28,6 @@ RECONNECT_S = 0.3
 # channels-redis pool fails once (a refused handshake or a 1011 close) before fresh ones replace
 # them. A few reconnects, not a storm.
 DROPS_AFTER_RESTART = 4
-
-
-def set_cordoned(name: str, cordoned: bool) -> int:
-    """Change a node as an admin would (through the service, with its outbox event); the id of
-    the event."""
-    try:
-        services.node_set_cordoned(node=Node.objects.get(name=name), cordoned=cordoned)
-        return head_event_id()
-    finally:
-        connection.close()  # this thread's connection: the test database is dropped later
 
 
 class LiveClient:

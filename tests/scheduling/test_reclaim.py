@@ -149,6 +149,8 @@ def test_when_the_lenders_leave_a_lent_share_moves_onto_free_capacity() -> None:
     opportunistic("sweep", milli=300)
     run.run_once()
     gpu = lent_pod("sweep").gpu_id
+    uid = str(lent_pod("sweep").allocation.pod.uid)
+    placed_as = run.cache.state().snapshot.pods.held[uid].sequence
     owner = list(Pod.objects.filter(workload__name="owner"))
     services.pods_start(pods=owner, now=clock.now)
     services.pods_finish(pods=owner, now=clock.now)
@@ -165,4 +167,6 @@ def test_when_the_lenders_leave_a_lent_share_moves_onto_free_capacity() -> None:
     assert state.snapshot.gpu_free.tolist() == fresh.gpu_free.tolist()
     assert state.snapshot.gpu_lent.tolist() == fresh.gpu_lent.tolist()
     assert not fresh.gpu_lent.any()
-    assert state.held[str(assignment.allocation.pod.uid)][1].reclaimed is False
+    assert state.held[uid][1].reclaimed is False
+    # Promoted, not restarted: preemption still sees it as the pod placed back then.
+    assert state.snapshot.pods.held[uid].sequence == placed_as

@@ -5,42 +5,31 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import urllib.parse
 
 import pytest
+
+from gpusched.stack import tcp_open
 
 POSTGRES_URL = os.environ.get("GPUSCHED_TEST_POSTGRES_URL", "")
 REDIS_URL = os.environ.get("GPUSCHED_TEST_REDIS_URL", "")
 
 
-def _reachable(url: str, default_port: int) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    try:
-        with socket.create_connection(
-            (parts.hostname or "127.0.0.1", parts.port or default_port), 2
-        ):
-            return True
-    except OSError:
-        return False
+def _server_url(url: str, env_name: str, default_port: int) -> str:
+    if not url:
+        pytest.skip(f"{env_name} is not set (scripts/test.sh sets it)")
+    if not tcp_open(url, default_port):
+        pytest.skip(f"{url} is not reachable")
+    return url
 
 
 @pytest.fixture(scope="session")
 def postgres_server_url() -> str:
-    if not POSTGRES_URL:
-        pytest.skip("GPUSCHED_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)")
-    if not _reachable(POSTGRES_URL, 5432):
-        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is not reachable")
-    return POSTGRES_URL
+    return _server_url(POSTGRES_URL, "GPUSCHED_TEST_POSTGRES_URL", 5432)
 
 
 @pytest.fixture(scope="session")
 def redis_server_url() -> str:
-    if not REDIS_URL:
-        pytest.skip("GPUSCHED_TEST_REDIS_URL is not set (scripts/test.sh sets it)")
-    if not _reachable(REDIS_URL, 6379):
-        pytest.skip(f"Redis at {REDIS_URL} is not reachable")
-    return REDIS_URL
+    return _server_url(REDIS_URL, "GPUSCHED_TEST_REDIS_URL", 6379)
 
 
 @pytest.fixture(scope="session")

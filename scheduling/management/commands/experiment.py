@@ -75,8 +75,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
         over = parser.add_argument_group("overrequest")
         over.add_argument("--spec", default="overrequest", help="cluster spec (name or YAML)")
-        over.add_argument("--hours", type=float, default=10.0, help="simulated hours")
-        over.add_argument("--warmup-hours", type=float, default=2.5, help="left out of measures")
+        over.add_argument("--hours", type=float, default=8.0, help="simulated hours")
+        over.add_argument("--warmup-hours", type=float, default=2.0, help="left out of measures")
         over.add_argument("--plot", default="", help="write a PNG of the comparison here")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -22,7 +22,8 @@ from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
 from scheduling.worker import LEASE_NAME, CycleReport, SchedulerWorker
 
-logger = logging.getLogger("scheduling.cycle")
+logger = logging.getLogger(__name__)
+cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
 
 
 class Command(LoopCommand):
@@ -53,7 +54,7 @@ class Command(LoopCommand):
         )
         if options["identity"]:
             worker.identity = options["identity"]
-        self.stderr.write(f"runscheduler: {worker.identity} starting")
+        logger.info("runscheduler: %s starting", worker.identity)
         server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
 
         def step() -> float | None:
@@ -73,15 +74,15 @@ class Command(LoopCommand):
             try:
                 worker.stand_down()
             except DatabaseError as exc:  # the lease then simply expires
-                self.stderr.write(f"runscheduler: could not give up the lease: {exc}")
+                logger.warning("runscheduler: could not give up the lease: %s", exc)
             stop_serving(server)
-            self.stderr.write(f"runscheduler: {worker.identity} stopped")
+            logger.info("runscheduler: %s stopped", worker.identity)
 
 
 def log_cycle(report: CycleReport) -> None:
     """One line per busy cycle; every number of the report is also an `extra` field (a key of
     its own in GPUSCHED_LOG_FORMAT=json)."""
-    logger.info(
+    cycle_logger.info(
         "cycle: %d pods attempted, %d bound, %d unschedulable, %d conflicts; %d workloads "
         "admitted, %d preempted; %.3f s",
         report.attempted,
