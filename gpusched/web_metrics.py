@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from django.db import DatabaseError
@@ -48,6 +48,19 @@ def _counts(rows: Iterable[tuple[str, int]], keys: Iterable[str]) -> dict[str, i
     for key, n in rows:
         counts[key] = counts.get(key, 0) + n
     return counts
+
+
+def _counts_by(
+    model: type[Workload] | type[Pod], field: str, values: Sequence[str]
+) -> dict[str, int]:
+    """Rows of `model` per value of `field`, for the given values."""
+    rows = (
+        model.objects.filter(**{f"{field}__in": values})
+        .values_list(field)
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return _counts(rows, values)
 
 
 class ClusterCollector:
@@ -132,21 +145,9 @@ class ClusterCollector:
         )
 
     def _cluster(self) -> Iterable[GaugeMetricFamily]:
-        workloads = _counts(
-            Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-            .values_list("state")
-            .annotate(n=Count("id"))
-            .order_by(),
-            Workload.ACTIVE_STATES,
-        )
+        workloads = _counts_by(Workload, "state", Workload.ACTIVE_STATES)
         yield _gauge("gpusched_workloads", "Active workloads, by state.", workloads, "state")
-        pods = _counts(
-            Pod.objects.filter(phase__in=Pod.ACTIVE_PHASES)
-            .values_list("phase")
-            .annotate(n=Count("id"))
-            .order_by(),
-            Pod.ACTIVE_PHASES,
-        )
+        pods = _counts_by(Pod, "phase", Pod.ACTIVE_PHASES)
         yield _gauge(
             "gpusched_pods",
             "Active pods, by phase (Pending: waiting for a node; Bound, Running: placed).",

@@ -32,9 +32,14 @@ def redis_server_url() -> str:
     return _server_url(REDIS_URL, "GPUSCHED_TEST_REDIS_URL", 6379)
 
 
+def installed(binary: str) -> str:
+    """The path of a Debian package's binary of the same name; the test skips without it."""
+    path = shutil.which(binary)
+    if path is None:
+        pytest.skip(f"{binary} is not installed (Debian package {binary})")
+    return path
+
+
 @pytest.fixture(scope="session")
 def prometheus_binary() -> str:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("the prometheus binary is not installed (Debian package prometheus)")
-    return binary
+    return installed("prometheus")

@@ -28,6 +28,7 @@ from gpusched.stack import (
     load_compose,
     start_order,
 )
+from tests.stack.conftest import installed
 
 ROLES = ("migrate", "web", "scheduler", "simulator", "ingester")
 # What compose requires from the environment (docker-compose.yml's header).
@@ -47,10 +48,7 @@ def compose_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def docker_compose() -> str:
-    binary = shutil.which("docker-compose")
-    if binary is None:
-        pytest.skip("docker-compose is not installed (Debian package docker-compose)")
-    return binary
+    return installed("docker-compose")
 
 
 def compose_config(binary: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
