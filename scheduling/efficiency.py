@@ -62,6 +62,11 @@ def tenant_efficiency(
     }
 
 
+def usage_ratios(*, now: datetime | None = None) -> dict[str, float]:
+    """Each tenant's p95 used / requested GPUs over the default window (1 when unknown)."""
+    return {name: e.usage_ratio for name, e in tenant_efficiency(now=now).items()}
+
+
 def workload_advice(
     *, window: timedelta = DEFAULT_WINDOW, now: datetime | None = None, tenant: str | None = None
 ) -> list[WorkloadAdvice]:

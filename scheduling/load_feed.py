@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
 from scheduling.core.types import PodRequest
-from scheduling.efficiency import tenant_efficiency
+from scheduling.efficiency import usage_ratios
 from scheduling.models import Allocation
 from scheduling.selectors import ClusterState
 from telemetry.selectors import gpu_loads
@@ -45,9 +45,7 @@ class LoadFeed:
     def usage_ratios(self) -> dict[str, float]:
         """Each tenant's p95 used / requested GPUs (refreshed every ratios_every_s)."""
         if self.monotonic() - self._ratios_at > self.ratios_every_s:
-            self._ratios = {
-                name: e.usage_ratio for name, e in tenant_efficiency(now=self.clock()).items()
-            }
+            self._ratios = usage_ratios(now=self.clock())
             self._ratios_at = self.monotonic()
         return self._ratios
 

@@ -150,7 +150,5 @@ class ReclaimFeed:
                 lent=tuple(held.lent),
             )
         # Keep what is known of GPUs still lending; forget owners that are gone.
-        self._alone = {
-            k: v for k, v in self._alone.items() if k[0] in result and k not in alone
-        } | alone
+        self._alone = {k: v for k, v in self._alone.items() if k[0] in result} | alone
         return result

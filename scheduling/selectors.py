@@ -50,7 +50,7 @@ from scheduling.core.types import (
     TopologyPolicy,
     TopologyScope,
 )
-from scheduling.efficiency import tenant_efficiency
+from scheduling.efficiency import usage_ratios
 from scheduling.models import (
     Allocation,
     ClusterQueue,
@@ -516,8 +516,7 @@ class ClusterQueueStatus:
 def cluster_queue_status() -> list[ClusterQueueStatus]:
     """Each cluster queue's quota, use, borrowing and fair share, like Kueue's status."""
     setup = queue_setup()
-    ratios = {name: e.usage_ratio for name, e in tenant_efficiency().items()}
-    admitted = admitted_workloads(ratios)
+    admitted = admitted_workloads(usage_ratios())
     book = quota_book(setup, admitted)
     pending: dict[str, int] = defaultdict(int)
     for _, queued in queued_workloads(setup):

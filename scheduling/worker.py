@@ -32,6 +32,7 @@ from scheduling.core.queueing.batch import classify, schedule_batch
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Decision, Framework
+from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import PodRequest, ServiceClass
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
@@ -180,16 +181,7 @@ class SchedulerWorker:
                 report.gangs_bound += 1
 
         # An online share just placed beside lent pods gets its GPU to itself within this cycle.
-        if any(
-            pod.service_class is ServiceClass.ONLINE
-            and placement.gpu_indices
-            and cluster.snapshot.gpu_lent[
-                cluster.snapshot.index[placement.node], list(placement.gpu_indices)
-            ].any()
-            for pod, placement in (
-                (d.pod, d.placement) for _, d in placed if d.placement is not None
-            )
-        ):
+        if any(_online_beside_lent(cluster.snapshot, decision) for _, decision in placed):
             report.reclaimed += self._reclaim(now, force=True)
 
         # 9. Why the others wait: per pod (backoff, decision record) and per workload.
@@ -453,3 +445,12 @@ class SchedulerWorker:
     def stand_down(self) -> None:
         services.lease_release(name=self.lease_name, holder=self.identity)
         self.leading = False
+
+
+def _online_beside_lent(snapshot: ClusterSnapshot, decision: Decision) -> bool:
+    """An online pod placed on a GPU that lends part of itself to opportunistic pods."""
+    placement = decision.placement
+    if placement is None or decision.pod.service_class is not ServiceClass.ONLINE:
+        return False
+    gpus = list(placement.gpu_indices)
+    return bool(snapshot.gpu_lent[snapshot.index[placement.node], gpus].any())
