@@ -50,7 +50,7 @@ bench-telemetry: venv
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py bench_telemetry --nodes 5000 --gpus 8 --fields 10 --json
 
-# The whole stack: docker-compose.yml's processes run natively (gpusched/stack.py) on a fresh
+# The whole stack: docker-compose.yml's processes run natively (bench/stack.py) on a fresh
 # database on the PostgreSQL at BENCH_POSTGRES_URL (dropped after) and the Redis at REDIS_URL, with
 # 8 tenants submitting through the REST API and 200 live dashboards for 60 s (docs/benchmarks.md).
 BENCH_POSTGRES_URL ?= $(or $(GPUSCHED_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/postgres)
@@ -79,4 +79,4 @@ bench-replay: venv
 		$(REPLAY) --pods $$pods --policy gpusched --plot docs/img/openb-$$trace.png \
 			--overlay $$out-best-fit.json $$out-fgd.json > $$out-gpusched.json; \
 	done
-	$(BIN)/python -m scheduling.replay.report var/bench-replay/*.json
+	$(BIN)/python -m bench.replay.report var/bench-replay/*.json

@@ -59,6 +59,8 @@ INSTALLED_APPS = [
     "dashboard",
     "kube",
     "api",
+    "sim",
+    "bench",
 ]
 
 MIDDLEWARE = [

@@ -18,4 +18,4 @@ urlpatterns = [
 ]
 
 # Unknown paths under /api/ answer in the API error shape; others get the usual page.
-handler404 = "api.views.not_found"
+handler404 = "api.views.fallbacks.not_found"

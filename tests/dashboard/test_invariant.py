@@ -28,8 +28,8 @@ from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.models import Node, Pod, Workload
 from scheduling.profile_files import load_profile
-from scheduling.sim.cluster import build_nodes, synthetic_pools
 from scheduling.worker import SchedulerWorker
+from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.conftest import Client_, admin_cookie, connect, outbox_only
 from tests.scheduling import factories
 

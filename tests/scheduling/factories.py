@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduling import services
 from scheduling.core.types import ServiceClass, TopologyPolicy
 from scheduling.models import Node, Tenant, Workload
-from scheduling.sim.cluster import build_nodes, synthetic_pools
+from sim.cluster import build_nodes, synthetic_pools
 
 
 def nodes(count: int, topology: str = "dgx-h100") -> list[Node]:

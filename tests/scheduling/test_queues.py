@@ -28,8 +28,8 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.profile_files import load_profile
-from scheduling.sim.cluster import build_nodes, synthetic_pools
 from scheduling.worker import SchedulerWorker
+from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -1,0 +1,250 @@
+"""Queues as tenants and admins see them: local queues, flavors, cluster queues and priority
+classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api import selectors
+from api.permissions import IsAdmin, IsTenant
+from api.views.common import (
+    AdminApi,
+    TenantApi,
+    documented,
+)
+from scheduling.models import Tenant
+
+
+class LocalQueueSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    namespace = serializers.CharField()
+    tenant = serializers.CharField()
+    clusterQueue = serializers.CharField(
+        allow_null=True, help_text="null: no such LocalQueue (its workloads are inadmissible)"
+    )
+    pendingWorkloads = serializers.IntegerField()
+    admittedWorkloads = serializers.IntegerField()
+    runningWorkloads = serializers.IntegerField()
+
+
+def _queue_docs(tenant: Tenant | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": lq.name,
+            "namespace": lq.namespace,
+            "tenant": lq.tenant,
+            "clusterQueue": lq.cluster_queue,
+            "pendingWorkloads": lq.pending,
+            "admittedWorkloads": lq.admitted,
+            "runningWorkloads": lq.running,
+        }
+        for lq in selectors.local_queues(tenant)
+    ]
+
+
+class LocalQueueListApi(TenantApi):
+    class OutputSerializer(serializers.Serializer):
+        items = LocalQueueSerializer(many=True)
+
+    @extend_schema(
+        operation_id="queue_list",
+        summary="The tenant's local queues and their workload counts",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        items = _queue_docs(self.tenant(request))
+        return Response(LocalQueueListApi.OutputSerializer({"items": items}).data)
+
+
+class FlavorListApi(APIView):
+    permission_classes = [IsTenant | IsAdmin]
+
+    class OutputSerializer(serializers.Serializer):
+        class FlavorSerializer(serializers.Serializer):
+            name = serializers.CharField()
+            gpuModel = serializers.CharField()
+            nodeLabels = serializers.DictField(child=serializers.CharField())
+            nodes = serializers.IntegerField()
+            cordonedNodes = serializers.IntegerField()
+            gpus = serializers.IntegerField()
+            gpusFree = serializers.IntegerField(help_text="whole GPUs free on schedulable nodes")
+            largestFreeBlock = serializers.IntegerField(
+                help_text="most free whole GPUs on one schedulable node"
+            )
+            sharedMilliFree = serializers.IntegerField(
+                help_text="spare milli-GPUs on shared (time-slicing/MPS) GPUs"
+            )
+            migGpus = serializers.IntegerField()
+
+        nodes = serializers.IntegerField()
+        schedulableNodes = serializers.IntegerField()
+        cpuFree = serializers.CharField()
+        memoryFree = serializers.CharField()
+        items = FlavorSerializer(many=True, help_text="ResourceFlavors (else one per GPU model)")
+        gpuModels = FlavorSerializer(many=True, help_text="the same capacity per GPU model")
+
+    @extend_schema(
+        operation_id="flavor_list",
+        summary="GPU flavors (by model) and their free capacity",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        cap = selectors.capacity()
+        doc = {
+            "nodes": cap.nodes,
+            "schedulableNodes": cap.schedulable_nodes,
+            "cpuFree": selectors.format_amount("cpu", cap.cpu_milli_free),
+            "memoryFree": selectors.format_amount("memory", cap.memory_mib_free),
+            "items": [_flavor_doc(f) for f in cap.flavors],
+            "gpuModels": [_flavor_doc(f) for f in cap.gpu_models],
+        }
+        return Response(FlavorListApi.OutputSerializer(doc).data)
+
+
+def _flavor_doc(f: selectors.FlavorView) -> dict[str, Any]:
+    return {
+        "name": f.name,
+        "gpuModel": f.gpu_model,
+        "nodeLabels": f.node_labels,
+        "nodes": f.nodes,
+        "cordonedNodes": f.cordoned_nodes,
+        "gpus": f.gpus,
+        "gpusFree": f.gpus_free,
+        "largestFreeBlock": f.largest_free_block,
+        "sharedMilliFree": f.shared_milli_free,
+        "migGpus": f.mig_gpus,
+    }
+
+
+class AdminLocalQueueListApi(AdminApi):
+    class OutputSerializer(serializers.Serializer):
+        items = LocalQueueSerializer(many=True)
+
+    @extend_schema(
+        operation_id="admin_local_queue_list",
+        summary="Every tenant's local queues and their workload counts",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        return Response(AdminLocalQueueListApi.OutputSerializer({"items": _queue_docs(None)}).data)
+
+
+class ClusterQueueListApi(AdminApi):
+    class OutputSerializer(serializers.Serializer):
+        class ClusterQueueSerializer(serializers.Serializer):
+            class FlavorUsageSerializer(serializers.Serializer):
+                class ResourceUsageSerializer(serializers.Serializer):
+                    name = serializers.CharField()
+                    nominalQuota = serializers.CharField()
+                    borrowingLimit = serializers.CharField(allow_null=True)
+                    lendingLimit = serializers.CharField(allow_null=True)
+                    total = serializers.CharField(help_text="in use")
+                    borrowed = serializers.CharField()
+                    available = serializers.CharField(
+                        help_text="still admissible, borrowing included"
+                    )
+
+                name = serializers.CharField()
+                resources = ResourceUsageSerializer(many=True)
+
+            name = serializers.CharField()
+            cohortName = serializers.CharField(allow_blank=True)
+            queueingStrategy = serializers.CharField()
+            preemption = serializers.DictField(child=serializers.JSONField())
+            fairSharingWeight = serializers.FloatField()
+            localQueues = serializers.ListField(child=serializers.CharField())
+            pendingWorkloads = serializers.IntegerField()
+            admittedWorkloads = serializers.IntegerField()
+            weightedShare = serializers.IntegerField(help_text="Kueue's dominant resource share")
+            dominantResource = serializers.CharField(allow_blank=True)
+            flavorsUsage = FlavorUsageSerializer(many=True)
+
+        items = ClusterQueueSerializer(many=True)
+
+    @extend_schema(
+        operation_id="admin_cluster_queue_list",
+        summary="Cluster queues: quotas, cohort, preemption, usage, borrowing and fair share",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        items = [_cluster_queue_doc(*row) for row in selectors.cluster_queues()]
+        return Response(ClusterQueueListApi.OutputSerializer({"items": items}).data)
+
+
+def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[str, Any]:
+    usage = status.flavors_usage if status is not None else []
+    return {
+        "name": cq.name,
+        "cohortName": cq.cohort,
+        "queueingStrategy": cq.queueing_strategy,
+        "preemption": {
+            "withinClusterQueue": cq.within_cluster_queue,
+            "reclaimWithinCohort": cq.reclaim_within_cohort,
+            "borrowWithinCohort": {
+                "policy": cq.borrow_within_cohort,
+                "maxPriorityThreshold": cq.borrow_max_priority_threshold,
+            },
+        },
+        "fairSharingWeight": cq.fair_sharing_weight,
+        "localQueues": local_queues,
+        "pendingWorkloads": status.pending_workloads if status is not None else 0,
+        "admittedWorkloads": status.admitted_workloads if status is not None else 0,
+        "weightedShare": status.weighted_share if status is not None else 0,
+        "dominantResource": status.dominant_resource if status is not None else "",
+        "flavorsUsage": [
+            {
+                "name": flavor,
+                "resources": [
+                    {
+                        "name": r.name,
+                        "nominalQuota": r.nominal_quota,
+                        "borrowingLimit": r.borrowing_limit,
+                        "lendingLimit": r.lending_limit,
+                        "total": r.total,
+                        "borrowed": r.borrowed,
+                        "available": r.available,
+                    }
+                    for r in resources
+                ],
+            }
+            for flavor, resources in usage
+        ],
+    }
+
+
+class PriorityClassListApi(APIView):
+    permission_classes = [IsTenant | IsAdmin]
+
+    class OutputSerializer(serializers.Serializer):
+        class PriorityClassSerializer(serializers.Serializer):
+            name = serializers.CharField()
+            value = serializers.IntegerField()
+            preemptionPolicy = serializers.CharField()
+            globalDefault = serializers.BooleanField()
+            description = serializers.CharField(allow_blank=True)
+
+        items = PriorityClassSerializer(many=True)
+
+    @extend_schema(
+        operation_id="priority_class_list",
+        summary="Priority classes a workload may name (priorityClassName)",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        items = [
+            {
+                "name": pc.name,
+                "value": pc.value,
+                "preemptionPolicy": pc.preemption_policy,
+                "globalDefault": pc.global_default,
+                "description": pc.description,
+            }
+            for pc in selectors.priority_classes()
+        ]
+        return Response(PriorityClassListApi.OutputSerializer({"items": items}).data)

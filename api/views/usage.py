@@ -1,0 +1,145 @@
+"""A tenant's quota and what it uses (telemetry joined with allocations)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api import selectors
+from api.views.common import (
+    MAX_USAGE_WINDOW,
+    LimitsSerializer,
+    StrictSerializer,
+    TenantApi,
+    documented,
+    query_of,
+)
+
+# --- quota, usage, queues, flavors ---------------------------------------------------------------
+
+
+class TenantQuotaApi(TenantApi):
+    class OutputSerializer(serializers.Serializer):
+        tenant = serializers.CharField()
+        namespace = serializers.CharField()
+        queueNames = serializers.ListField(child=serializers.CharField())
+        hard = serializers.DictField(child=serializers.CharField())
+        used = serializers.DictField(child=serializers.CharField())
+        limits = LimitsSerializer()
+
+    @extend_schema(
+        operation_id="quota_retrieve",
+        summary="The tenant's hard quota, what its active pods request, and its per-pod limits",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        tenant = self.tenant(request)
+        view = selectors.tenant_quota(tenant)
+        doc = {
+            "tenant": tenant.name,
+            "namespace": tenant.namespace,
+            "queueNames": view.queue_names,
+            "hard": view.hard,
+            "used": view.used,
+            "limits": view.limits,
+        }
+        return Response(TenantQuotaApi.OutputSerializer(doc).data)
+
+
+_WINDOW = re.compile(r"^(\d{1,6})([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_window(text: str) -> timedelta:
+    match = _WINDOW.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise serializers.ValidationError("a duration such as 30m, 1h or 7d")
+    window = timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    if window > MAX_USAGE_WINDOW:
+        raise serializers.ValidationError("at most 7d")
+    return window
+
+
+class TenantUsageApi(TenantApi):
+    class FilterSerializer(StrictSerializer):
+        window = serializers.CharField(required=False, default="1h", help_text="30m, 1h, 7d")
+
+        def validate_window(self, value: str) -> timedelta:
+            return parse_window(value)
+
+    class OutputSerializer(serializers.Serializer):
+        class AdviceSerializer(serializers.Serializer):
+            workload = serializers.CharField()
+            pods = serializers.IntegerField()
+            requestedGpus = serializers.FloatField(help_text="per pod")
+            usedP95Gpus = serializers.FloatField(help_text="per pod, DCGM-measured")
+            recommended = serializers.DictField(
+                child=serializers.CharField(), help_text="what each pod should request"
+            )
+            savingGpus = serializers.FloatField(help_text="per pod")
+
+        class PointSerializer(serializers.Serializer):
+            minute = serializers.DateTimeField()
+            requestedGpus = serializers.FloatField(allow_null=True)
+            usedAvgGpus = serializers.FloatField()
+            usedMaxGpus = serializers.FloatField()
+            heldGpus = serializers.FloatField()
+            fbUsedMiB = serializers.FloatField()
+
+        tenant = serializers.CharField()
+        namespace = serializers.CharField()
+        windowSeconds = serializers.IntegerField()
+        requestedGpus = serializers.FloatField(help_text="time-weighted average over the window")
+        usedP95Gpus = serializers.FloatField(allow_null=True, help_text="null: no telemetry")
+        overRequest = serializers.FloatField(allow_null=True, help_text="requested / p95(used)")
+        usageRatio = serializers.FloatField()
+        advice = AdviceSerializer(many=True)
+        series = PointSerializer(many=True)
+
+    @extend_schema(
+        operation_id="usage_retrieve",
+        summary="Requested vs DCGM-measured GPUs, overRequest index, right-sizing advice",
+        parameters=[FilterSerializer],
+        responses=documented(OutputSerializer, 400, 403),
+    )
+    def get(self, request: Request) -> Response:
+        tenant = self.tenant(request)
+        window = query_of(TenantUsageApi.FilterSerializer, request)["window"]
+        view = selectors.tenant_usage(tenant, window)
+        doc = {
+            "tenant": tenant.name,
+            "namespace": tenant.namespace,
+            "windowSeconds": int(window.total_seconds()),
+            "requestedGpus": view.requested_gpus,
+            "usedP95Gpus": view.used_p95_gpus,
+            "overRequest": view.over_request,
+            "usageRatio": view.usage_ratio,
+            "advice": [
+                {
+                    "workload": a.workload,
+                    "pods": a.pods,
+                    "requestedGpus": a.advice.requested_gpus,
+                    "usedP95Gpus": a.advice.used_p95_gpus,
+                    "recommended": dict([a.advice.resource.split(": ", 1)]),
+                    "savingGpus": a.advice.saving_gpus,
+                }
+                for a in view.advice
+            ],
+            "series": [
+                {
+                    "minute": p.minute,
+                    "requestedGpus": p.requested,
+                    "usedAvgGpus": p.used_avg,
+                    "usedMaxGpus": p.used_max,
+                    "heldGpus": p.gpus,
+                    "fbUsedMiB": p.fb_used_mib,
+                }
+                for p in view.series
+            ],
+        }
+        return Response(TenantUsageApi.OutputSerializer(doc).data)

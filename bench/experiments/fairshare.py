@@ -1,0 +1,561 @@
+"""Fair sharing against FIFO on Microsoft's Philly trace (the Pollux digest: submit time, duration,
+GPUs, virtual cluster = tenant), driving the pure core: the admission cycle of
+scheduling.core.queueing and the scheduling framework with gangs (schedule_batch).
+
+Two policies on the same simulated cluster and the same jobs:
+- `fifo`: one ClusterQueue holding the whole cluster, every tenant's LocalQueue pointing at it,
+  BestEffortFIFO (Kueue's default): jobs are admitted in arrival order, skipping those that do not
+  fit yet;
+- `gpusched`: one ClusterQueue per tenant in one cohort, nominal GPU quota proportional to the
+  tenant's share of the trace's GPU time (largest remainder, summing to the cluster), borrowing
+  without limit, BestEffortFIFO, fair sharing (Kueue's DRS) ordering the heads across queues, and
+  reclaimWithinCohort: Any (an owner takes lent quota back by preempting borrowers; a preempted job
+  starts over), made topology-aware for gangs: an admitted gang whose queue is within its quota
+  but whose pods do not fit evicts the fewest jobs of borrowing queues that free the nodes it
+  needs (scheduling.core.queueing.gang_reclaim);
+- `gpusched-no-reclaim`: the same without preemption (an ablation: borrowers keep what they took
+  until their jobs end).
+
+Jobs larger than one server become gangs of equal pods (minCount = count), placed all or nothing.
+Time advances from event to event (arrivals, ends), on a grid of `step_s`; after each event the
+admission cycle runs, then the admitted jobs' pods are placed. A job waits from its arrival until
+all its pods are placed; a preempted job starts over.
+
+Measures, over the jobs that arrive in the window:
+- per tenant: jobs, started, p50/p95/mean wait (jobs not started by the end count their wait so
+  far);
+- `jain`: Jain's index over tenants of the time-averaged allocation / fair share while the cluster
+  is contended (the tenants' demand exceeds it) and the tenant has work, the fair share being the
+  weighted max-min (water-filling) share of the cluster given every tenant's demand (running plus
+  waiting GPUs) at that moment, weights = the tenants' shares: 1 when every tenant gets exactly its
+  fair share, lower as some get more and others less;
+- `gpu_allocation`: time-averaged allocated GPUs / cluster GPUs, from the first arrival to the last
+  arrival of the window; `gpu_utilization`: the same weighted by each tenant's (synthetic, seeded)
+  utilization, as the simulator does for Philly tenants;
+- `gangs_started`, and `gangs_partially_started` (a gang with some but not all pods placed, at any
+  moment): must be 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import random
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from scheduling.core.pod_index import HeldPod
+from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
+from scheduling.core.queueing.batch import schedule_batch
+from scheduling.core.queueing.config import (
+    ClusterQueue,
+    FlavorQuotas,
+    Preemption,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+)
+from scheduling.core.queueing.gang_reclaim import gang_victims
+from scheduling.core.queueing.preemption import AdmittedWorkload
+from scheduling.core.queueing.quota import QuotaBook
+from scheduling.core.queueing.resources import GPU, Demand
+from scheduling.core.scheduler import Decision, Framework
+from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.types import GangRef, PodRequest, TopologyPolicy
+from sim.cluster import PRESETS, build_nodes
+
+FLAVOR = "p100"
+GPU_MODEL = "Tesla-P100-PCIE-16GB"
+POLICIES = ("fifo", "gpusched", "gpusched-no-reclaim")
+Progress = Callable[[str, float], None]  # (policy, fraction of the window simulated)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str
+    tenant: str
+    arrival_s: float
+    duration_s: float
+    gpus: int
+    pods: int
+    per_pod: int
+    utilization: float
+
+
+@dataclass(frozen=True)
+class Trace:
+    jobs: tuple[Job, ...]
+    shares: dict[str, float]  # tenant -> share of the whole trace's GPU time
+    start: datetime
+    days: float
+
+
+def load_trace(
+    path: Path,
+    *,
+    start: datetime | None = None,
+    days: float = 14.0,
+    max_gpus_per_pod: int = 8,
+    seed: int = 1,
+    max_duration_s: float | None = None,
+) -> Trace:
+    """The jobs submitted in [start, start + days) (default: the first Monday with a full week of
+    jobs, 2017-10-02), and every tenant's share of the whole trace's GPU time."""
+    with path.open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("timestamp")]
+    gpu_time: dict[str, float] = defaultdict(float)
+    for row in rows:
+        gpu_time[row["cluster"]] += float(row["gpu_time"])
+    total = sum(gpu_time.values()) or 1.0
+    shares = {tenant: t / total for tenant, t in gpu_time.items()}
+    start = start or datetime(2017, 10, 2, tzinfo=UTC)
+    end = start + timedelta(days=days)
+    rng = random.Random(seed)
+    usage = {tenant: rng.uniform(0.15, 0.9) for tenant in sorted(shares)}
+    jobs = []
+    for k, row in enumerate(sorted(rows, key=lambda r: (r["timestamp"], r["cluster"]))):
+        at = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        if not start <= at < end:
+            continue
+        gpus = max(1, int(row["num_gpus"]))
+        pods = math.ceil(gpus / max_gpus_per_pod)
+        duration = max(60.0, float(row["duration"]))
+        if max_duration_s is not None:
+            duration = min(duration, max_duration_s)
+        jobs.append(
+            Job(
+                key=f"job-{k:06d}",
+                tenant=row["cluster"],
+                arrival_s=(at - start).total_seconds(),
+                duration_s=duration,
+                gpus=gpus,
+                pods=pods,
+                per_pod=math.ceil(gpus / pods),
+                utilization=usage[row["cluster"]],
+            )
+        )
+    return Trace(tuple(jobs), shares, start, days)
+
+
+# --- queue configurations ------------------------------------------------------------------------
+
+
+def _queue(name: str, gpus: int, cohort: str, reclaim: ReclaimWithinCohort) -> ClusterQueue:
+    quota = MappingProxyType({GPU: ResourceQuota(gpus * 1000)})
+    return ClusterQueue(
+        name=name,
+        cohort=cohort,
+        resource_groups=(ResourceGroup((GPU,), (FlavorQuotas(FLAVOR, quota),)),),
+        queueing_strategy=QueueingStrategy.BEST_EFFORT_FIFO,
+        preemption=Preemption(reclaim_within_cohort=reclaim),
+    )
+
+
+def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, int]:
+    """Whole GPUs proportional to the shares, summing to the capacity (largest remainder)."""
+    total = sum(shares.values()) or 1.0
+    exact = {t: capacity_gpus * s / total for t, s in shares.items()}
+    quotas = {t: math.floor(v) for t, v in exact.items()}
+    left = capacity_gpus - sum(quotas.values())
+    for tenant in sorted(exact, key=lambda t: (-(exact[t] - quotas[t]), t))[:left]:
+        quotas[tenant] += 1
+    return quotas
+
+
+def queues_for(
+    policy: str, shares: dict[str, float], capacity_gpus: int
+) -> tuple[list[ClusterQueue], dict[str, str]]:
+    """The cluster queues of a policy, and each tenant's cluster queue."""
+    if policy == "fifo":
+        return [_queue("all", capacity_gpus, "", ReclaimWithinCohort.NEVER)], {
+            t: "all" for t in shares
+        }
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+    reclaim = (
+        ReclaimWithinCohort.NEVER if policy == "gpusched-no-reclaim" else ReclaimWithinCohort.ANY
+    )
+    quotas = nominal_quotas(shares, capacity_gpus)
+    return [_queue(t, quotas[t], "philly", reclaim) for t in sorted(shares)], {t: t for t in shares}
+
+
+# --- fairness -------------------------------------------------------------------------------------
+
+
+def water_fill(
+    capacity: float, demand: dict[str, float], weight: dict[str, float]
+) -> dict[str, float]:
+    """Weighted max-min fair shares of `capacity` given each tenant's demand."""
+    fair = dict.fromkeys(demand, 0.0)
+    active = {t for t, d in demand.items() if d > 0}
+    remaining = capacity
+    while active and remaining > 1e-9:
+        weights = {t: max(weight.get(t, 0.0), 0.0) for t in active}
+        total = sum(weights.values())
+        if total <= 0:
+            weights, total = dict.fromkeys(active, 1.0), float(len(active))
+        offer = {t: remaining * weights[t] / total for t in active}
+        saturated = {t for t in active if demand[t] - fair[t] <= offer[t]}
+        if not saturated:
+            for t in active:
+                fair[t] += offer[t]
+            break
+        for t in saturated:
+            remaining -= demand[t] - fair[t]
+            fair[t] = demand[t]
+        active -= saturated
+    return fair
+
+
+def jain(values: Sequence[float]) -> float:
+    values = [v for v in values if v >= 0]
+    if not values or not any(values):
+        return 0.0
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    low, high = math.floor(k), math.ceil(k)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+# --- the simulation -------------------------------------------------------------------------------
+
+
+@dataclass
+class _JobState:
+    job: Job
+    queued_at: float  # arrival (kept across preemptions: FIFO position is the arrival)
+    started_at: float | None = None
+    ends_at: float | None = None
+    placements: list[Decision] = field(default_factory=list)
+    admitted: bool = False
+    epoch: int = 0  # bumps on preemption so stale end events are ignored
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    jain: float
+    worst_tenant_wait_p95_s: float
+    gpu_allocation: float
+    gpu_utilization: float
+    gangs_started: int
+    gangs_partially_started: int
+    jobs: int
+    jobs_started: int
+    preemptions: int
+    tenants: dict[str, dict[str, float]]
+    simulated_s: float
+    wall_s: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "jain": round(self.jain, 4),
+            "worst_tenant_wait_p95_s": round(self.worst_tenant_wait_p95_s, 1),
+            "gpu_allocation": round(self.gpu_allocation, 4),
+            "gpu_utilization": round(self.gpu_utilization, 4),
+            "gangs_started": self.gangs_started,
+            "gangs_partially_started": self.gangs_partially_started,
+            "jobs": self.jobs,
+            "jobs_started": self.jobs_started,
+            "preemptions": self.preemptions,
+            "simulated_s": round(self.simulated_s, 1),
+            "wall_s": round(self.wall_s, 2),
+            "tenants": self.tenants,
+        }
+
+
+def simulate(
+    trace: Trace,
+    policy: str,
+    framework: Framework,
+    *,
+    nodes: int,
+    step_s: float = 60.0,
+    drain_days: float = 7.0,
+    progress: Progress | None = None,
+) -> PolicyResult:
+    started_wall = time.perf_counter()
+    pool = PRESETS["pcie-8gpu-2socket"]
+    snapshot = ClusterSnapshot(
+        build_nodes([replace(pool, count=nodes, gpu_model=GPU_MODEL, gpu_memory_mib=16_280)])
+    )
+    capacity = int(snapshot.gpu_count.sum())
+    tenants = sorted({j.tenant for j in trace.jobs} | set(trace.shares))
+    shares = {t: trace.shares.get(t, 0.0) for t in tenants}
+    cluster_queues, queue_of = queues_for(policy, shares, capacity)
+    flavors = {FLAVOR: ResourceFlavor(FLAVOR)}
+
+    states = {j.key: _JobState(j, j.arrival_s) for j in trace.jobs}
+    arrivals = sorted(trace.jobs, key=lambda j: (j.arrival_s, j.key))
+    window_end = trace.days * 86400.0
+    horizon = window_end + drain_days * 86400.0
+    pending: dict[str, QueuedWorkload] = {}
+    admitted: dict[str, AdmittedWorkload] = {}
+    unplaced: list[str] = []
+    ends: list[tuple[float, int, str]] = []  # (end time, epoch, job key)
+    preemptions = 0
+    gangs_seen: set[str] = set()  # gang jobs started at least once
+    partial = 0
+
+    # Integrals over time of the state between events.
+    last_t = 0.0
+    allocated_integral = used_integral = 0.0
+    measured_s = 0.0
+    ratio_integral: dict[str, float] = defaultdict(float)
+    ratio_time: dict[str, float] = defaultdict(float)
+    running_gpus: dict[str, int] = defaultdict(int)
+    waiting_gpus: dict[str, int] = defaultdict(int)
+
+    def grid(t: float) -> float:
+        return math.ceil(t / step_s) * step_s
+
+    def integrate(until: float) -> None:
+        nonlocal last_t, allocated_integral, used_integral, measured_s
+        span = min(until, window_end) - max(last_t, 0.0)
+        if span > 0:
+            total = sum(running_gpus.values())
+            allocated_integral += total * span
+            used_integral += span * sum(
+                running_gpus[t] * usage_of[t] for t in running_gpus if running_gpus[t]
+            )
+            measured_s += span
+            demand = {t: float(running_gpus[t] + waiting_gpus[t]) for t in tenants}
+            if sum(demand.values()) > capacity:  # contended: shares matter
+                fair = water_fill(float(capacity), demand, shares)
+                for t in tenants:
+                    if fair[t] >= 0.5:
+                        ratio_integral[t] += span * running_gpus[t] / fair[t]
+                        ratio_time[t] += span
+        last_t = until
+
+    usage_of = {j.tenant: j.utilization for j in trace.jobs}
+    reclaims = policy == "gpusched"
+
+    def reclaim(members: Sequence[PodRequest]) -> bool:
+        """Topology-aware reclaim: an admitted gang whose queue is within its quota may evict
+        jobs of queues borrowing from the cohort to get the nodes it needs."""
+        nonlocal preemptions
+        if not reclaims:
+            return False
+        book = QuotaBook(cluster_queues)
+        for a in admitted.values():
+            book.charge(a.cluster_queue, a.usage)
+        own = queue_of[states[_job_of(members[0])].job.tenant]
+        if book.is_borrowing(own):
+            return False
+        borrowing = {name for name in book.queues if name != own and book.is_borrowing(name)}
+
+        def evictable(held: HeldPod) -> bool:
+            state = states[_job_of(held.pod)]
+            return (
+                state.started_at is not None
+                and bool(state.placements)
+                and queue_of[state.job.tenant] in borrowing
+            )
+
+        victims = gang_victims(framework, snapshot, members, evictable)
+        if not victims:
+            return False
+        for key in dict.fromkeys(_job_of(v.pod) for v in victims):
+            preemptions += 1
+            _evict(states[key], snapshot, framework, running_gpus, waiting_gpus)
+            admitted.pop(key, None)
+            vjob = states[key].job
+            pending[key] = _queued(vjob, queue_of[vjob.tenant], vjob.arrival_s)
+        return True
+
+    k = 0
+    t = 0.0
+    while True:
+        candidates = []
+        if k < len(arrivals):
+            candidates.append(arrivals[k].arrival_s)
+        if ends:
+            candidates.append(ends[0][0])
+        if not candidates or t > horizon:
+            break
+        t = max(t, grid(min(candidates)))
+        integrate(t)
+        if progress is not None:
+            progress(policy, min(1.0, t / window_end))
+
+        # 1. Ends.
+        while ends and ends[0][0] <= t:
+            _, epoch, key = heapq.heappop(ends)
+            state = states[key]
+            if epoch != state.epoch or state.started_at is None:
+                continue
+            for decision in state.placements:
+                framework.forget(decision, snapshot)
+            state.placements = []
+            running_gpus[state.job.tenant] -= state.job.gpus
+            admitted.pop(key, None)
+            state.ends_at = t
+
+        # 2. Arrivals.
+        while k < len(arrivals) and arrivals[k].arrival_s <= t:
+            job = arrivals[k]
+            k += 1
+            pending[job.key] = _queued(job, queue_of[job.tenant], job.arrival_s)
+            waiting_gpus[job.tenant] += job.gpus
+
+        # 3. Admission (and quota preemption).
+        if pending:
+            result = admission_cycle(
+                cluster_queues, flavors, list(pending.values()), list(admitted.values())
+            )
+            for admission in result.admitted:
+                for victim in admission.victims:
+                    preemptions += 1
+                    _evict(states[victim], snapshot, framework, running_gpus, waiting_gpus)
+                    admitted.pop(victim, None)
+                    if victim in unplaced:
+                        unplaced.remove(victim)
+                    vjob = states[victim].job
+                    pending[victim] = _queued(vjob, queue_of[vjob.tenant], vjob.arrival_s)
+                key = admission.workload.key
+                del pending[key]
+                admitted[key] = AdmittedWorkload(
+                    key,
+                    admission.workload.cluster_queue,
+                    created_at=admission.workload.created_at,
+                    admitted_at=t,
+                    usage=admission.assignment.usage,
+                    local_queue=admission.workload.local_queue,
+                )
+                states[key].admitted = True
+                unplaced.append(key)
+
+        # 4. Placement of admitted jobs, gangs all or nothing.
+        if unplaced:
+            unplaced.sort(key=lambda key: (states[key].queued_at, key))
+            pods = [pod for key in unplaced for pod in _pods(states[key].job)]
+            outcome = schedule_batch(framework, snapshot, pods, reclaim_gang=reclaim)
+            placed: dict[str, list[Decision]] = defaultdict(list)
+            for decision in outcome.placed:
+                placed[_job_of(decision.pod)].append(decision)
+            for group in outcome.gangs:
+                for decision in group:
+                    placed[_job_of(decision.pod)].append(decision)
+                gangs_seen.add(_job_of(group[0].pod))
+            for key, decisions in placed.items():
+                state = states[key]
+                state.placements = decisions
+                state.started_at = t
+                state.epoch += 1
+                heapq.heappush(ends, (t + state.job.duration_s, state.epoch, key))
+                running_gpus[state.job.tenant] += state.job.gpus
+                waiting_gpus[state.job.tenant] -= state.job.gpus
+            unplaced = [key for key in unplaced if key not in placed]
+            partial += sum(
+                1
+                for name in snapshot.pods.gangs
+                if snapshot.pods.gang_size(name) < states[name].job.pods
+            )
+
+    integrate(max(t, window_end))
+    waits: dict[str, list[float]] = defaultdict(list)
+    started = 0
+    for state in states.values():
+        if state.started_at is not None:
+            started += 1
+            waits[state.job.tenant].append(state.started_at - state.job.arrival_s)
+        else:
+            waits[state.job.tenant].append(max(t, window_end) - state.job.arrival_s)
+    per_tenant: dict[str, dict[str, float]] = {}
+    for tenant in sorted(waits):
+        w = waits[tenant]
+        per_tenant[tenant] = {
+            "jobs": len(w),
+            "share": round(shares[tenant], 4),
+            "wait_p50_s": round(percentile(w, 0.5), 1),
+            "wait_p95_s": round(percentile(w, 0.95), 1),
+            "wait_mean_s": round(statistics.fmean(w), 1),
+            "fair_share_ratio": round(ratio_integral[tenant] / ratio_time[tenant], 4)
+            if ratio_time[tenant]
+            else 1.0,
+        }
+    ratios = [ratio_integral[t] / ratio_time[t] for t in tenants if ratio_time[t] > 0]
+    return PolicyResult(
+        policy=policy,
+        jain=jain(ratios),
+        worst_tenant_wait_p95_s=max(
+            (percentile(w, 0.95) for w in waits.values() if len(w) >= 1), default=0.0
+        ),
+        gpu_allocation=allocated_integral / (capacity * measured_s) if measured_s else 0.0,
+        gpu_utilization=used_integral / (capacity * measured_s) if measured_s else 0.0,
+        gangs_started=len(gangs_seen),
+        gangs_partially_started=partial,
+        jobs=len(states),
+        jobs_started=started,
+        preemptions=preemptions,
+        tenants=per_tenant,
+        simulated_s=t,
+        wall_s=time.perf_counter() - started_wall,
+    )
+
+
+def _queued(job: Job, cluster_queue: str, created_at: float) -> QueuedWorkload:
+    return QueuedWorkload(
+        key=job.key,
+        cluster_queue=cluster_queue,
+        local_queue=f"{job.tenant}/default",
+        created_at=created_at,
+        demand=Demand(gpu_milli=job.gpus * 1000),
+    )
+
+
+def _pods(job: Job) -> list[PodRequest]:
+    gang = GangRef(job.key, job.pods) if job.pods > 1 else None
+    return [
+        PodRequest(
+            uid=f"{job.key}/{k}",
+            namespace=job.tenant,
+            tenant=job.tenant,
+            cpu_milli=4000 * job.per_pod,
+            memory_mib=32_768 * job.per_pod,
+            gpus=job.per_pod,
+            topology_policy=TopologyPolicy.BEST_EFFORT if job.per_pod > 1 else TopologyPolicy.NONE,
+            gang=gang,
+            created_at=job.arrival_s,
+        )
+        for k in range(job.pods)
+    ]
+
+
+def _job_of(pod: PodRequest) -> str:
+    return pod.uid.rsplit("/", 1)[0]
+
+
+def _evict(
+    state: _JobState,
+    snapshot: ClusterSnapshot,
+    framework: Framework,
+    running_gpus: dict[str, int],
+    waiting_gpus: dict[str, int],
+) -> None:
+    for decision in state.placements:
+        framework.forget(decision, snapshot)
+    if state.started_at is not None and state.placements:
+        running_gpus[state.job.tenant] -= state.job.gpus
+        waiting_gpus[state.job.tenant] += state.job.gpus
+    state.placements = []
+    state.started_at = None
+    state.admitted = False
+    state.epoch += 1  # its pending end event is void; it starts over

@@ -1,0 +1,270 @@
+"""Request-only scheduling against gpusched's utilization-aware profile when tenants request far
+more than they use, through the real shell: the embedded simulator submits, starts and finishes
+pods in the database, its DCGM exposition is parsed and ingested by the telemetry worker's own
+cycle, and the scheduling worker (reclaim included) places them, all on one simulated clock.
+
+Two policies on the same cluster and the same arrivals (sim/specs/overrequest.yaml):
+- `request-only`: the `topology` profile (fit + topology, by requests alone), nothing lent;
+- `gpusched`: the `gpusched` profile (LoadAware on DCGM, each tenant's usage ratio as the expected
+  load of its pods) and reclaim: opportunistic shares borrow the idle part of allocated GPUs and
+  are evicted when the owners' use comes back for longer than the grace period.
+
+Measured over the window after a warm-up (every pod that arrived in it counts):
+- `gpu_work_per_hour`: the GPU work of the pods that finished in the window (duration x GPUs
+  requested x the mean of the pod's utilization profile, in GPU-hours) per hour of window;
+- per tenant, wait from arrival to the (last) bind: p50/p95 in seconds (pods still waiting at
+  the end count their wait so far);
+- `online_slowed`: online pods that lost time on an over-subscribed GPU (the simulator's
+  contention model), `online_evictions` (online workloads evicted for any reason),
+  `opportunistic_evictions` (workloads evicted from lent capacity);
+- `dcgm_utilization`: the cluster's mean GPU busy as the telemetry rollups recorded it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db.models import Avg
+
+from bench.experiments.fairshare import percentile
+from scheduling.cache import ClusterCache
+from scheduling.core.scheduler import Framework
+from scheduling.core.types import ServiceClass
+from scheduling.load_feed import LoadFeed
+from scheduling.models import Event, Pod
+from scheduling.profile_files import load_profile
+from scheduling.reclaim import ReclaimFeed
+from scheduling.worker import SchedulerWorker
+from sim.simulator import Simulator
+from sim.spec import ClusterSpec
+from sim.utilization import UtilizationProfile
+from telemetry.dcgm import gpu_samples_from_groups
+from telemetry.exposition import render_exposition
+from telemetry.management.commands.ingesttelemetry import Command as IngestCommand
+from telemetry.models import GpuMinute
+from telemetry.parsing import parse_grouped
+from telemetry.sources import Fetched
+
+POLICIES = {"request-only": ("topology", False), "gpusched": ("gpusched", True)}
+HONEST_TENANT = "vision"  # the spec's tenant that uses what it requests
+START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
+Progress = Callable[[str, float], None]
+
+
+class SimClock:
+    """One simulated clock for the simulator, the telemetry worker and the scheduler."""
+
+    def __init__(self, start: datetime) -> None:
+        self.start = self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def monotonic(self) -> float:
+        return (self.now - self.start).total_seconds()
+
+
+class SimulatorSource:
+    """The telemetry source that scrapes the simulator in-process: its dcgm-exporter text, parsed
+    exactly as a scrape of it would be."""
+
+    name = "simulator"
+
+    def __init__(self, simulator: Simulator) -> None:
+        self.simulator = simulator
+
+    def fetch(self) -> Fetched:
+        groups, stats = parse_grouped(render_exposition(self.simulator.dcgm_states()))
+        gpus, mapping = gpu_samples_from_groups(groups)
+        fetched = Fetched(gpus=gpus)
+        fetched.parse.merge(stats)
+        fetched.mapping.merge(mapping)
+        return fetched
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    profile: str
+    reclaim: bool
+    window_h: float
+    gpu_work_per_hour: float = 0.0
+    gpu_work_by_tenant: dict[str, float] = field(default_factory=dict)
+    finished_by_tenant: dict[str, int] = field(default_factory=dict)
+    wait_p50_s: dict[str, float] = field(default_factory=dict)
+    wait_p95_s: dict[str, float] = field(default_factory=dict)
+    online_pods: int = 0
+    online_slowed: int = 0
+    online_evictions: int = 0
+    opportunistic_evictions: int = 0
+    dcgm_utilization: float = 0.0
+    wall_s: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "reclaim": self.reclaim,
+            "window_h": self.window_h,
+            "gpu_work_per_hour": round(self.gpu_work_per_hour, 3),
+            "gpu_work_by_tenant": {k: round(v, 3) for k, v in self.gpu_work_by_tenant.items()},
+            "finished_by_tenant": self.finished_by_tenant,
+            "wait_p50_s": {k: round(v, 1) for k, v in self.wait_p50_s.items()},
+            "wait_p95_s": {k: round(v, 1) for k, v in self.wait_p95_s.items()},
+            "online_pods": self.online_pods,
+            "online_slowed": self.online_slowed,
+            "online_evictions": self.online_evictions,
+            "opportunistic_evictions": self.opportunistic_evictions,
+            "dcgm_utilization": round(self.dcgm_utilization, 4),
+            "wall_s": round(self.wall_s, 1),
+        }
+
+
+def simulate(
+    spec: ClusterSpec,
+    policy: str,
+    *,
+    hours: float,
+    warmup_hours: float,
+    step_s: float = 60.0,
+    progress: Progress | None = None,
+) -> PolicyResult:
+    """Run one policy on an empty database (the caller provides a scratch one)."""
+    profile, reclaim = POLICIES[policy]
+    started = time.perf_counter()
+    clock = SimClock(START)
+    simulator = Simulator(spec, speed=1.0, clock=clock)
+    simulator.setup()
+    ingest = IngestCommand()
+    ingest.source, ingest.clock = SimulatorSource(simulator), clock
+    worker = SchedulerWorker(
+        Framework(load_profile(profile)),
+        clock=clock,
+        lease_duration_s=10 * hours * 3600,
+        cache=ClusterCache(monotonic=clock.monotonic),
+        load_feed=LoadFeed(monotonic=clock.monotonic, clock=clock),
+        reclaim_feed=ReclaimFeed(monotonic=clock.monotonic, enabled=reclaim),
+    )
+    end = START + timedelta(hours=hours)
+    while clock.now < end:
+        clock.now += timedelta(seconds=step_s)
+        simulator.run_once()
+        ingest.run_once()
+        while worker.run_once().more:
+            pass
+        if progress is not None:
+            progress(policy, (clock.now - START) / (end - START))
+    result = PolicyResult(policy, profile, reclaim, window_h=hours - warmup_hours)
+    _measure(result, window_start=START + timedelta(hours=warmup_hours), end=end)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _measure(result: PolicyResult, *, window_start: datetime, end: datetime) -> None:
+    first_s = (window_start - START).total_seconds()
+    end_s = (end - START).total_seconds()
+    waits: dict[str, list[float]] = defaultdict(list)
+    work: dict[str, float] = defaultdict(float)
+    finished: dict[str, int] = defaultdict(int)
+    online_tenants: set[str] = set()
+    for pod in Pod.objects.select_related("workload__tenant"):
+        tenant, doc = pod.workload.tenant.name, pod.simulation
+        online = pod.workload.service_class == ServiceClass.ONLINE.value
+        if online:
+            online_tenants.add(tenant)
+        if (
+            pod.phase == Pod.Phase.SUCCEEDED
+            and pod.finished_at is not None
+            and pod.finished_at >= window_start
+        ):
+            profile = UtilizationProfile.from_json(doc.get("utilization"))
+            gpus = pod.gpus + pod.gpu_milli / 1000
+            work[tenant] += float(doc["duration_s"]) * gpus * profile.mean / 3600
+            finished[tenant] += 1
+        arrival = float(doc.get("arrival_s", 0.0))
+        if arrival < first_s:
+            continue
+        bound = pod.bound_at if pod.bound_at is not None else pod.finished_at
+        waits[tenant].append(
+            ((bound - START).total_seconds() if bound is not None else end_s) - arrival
+        )
+        if online:
+            result.online_pods += 1
+            result.online_slowed += float(doc.get("lost_s", 0.0)) > 0
+    result.gpu_work_by_tenant = dict(sorted(work.items()))
+    result.gpu_work_per_hour = sum(work.values()) / result.window_h
+    result.finished_by_tenant = dict(sorted(finished.items()))
+    result.wait_p50_s = {t: statistics.median(w) for t, w in sorted(waits.items())}
+    result.wait_p95_s = {t: percentile(w, 0.95) for t, w in sorted(waits.items())}
+    for event in Event.objects.filter(type="workload.evicted"):
+        if event.payload["reason"].startswith("Reclaimed"):
+            result.opportunistic_evictions += 1
+        if event.payload["tenant"] in online_tenants:
+            result.online_evictions += 1
+    busy = GpuMinute.objects.filter(minute__gte=window_start, mig_instance="").aggregate(
+        mean=Avg("busy_avg")
+    )["mean"]
+    result.dcgm_utilization = float(busy or 0.0)
+
+
+def compare(results: dict[str, PolicyResult], *, honest_tenant: str) -> dict[str, Any]:
+    """The issue's criteria, from the two policies' results."""
+    base, ours = results["request-only"], results["gpusched"]
+    speedup = ours.gpu_work_per_hour / base.gpu_work_per_hour if base.gpu_work_per_hour else 0.0
+    return {
+        "speedup": round(speedup, 3),
+        "online_evictions": ours.online_evictions,
+        "opportunistic_evictions": ours.opportunistic_evictions,
+        "online_slowed": ours.online_slowed,
+        "honest_tenant": honest_tenant,
+        "honest_tenant_wait_p95_s": {
+            "request-only": round(base.wait_p95_s.get(honest_tenant, 0.0), 1),
+            "gpusched": round(ours.wait_p95_s.get(honest_tenant, 0.0), 1),
+        },
+        "met": speedup >= 1.3
+        and ours.online_evictions == 0
+        and ours.wait_p95_s.get(honest_tenant, 0.0) <= base.wait_p95_s.get(honest_tenant, 0.0),
+    }
+
+
+def plot(results: dict[str, PolicyResult], out: Path | str) -> None:
+    """GPU work per hour by tenant (stacked, per policy) and each tenant's p95 wait."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(results)
+    tenants = sorted({t for r in results.values() for t in r.wait_p95_s})
+    fig, (work_ax, wait_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
+    bottoms = [0.0] * len(policies)
+    for tenant in tenants:
+        per_hour = [
+            results[p].gpu_work_by_tenant.get(tenant, 0.0) / results[p].window_h for p in policies
+        ]
+        work_ax.bar(policies, per_hour, bottom=bottoms, label=tenant)
+        bottoms = [b + v for b, v in zip(bottoms, per_hour, strict=True)]
+    work_ax.set_ylabel("finished GPU work (GPU-hours per hour)")
+    work_ax.set_title("finished GPU work per hour, by tenant")
+    work_ax.legend(fontsize=8)
+    width = 0.8 / len(policies)
+    for k, policy in enumerate(policies):
+        waits = [max(results[policy].wait_p95_s.get(t, 0.0), 1.0) / 60 for t in tenants]
+        xs = [x + k * width for x in range(len(tenants))]
+        wait_ax.bar(xs, waits, width=width, label=policy)
+    wait_ax.set_xticks([x + width * (len(policies) - 1) / 2 for x in range(len(tenants))])
+    wait_ax.set_xticklabels(tenants)
+    wait_ax.set_yscale("log")
+    wait_ax.set_ylabel("p95 wait (minutes, log)")
+    wait_ax.set_title("queue wait p95, by tenant")
+    wait_ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

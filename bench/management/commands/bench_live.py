@@ -1,0 +1,433 @@
+"""`manage.py bench_live`: how long a committed change takes to reach connected dashboards.
+
+Builds a throwaway database (Django's test-database machinery, on whatever DATABASE_URL points at),
+registers a synthetic cluster, starts a real web process (daphne, gpusched.asgi) per channel layer,
+opens `--clients` Cluster-page websockets to it on loopback, then commits `--changes` changes (a
+node cordoned or uncordoned, each its own transaction) one every `--interval` seconds. For each
+change and client: the time from the commit returning to the client receiving the first delta
+whose event id covers it. Prints one JSON object (latency percentiles per layer).
+
+The cluster is `--nodes` servers of the mixed fleet with about half their GPUs held (pods placed
+by the scheduler, so every card has holders to draw). `--page` also times the Cluster page in
+headless Chromium (Debian's chromium, driven by Playwright): navigation start to every node card
+drawn, cold (the web process builds the view first) and warm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import platform
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection, transaction
+from django.test import Client
+
+from dashboard.selectors import head_event_id
+from scheduling import services
+from scheduling.core.scheduler import Framework
+from scheduling.models import Node
+from scheduling.profile_files import load_profile
+from scheduling.worker import SchedulerWorker
+from sim.cluster import build_nodes, synthetic_pools
+from sim.workload import synthetic_pods
+
+ROOT = Path(__file__).resolve().parents[3]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class Command(BaseCommand):
+    help = "Measure commit -> dashboard websocket latency with many connected clients."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--clients", type=int, default=200)
+        parser.add_argument("--nodes", type=int, default=1000)
+        parser.add_argument("--changes", type=int, default=100)
+        parser.add_argument("--interval", type=float, default=0.2, help="seconds between commits")
+        parser.add_argument(
+            "--layer",
+            choices=["memory", "redis", "both", "none"],
+            default="both",
+            help="channel layer ('none': only the page, with --page)",
+        )
+        parser.add_argument(
+            "--redis-url",
+            default=os.environ.get("REDIS_URL")
+            or os.environ.get("GPUSCHED_TEST_REDIS_URL")
+            or "redis://127.0.0.1:6379/0",
+        )
+        parser.add_argument("--page", action="store_true", help="also time the Cluster page")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if shutil.which("daphne") is None and not _module_available("daphne"):
+            raise CommandError("daphne is not installed")
+        try:
+            settings.SECRET_KEY  # noqa: B018
+        except ImproperlyConfigured:  # debug off and no key: a throwaway key for a throwaway db
+            settings.SECRET_KEY = secrets.token_urlsafe(32)
+        logging.getLogger("scheduling").setLevel(logging.WARNING)  # stdout is for the JSON
+        creation = connection.creation
+        original = connection.settings_dict["NAME"]
+        creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        try:
+            result = self._run(options)
+        finally:
+            connection.close()
+            creation.destroy_test_db(original, verbosity=0)
+        self.stdout.write(json.dumps(result, indent=2))
+
+    def _run(self, options: dict[str, Any]) -> dict[str, Any]:
+        for spec in build_nodes(synthetic_pools(options["nodes"], "mixed")):
+            services.node_register(spec=spec)
+        _fill(options["nodes"])
+        cookie = _admin_cookie()
+        layers = {"both": ["memory", "redis"], "none": []}.get(options["layer"], [options["layer"]])
+        result: dict[str, Any] = {
+            "command": " ".join(["manage.py bench_live", *sys.argv[2:]]),
+            "machine": _machine(),
+            "database": connection.vendor,
+            "clients": options["clients"],
+            "nodes": options["nodes"],
+            "changes": options["changes"],
+            "interval_s": options["interval"],
+            "latency_ms": {},
+        }
+        for layer in layers:
+            redis_url = options["redis_url"] if layer == "redis" else None
+            with _web_server(redis_url) as base:
+                samples, missing, dropped = asyncio.run(
+                    _measure(
+                        base, cookie, options["clients"], options["changes"], options["interval"]
+                    )
+                )
+            result["latency_ms"][layer] = {**_summary(samples, missing), "dropped": dropped}
+        if options["page"]:
+            result["cluster_page"] = self._page(Node.objects.count())
+        return result
+
+    def _page(self, nodes: int) -> dict[str, Any]:
+        password = "bench-page-password"
+        admin = get_user_model().objects.get(username="bench-admin")
+        admin.set_password(password)
+        admin.save()
+        chromium = shutil.which("chromium") or "/usr/bin/chromium"
+        if not os.path.exists(chromium):
+            return {"skipped": "Debian's chromium is not installed"}
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            return {"skipped": "playwright is not installed"}
+        with _web_server(None) as base, tempfile.TemporaryDirectory() as profile:
+            return _in_thread(_time_page, sync_playwright, chromium, profile, base, password, nodes)
+
+
+# --- the measurement ------------------------------------------------------------------------
+
+
+async def _measure(
+    base: str,
+    cookie: str,
+    clients: int,
+    changes: int,
+    interval: float,
+    commit: Callable[[int, float], list[tuple[int, float]]] | None = None,
+) -> tuple[list[float], int, int]:
+    """Connect the clients, then `commit(changes, interval)` (default: cordon / uncordon every
+    node in turn) and time each change to each client: (samples ms, missing, dropped sockets)."""
+    import aiohttp
+
+    url = f"{base.replace('http', 'ws')}/ws/live/cluster/"
+    headers = {"Cookie": cookie, "Origin": base}
+    received: list[dict[int, float]] = [{} for _ in range(clients)]  # delta id -> receive time
+    snapshots = [asyncio.Event() for _ in range(clients)]
+    closed: list[int] = []
+
+    async def listen(k: int, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for message in ws:
+            at = time.perf_counter()
+            doc = json.loads(message.data)
+            if doc["type"] == "snapshot":
+                snapshots[k].set()
+            elif doc["type"] == "delta":
+                received[k][doc["id"]] = at
+        closed.append(k)
+
+    # No pool limit: aiohttp counts each websocket against its default of 100 connections.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        sockets = []
+        listeners = []
+        for k in range(clients):  # one after the other, each with its snapshot (not measured)
+            ws = await http.ws_connect(url, headers=headers, max_msg_size=0)
+            sockets.append(ws)
+            listeners.append(asyncio.create_task(listen(k, ws)))
+            await asyncio.wait_for(snapshots[k].wait(), timeout=60)
+        commits = await asyncio.to_thread(commit or _commit_changes, changes, interval)
+        await asyncio.sleep(2.0)  # the last deltas arrive
+        dropped = sorted(closed)  # sockets the server closed during the run
+        for ws in sockets:
+            await ws.close()
+        await asyncio.gather(*listeners, return_exceptions=True)
+
+    samples: list[float] = []
+    missing = 0
+    for event_id, committed in commits:
+        for client in received:
+            covering = [at for delta_id, at in client.items() if delta_id >= event_id]
+            if covering:
+                samples.append((min(covering) - committed) * 1000)
+            else:
+                missing += 1
+    return samples, missing, len(dropped)
+
+
+def _commit_changes(
+    changes: int, interval: float, nodes: Sequence[Node] | None = None
+) -> list[tuple[int, float]]:
+    """Cordon / uncordon `nodes` (default: every node) in turn, one transaction each: (event id,
+    commit time)."""
+    nodes = list(nodes) if nodes is not None else list(Node.objects.order_by("name"))
+    commits = []
+    try:
+        for k in range(changes):
+            node = nodes[k % len(nodes)]
+            started = time.perf_counter()
+            with transaction.atomic():
+                services.node_set_cordoned(node=node, cordoned=not node.cordoned)
+            committed = time.perf_counter()
+            commits.append((head_event_id(), committed))
+            time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+    finally:
+        connection.close()
+    return commits
+
+
+def _summary(samples: list[float], missing: int) -> dict[str, Any]:
+    if not samples:
+        return {"samples": 0, "missing": missing}
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 1)
+
+    return {
+        "samples": len(samples),
+        "missing": missing,
+        "p50": pct(50),
+        "p95": pct(95),
+        "p99": pct(99),
+        "max": round(ordered[-1], 1),
+        "mean": round(statistics.fmean(ordered), 1),
+    }
+
+
+def _fill(nodes: int) -> None:
+    """Submit and place pods until about half the GPUs are held (a realistic page to draw)."""
+    tenants = [services.tenant_create(name=f"team-{k}") for k in range(6)]
+    worker = SchedulerWorker(Framework(load_profile("topology")), identity="bench-live")
+    pods = list(synthetic_pods(nodes * 3, seed=3))
+    for start in range(0, len(pods), 100):
+        chunk = pods[start : start + 100]
+        services.workload_submit(
+            tenant=tenants[(start // 100) % len(tenants)],
+            name=f"fill-{start // 100:05d}",
+            pod_sets=[
+                services.PodSetSpec(
+                    name=f"p{k}",
+                    count=1,
+                    template=services.PodTemplate(
+                        cpu_milli=pod.cpu_milli,
+                        memory_mib=pod.memory_mib,
+                        gpus=pod.gpus,
+                        gpu_milli=pod.gpu_milli,
+                    ),
+                )
+                for k, pod in enumerate(chunk)
+            ],
+        )
+    for _ in range(50):
+        report = worker.run_once()
+        if not report.more and not report.admitted:
+            break
+
+
+def _time_page(
+    sync_playwright: Any, chromium: str, profile: str, base: str, password: str, nodes: int
+) -> dict[str, Any]:
+    timings: dict[str, Any] = {"nodes": nodes}
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=chromium,
+            args=CHROMIUM_FLAGS,
+            headless=True,
+            viewport={"width": 1440, "height": 1000},
+        )
+        page = context.new_page()
+        page.goto(f"{base}/login/")
+        page.fill("#id_username", "bench-admin")
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_selector("article.node-card", timeout=60_000)
+        for attempt in ("cold", "warm", "warm_2"):
+            if attempt != "cold":
+                page.goto(f"{base}/")
+            page.wait_for_function(
+                f"document.querySelectorAll('article.node-card').length >= {nodes}",
+                timeout=60_000,
+            )
+            marks = page.evaluate(
+                "Object.fromEntries(['live-message', 'live-snapshot', 'live-render'].map("
+                "(n) => [n, (performance.getEntriesByName(n)[0] || {}).startTime]))"
+            )
+            timings[f"{attempt}_ms"] = round(page.evaluate("performance.now()"), 1)
+            timings[f"{attempt}_marks_ms"] = {
+                name.removeprefix("live-"): round(at, 1) for name, at in marks.items() if at
+            }
+        context.close()
+    return timings
+
+
+# --- plumbing -------------------------------------------------------------------------------
+
+
+def _admin_cookie() -> str:
+    users = get_user_model()
+    admin = users.objects.create_user("bench-admin", password=None)
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client = Client()
+    client.force_login(admin)
+    name = settings.SESSION_COOKIE_NAME
+    return f"{name}={client.cookies[name].value}"
+
+
+def _database_url() -> str:
+    db: dict[str, Any] = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def _web_server(redis_url: str | None) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "GPUSCHED_DEBUG": "1",
+        "GPUSCHED_SECRET_KEY": str(settings.SECRET_KEY),
+        "GPUSCHED_LOG_LEVEL": "WARNING",
+    }
+    env.pop("REDIS_URL", None)
+    if redis_url:
+        env["REDIS_URL"] = redis_url
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-v",
+            "0",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "gpusched.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise CommandError(f"the web process exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=1):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise CommandError("the web process did not answer within 30 s") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _in_thread(fn: Any, *args: Any) -> Any:
+    """Playwright's sync API wants a thread without a running event loop of Django's own."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as exc:  # re-raised below
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _module_available(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }

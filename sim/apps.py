@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SimConfig(AppConfig):
+    name = "sim"
+    default_auto_field = "django.db.models.BigAutoField"

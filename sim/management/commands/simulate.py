@@ -1,0 +1,89 @@
+"""`manage.py simulate --cluster SPEC`: the embedded simulated cluster.
+
+Registers the spec's nodes, then submits, starts and finishes workloads on a simulated clock, and
+serves what dcgm-exporter would report for its GPUs on http://HOST:PORT/metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+from django.db import close_old_connections
+
+from gpusched.loop import LoopCommand
+from sim.simulator import Simulator
+from sim.spec import SpecError, load_spec
+from telemetry.exposition import render_exposition
+
+
+class Command(LoopCommand):
+    help = "Run the simulated cluster (nodes, workloads, a DCGM-format /metrics endpoint)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        self.add_loop_arguments(parser)
+        parser.add_argument("--cluster", default="demo", help="spec name or YAML path")
+        parser.add_argument(
+            "--speed", type=float, default=60.0, help="simulated seconds per second"
+        )
+        parser.add_argument("--metrics-host", default="127.0.0.1")
+        parser.add_argument("--metrics-port", type=int, default=9400, help="0: no /metrics")
+        parser.add_argument("--json", action="store_true", help="one JSON line per busy step")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.interval = options["interval"]
+        try:
+            spec = load_spec(options["cluster"])
+        except SpecError as exc:
+            raise CommandError(str(exc)) from exc
+        simulator = Simulator(spec, speed=options["speed"])
+        nodes = simulator.setup()
+        server = None
+        if options["metrics_port"]:
+            server = serve_metrics(simulator, options["metrics_host"], options["metrics_port"])
+            url = f"http://{options['metrics_host']}:{server.server_port}/metrics"
+            self.stderr.write(f"simulate: {nodes} nodes; DCGM metrics on {url}")
+
+        def step() -> float | None:
+            report = simulator.run_once()
+            if options["json"] and (report.submitted or report.started or report.finished):
+                self.stdout.write(json.dumps(asdict(report)))
+            return None
+
+        try:
+            self.run_loop(step, loop=options["loop"])
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+
+def serve_metrics(simulator: Simulator, host: str, port: int) -> ThreadingHTTPServer:
+    """dcgm-exporter's /metrics for the simulated GPUs, on a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            close_old_connections()
+            try:
+                body = render_exposition(simulator.dcgm_states()).encode()
+            finally:
+                close_old_connections()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="dcgm-metrics").start()
+    return server

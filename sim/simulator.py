@@ -1,0 +1,253 @@
+"""The embedded simulated cluster, driven against the database through services.
+
+Simulated time runs `speed` times faster than the wall clock. Each `run_once()`: (1) submit the
+workloads whose arrival time has come, (2) start the pods the scheduler bound, (3) finish the pods
+whose run time is over, which frees their GPUs. `dcgm_states()` renders what dcgm-exporter would
+report for every GPU right now: utilization follows the pods that really hold each GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from scheduling import services
+from scheduling.core.types import SharingMode
+from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
+from sim.arrivals import Arrival, ArrivalStream, arrivals_for
+from sim.cluster import build_nodes
+from sim.spec import ClusterSpec
+from sim.utilization import UtilizationProfile
+from telemetry.exposition import GpuState
+
+logger = logging.getLogger(__name__)
+
+IDLE_POWER_W = 60.0
+BUSY_POWER_W = 300.0
+
+
+@dataclass
+class SimReport:
+    sim_time_s: float = 0.0
+    submitted: int = 0
+    started: int = 0
+    slowed: int = 0  # pods that lost time on an over-subscribed GPU in this step
+    finished: int = 0
+
+
+@dataclass
+class Simulator:
+    spec: ClusterSpec
+    speed: float = 60.0
+    clock: Callable[[], datetime] = timezone.now
+    stream: ArrivalStream = field(init=False)
+    started_at: datetime = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stream = arrivals_for(self.spec)
+        self.started_at = self.clock()
+        self._last_tick: datetime | None = None
+        self._tenants: dict[str, Tenant] = {}
+
+    def setup(self) -> int:
+        """Register (or refresh) every node of the spec; returns how many."""
+        nodes = build_nodes(list(self.spec.pools))
+        for spec in nodes:
+            services.node_register(spec=spec)
+        return len(nodes)
+
+    def sim_seconds(self, now: datetime) -> float:
+        return (now - self.started_at).total_seconds() * self.speed
+
+    def run_once(self) -> SimReport:
+        now = self.clock()
+        report = SimReport(sim_time_s=self.sim_seconds(now))
+
+        # 1. Arrivals up to now.
+        for arrival in self.stream.due(report.sim_time_s):
+            self._submit(arrival)
+            report.submitted += 1
+
+        # 2. Bound pods start running.
+        bound = list(Pod.objects.filter(phase=Pod.Phase.BOUND).select_related("workload__tenant"))
+        services.pods_start(pods=bound, now=now)
+        report.started = len(bound)
+
+        # 3. Running pods progress; on an over-subscribed GPU (the pods on it want more than the
+        # whole GPU) they all progress slower, and the time they lose is recorded.
+        slowed = self._charge_contention(now)
+        report.slowed = len(slowed)
+
+        # 4. Pods whose work is done finish and free their GPUs.
+        running = Pod.objects.filter(phase=Pod.Phase.RUNNING).select_related("workload__tenant")
+        done = [pod for pod in running if self._is_done(pod, now)]
+        services.pods_finish(pods=done, now=now)
+        report.finished = len(done)
+        self._last_tick = now
+        return report
+
+    def _charge_contention(self, now: datetime) -> list[Pod]:
+        elapsed_sim = (now - (self._last_tick or now)).total_seconds() * self.speed
+        if elapsed_sim <= 0:
+            return []
+        lost: dict[int, tuple[Pod, float]] = {}
+        for holders in self._holders().values():
+            demand = sum(self._busy(a, now) * a.milli / 1000 for a in holders if a.mig_slot is None)
+            if demand <= 1.0:
+                continue
+            for assignment in holders:
+                pod = assignment.allocation.pod
+                share = elapsed_sim * (1.0 - 1.0 / demand)
+                if share > lost.get(pod.pk, (pod, 0.0))[1]:
+                    lost[pod.pk] = (pod, share)
+        for pod, seconds in lost.values():
+            pod.simulation["lost_s"] = float(pod.simulation.get("lost_s", 0.0)) + seconds
+        Pod.objects.bulk_update([pod for pod, _ in lost.values()], ["simulation"])
+        return [pod for pod, _ in lost.values()]
+
+    def _is_done(self, pod: Pod, now: datetime) -> bool:
+        duration = float(pod.simulation.get("duration_s", 0) or 0)
+        if pod.started_at is None or duration <= 0:
+            return False
+        lost = float(pod.simulation.get("lost_s", 0.0))
+        return now >= pod.started_at + timedelta(seconds=(duration + lost) / self.speed)
+
+    def _submit(self, arrival: Arrival) -> None:
+        tenant = self._tenants.get(arrival.tenant)
+        if tenant is None:
+            tenant = Tenant.objects.filter(name=arrival.tenant).first() or services.tenant_create(
+                name=arrival.tenant
+            )
+            self._tenants[arrival.tenant] = tenant
+        shape = arrival.shape
+        template = services.PodTemplate(
+            cpu_milli=shape.cpu_milli,
+            memory_mib=shape.memory_mib,
+            gpus=shape.gpus,
+            gpu_milli=shape.gpu_milli,
+            mig_profile=shape.mig_profile,
+            mig_count=1 if shape.mig_profile else 0,
+            gpu_models=shape.gpu_models,
+            topology_policy=shape.topology_policy,
+            topology_scope=shape.topology_scope,
+            simulation={
+                "arrival_s": arrival.at_s,
+                "duration_s": arrival.duration_s,
+                "utilization": arrival.utilization.as_json(),
+            },
+        )
+        try:
+            services.workload_submit(
+                tenant=tenant,
+                name=arrival.name,
+                priority=arrival.priority,
+                service_class=arrival.service_class,
+                pod_sets=[
+                    services.PodSetSpec(
+                        name="main",
+                        count=shape.pods,
+                        template=template,
+                        min_count=shape.pods if arrival.gang else None,
+                    )
+                ],
+            )
+        except services.ServiceError as exc:  # a restarted simulator meets its own old names
+            logger.info("arrival %s skipped: %s", arrival.name, exc)
+
+    def dcgm_states(self, now: datetime | None = None) -> list[GpuState]:
+        """Every GPU (every MIG instance) as dcgm-exporter would report it now."""
+        now = now or self.clock()
+        holders = self._holders()
+        states: list[GpuState] = []
+        for gpu in Gpu.objects.select_related("node").order_by("node__name", "index"):
+            states.extend(self._gpu_states(gpu, holders.get(gpu.pk, []), now))
+        return states
+
+    def _holders(self) -> dict[int, list[GpuAssignment]]:
+        """Per GPU id, the running pods' assignments on it."""
+        holders: dict[int, list[GpuAssignment]] = defaultdict(list)
+        active = GpuAssignment.objects.filter(
+            active=True, allocation__pod__phase=Pod.Phase.RUNNING
+        ).select_related("allocation__pod__workload__tenant")
+        for assignment in active:
+            holders[assignment.gpu_id].append(assignment)
+        return holders
+
+    def _gpu_states(self, gpu: Gpu, holders: list[GpuAssignment], now: datetime) -> list[GpuState]:
+        base = GpuState(
+            hostname=gpu.node.name,
+            gpu=gpu.index,
+            uuid=gpu.uuid,
+            model_name=gpu.model.replace("-", " "),
+        )
+        if gpu.sharing == SharingMode.MIG.value:
+            held = {a.mig_slot: a for a in holders}
+            states = []
+            for slot, profile in enumerate(gpu.mig_layout):
+                holder = held.get(slot)
+                busy = self._busy(holder, now) if holder else 0.0
+                state = replace(
+                    base,
+                    gpu_util=None,  # unsupported on MIG instances (dcgm-exporter#216)
+                    mem_copy_util=None,
+                    gr_engine_active=busy,
+                    tensor_active=busy * 0.5,
+                    dram_active=busy * 0.6,
+                    fb_used_mib=0.0,
+                    fb_free_mib=float(gpu.memory_mib),
+                    mig_profile=profile,
+                    mig_instance=slot,
+                )
+                states.append(_with_pod(state, holder))
+            return states
+        busy = min(1.0, sum(self._busy(a, now) * a.milli / 1000 for a in holders))
+        fb_used = min(
+            float(gpu.memory_mib),
+            sum(self._memory(a) * a.milli / 1000 * gpu.memory_mib for a in holders),
+        )
+        state = replace(
+            base,
+            gpu_util=round(busy * 100),
+            mem_copy_util=round(busy * 40),
+            gr_engine_active=busy,
+            tensor_active=busy * 0.7,
+            dram_active=busy * 0.5,
+            fb_used_mib=round(fb_used),
+            fb_free_mib=round(gpu.memory_mib - fb_used),
+            power_w=IDLE_POWER_W + BUSY_POWER_W * busy,
+            temp_c=32.0 + 40.0 * busy,
+        )
+        if not holders:
+            return [state]
+        # dcgm-exporter repeats a shared GPU's values once per pod that holds it.
+        return [_with_pod(state, a) for a in holders]
+
+    def _busy(self, assignment: GpuAssignment, now: datetime) -> float:
+        pod = assignment.allocation.pod
+        if pod.started_at is None:
+            return 0.0
+        profile = UtilizationProfile.from_json(pod.simulation.get("utilization"))
+        return profile.at((now - pod.started_at).total_seconds() * self.speed)
+
+    def _memory(self, assignment: GpuAssignment) -> float:
+        return UtilizationProfile.from_json(
+            assignment.allocation.pod.simulation.get("utilization")
+        ).memory
+
+
+def _with_pod(state: GpuState, assignment: GpuAssignment | None) -> GpuState:
+    if assignment is None:
+        return state
+    pod = assignment.allocation.pod
+    return replace(
+        state,
+        pod=pod.name,
+        namespace=pod.workload.tenant.namespace,
+        container="main",
+        pod_uid=str(pod.uid),
+    )

@@ -1,0 +1,287 @@
+"""Simulated cluster specs (YAML): node pools, and where workloads come from.
+
+    nodePools:
+    - {name: h100, count: 4, topology: dgx-h100}        # CPU, memory, GPU model from the preset
+    - {name: a100-mig, count: 1, topology: dgx-a100, sharing: mig,
+       migLayout: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}
+    workload:
+      seed: 1
+      tenants:
+      - name: vision
+        arrivalsPerHour: 12
+        priority: 100
+        serviceClass: batch
+        durationMinutes: 40
+        shapes:
+        - {weight: 3, pods: 1, gpus: 4, topology: {policy: single-numa-node}}
+        - {weight: 1, pods: 2, gpus: 8, topology: {policy: restricted, scope: nvlink}}
+        utilization: {kind: constant, mean: 0.85}
+      # or, instead of tenants: philly: {path: data/philly.csv, maxGpusPerPod: 8}
+
+Every key is checked; an unknown or malformed one is an error that names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduling.core.types import ServiceClass, SharingMode, TopologyPolicy, TopologyScope
+from sim.cluster import PRESETS, NodePool
+from sim.utilization import ProfileError, UtilizationProfile
+
+SPEC_DIR = Path(__file__).resolve().parent / "specs"
+
+
+class SpecError(ValueError):
+    """A cluster spec that cannot be used; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    weight: float = 1.0
+    pods: int = 1
+    cpu_milli: int = 4000
+    memory_mib: int = 32_768
+    gpus: int = 0
+    gpu_milli: int = 0
+    mig_profile: str = ""
+    gpu_models: tuple[str, ...] = ()
+    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_scope: TopologyScope | None = None
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    name: str
+    arrivals_per_hour: float
+    shapes: tuple[ShapeSpec, ...]
+    priority: int = 0
+    service_class: ServiceClass = ServiceClass.BATCH
+    duration_s: float = 1800.0
+    utilization: UtilizationProfile = field(default_factory=UtilizationProfile)
+
+
+@dataclass(frozen=True)
+class PhillySpec:
+    path: Path
+    max_gpus_per_pod: int = 8
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    pools: tuple[NodePool, ...]
+    tenants: tuple[TenantSpec, ...] = ()
+    philly: PhillySpec | None = None
+    seed: int = 0
+
+
+def load_spec(name_or_path: str) -> ClusterSpec:
+    """A shipped spec by name (`demo`) or a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = SPEC_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in SPEC_DIR.glob("*.yaml")))
+        raise SpecError(f"no cluster spec {name_or_path!r} (shipped: {shipped})")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_spec(doc, base=path.parent)
+
+
+def parse_spec(doc: object, *, base: Path = Path(".")) -> ClusterSpec:
+    top = _map(doc, "spec", {"nodePools", "workload"})
+    pools = tuple(
+        _pool(item, f"nodePools[{k}]")
+        for k, item in enumerate(_list(top.get("nodePools"), "nodePools"))
+    )
+    if not pools:
+        raise SpecError("nodePools must list at least one pool")
+    names = [pool.name for pool in pools]
+    if len(set(names)) != len(names):
+        raise SpecError("nodePools: pool names must be unique")
+    workload = _map(top.get("workload", {}), "workload", {"seed", "tenants", "philly"})
+    seed = _int(workload.get("seed", 0), "workload.seed")
+    tenants = tuple(
+        _tenant(item, f"workload.tenants[{k}]")
+        for k, item in enumerate(_list(workload.get("tenants", []), "workload.tenants"))
+    )
+    philly = None
+    if "philly" in workload:
+        doc_philly = _map(workload["philly"], "workload.philly", {"path", "maxGpusPerPod"})
+        path = Path(str(doc_philly.get("path", "")))
+        if not path.is_absolute():
+            path = (base / path).resolve()
+        philly = PhillySpec(
+            path, _int(doc_philly.get("maxGpusPerPod", 8), "workload.philly.maxGpusPerPod")
+        )
+    if tenants and philly:
+        raise SpecError("workload: give either tenants or philly, not both")
+    return ClusterSpec(pools=pools, tenants=tenants, philly=philly, seed=seed)
+
+
+def _pool(raw: object, path: str) -> NodePool:
+    doc = _map(
+        raw,
+        path,
+        {
+            "name",
+            "count",
+            "topology",
+            "gpuModel",
+            "gpuMemoryMiB",
+            "cpuMilli",
+            "memoryMiB",
+            "sharing",
+            "migLayout",
+            "labels",
+        },
+    )
+    topology = str(doc.get("topology", ""))
+    if topology not in PRESETS:
+        raise SpecError(f"{path}.topology {topology!r} is not one of {', '.join(sorted(PRESETS))}")
+    preset = PRESETS[topology]
+    try:
+        sharing = SharingMode(doc.get("sharing", preset.sharing.value))
+    except ValueError as exc:
+        raise SpecError(f"{path}.sharing: {exc}") from exc
+    mig_layout = tuple(str(p) for p in _list(doc.get("migLayout", []), f"{path}.migLayout"))
+    if (sharing is SharingMode.MIG) != bool(mig_layout):
+        raise SpecError(f"{path}: sharing mig and migLayout go together")
+    labels = _map(doc.get("labels", {}), f"{path}.labels", None)
+    return replace(
+        preset,
+        name=str(doc.get("name") or topology),
+        count=_int(doc.get("count", 1), f"{path}.count"),
+        gpu_model=str(doc.get("gpuModel", preset.gpu_model)),
+        gpu_memory_mib=_int(doc.get("gpuMemoryMiB", preset.gpu_memory_mib), f"{path}.gpuMemoryMiB"),
+        cpu_milli=_int(doc.get("cpuMilli", preset.cpu_milli), f"{path}.cpuMilli"),
+        memory_mib=_int(doc.get("memoryMiB", preset.memory_mib), f"{path}.memoryMiB"),
+        sharing=sharing,
+        mig_layout=mig_layout,
+        labels={str(k): str(v) for k, v in labels.items()},
+    )
+
+
+def _tenant(raw: object, path: str) -> TenantSpec:
+    doc = _map(
+        raw,
+        path,
+        {
+            "name",
+            "arrivalsPerHour",
+            "shapes",
+            "priority",
+            "serviceClass",
+            "durationMinutes",
+            "utilization",
+        },
+    )
+    name = str(doc.get("name", ""))
+    if not name:
+        raise SpecError(f"{path}.name is required")
+    try:
+        service_class = ServiceClass(doc.get("serviceClass", "batch"))
+    except ValueError as exc:
+        raise SpecError(f"{path}.serviceClass: {exc}") from exc
+    utilization_doc = _map(doc.get("utilization", {}), f"{path}.utilization", None)
+    try:
+        utilization = UtilizationProfile(
+            **{_SNAKE.get(k, k): v for k, v in utilization_doc.items()}  # periodSeconds -> period_s
+        )
+    except (TypeError, ProfileError) as exc:
+        raise SpecError(
+            f"{path}.{exc}" if isinstance(exc, ProfileError) else f"{path}.utilization: {exc}"
+        ) from exc
+    shapes = tuple(
+        _shape(item, f"{path}.shapes[{k}]")
+        for k, item in enumerate(_list(doc.get("shapes"), f"{path}.shapes"))
+    )
+    if not shapes:
+        raise SpecError(f"{path}.shapes must list at least one shape")
+    return TenantSpec(
+        name=name,
+        arrivals_per_hour=_float(doc.get("arrivalsPerHour", 1), f"{path}.arrivalsPerHour"),
+        shapes=shapes,
+        priority=_int(doc.get("priority", 0), f"{path}.priority"),
+        service_class=service_class,
+        duration_s=60.0 * _float(doc.get("durationMinutes", 30), f"{path}.durationMinutes"),
+        utilization=utilization,
+    )
+
+
+_SNAKE = {"periodSeconds": "period_s"}
+
+
+def _shape(raw: object, path: str) -> ShapeSpec:
+    doc = _map(
+        raw,
+        path,
+        {
+            "weight",
+            "pods",
+            "cpuMilli",
+            "memoryMiB",
+            "gpus",
+            "gpuMilli",
+            "migProfile",
+            "gpuModels",
+            "topology",
+        },
+    )
+    topology = _map(doc.get("topology", {}), f"{path}.topology", {"policy", "scope"})
+    try:
+        policy = TopologyPolicy(topology.get("policy", "none"))
+        scope = TopologyScope(topology["scope"]) if "scope" in topology else None
+    except ValueError as exc:
+        raise SpecError(f"{path}.topology: {exc}") from exc
+    shape = ShapeSpec(
+        weight=_float(doc.get("weight", 1), f"{path}.weight"),
+        pods=_int(doc.get("pods", 1), f"{path}.pods"),
+        cpu_milli=_int(doc.get("cpuMilli", 4000), f"{path}.cpuMilli"),
+        memory_mib=_int(doc.get("memoryMiB", 32_768), f"{path}.memoryMiB"),
+        gpus=_int(doc.get("gpus", 0), f"{path}.gpus"),
+        gpu_milli=_int(doc.get("gpuMilli", 0), f"{path}.gpuMilli"),
+        mig_profile=str(doc.get("migProfile", "")),
+        gpu_models=tuple(str(m) for m in _list(doc.get("gpuModels", []), f"{path}.gpuModels")),
+        topology_policy=policy,
+        topology_scope=scope,
+    )
+    if sum((shape.gpus > 0, shape.gpu_milli > 0, bool(shape.mig_profile))) > 1:
+        raise SpecError(f"{path}: give one of gpus, gpuMilli or migProfile")
+    if not 0 <= shape.gpu_milli < 1000:
+        raise SpecError(f"{path}.gpuMilli must be 1..999 (use gpus: 1 for a whole GPU)")
+    return shape
+
+
+def _map(value: object, path: str, allowed: set[str] | None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{path} must be a mapping")
+    if allowed is not None:
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise SpecError(f"{path}: unknown key {unknown[0]!r}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise SpecError(f"{path} must be a list")
+    return value
+
+
+def _int(value: object, path: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SpecError(f"{path} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _float(value: object, path: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise SpecError(f"{path} must be a non-negative number, got {value!r}")
+    return float(value)

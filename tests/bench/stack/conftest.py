@@ -1,0 +1,45 @@
+"""Fixtures for the whole-stack tests: the machine's PostgreSQL server and Redis (the URLs that
+scripts/test.sh exports), and the Prometheus binary. A test that needs one that is absent skips."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from bench.stack import tcp_open
+
+POSTGRES_URL = os.environ.get("GPUSCHED_TEST_POSTGRES_URL", "")
+REDIS_URL = os.environ.get("GPUSCHED_TEST_REDIS_URL", "")
+
+
+def _server_url(url: str, env_name: str, default_port: int) -> str:
+    if not url:
+        pytest.skip(f"{env_name} is not set (scripts/test.sh sets it)")
+    if not tcp_open(url, default_port):
+        pytest.skip(f"{url} is not reachable")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    return _server_url(POSTGRES_URL, "GPUSCHED_TEST_POSTGRES_URL", 5432)
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> str:
+    return _server_url(REDIS_URL, "GPUSCHED_TEST_REDIS_URL", 6379)
+
+
+def installed(binary: str) -> str:
+    """The path of a Debian package's binary of the same name; the test skips without it."""
+    path = shutil.which(binary)
+    if path is None:
+        pytest.skip(f"{binary} is not installed (Debian package {binary})")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    return installed("prometheus")
