@@ -13,7 +13,7 @@ from kube.leader import LeaseElector
 from kube.scheduler import KubeScheduler
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
-from tests.kube.fakeapi import FakeKube
+from sim.kubernetes.simulated import SimulatedKubernetes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -47,7 +47,7 @@ class Clock:
 
 
 def scheduler(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
     identity: str = "gpusched-0",
     *,
     lease: bool = True,

@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import seeds_profile_text
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def kubeconfig(tmp_path: Path, server: str) -> Path:
     return path
 
 
-def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
+def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:
     profile = tmp_path / "profile.yaml"
     profile.write_text(seeds_profile_text())
     call_command(
@@ -53,7 +53,7 @@ def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
 
 
 def test_runkube_once_binds_pending_pods_and_releases_the_lease(
-    fake: FakeKube, tmp_path: Path
+    fake: SimulatedKubernetes, tmp_path: Path
 ) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("p", gpus=2))

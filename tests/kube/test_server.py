@@ -13,15 +13,15 @@ import pytest
 
 from kube import extender
 from kube.server import make_server
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def port(fake: FakeKube) -> Iterator[int]:
+def port(fake: SimulatedKubernetes) -> Iterator[int]:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     fake.add_pod(objects.pod("busy", gpus=6, scheduler="default-scheduler", node_name="gpu-a"))
