@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sim.kubernetes import errors
-from sim.kubernetes.meta import clone, rfc3339
+from sim.kubernetes import errors, podstatus
 from sim.kubernetes.resources import core
 
 if TYPE_CHECKING:
@@ -52,20 +51,13 @@ def bind(api: Registry, namespace: str, name: str, body: Any) -> Obj:
             refusal = f"pod {name} has non-empty .spec.schedulingGates"
         if refusal:
             raise errors.conflict(PODS, name, refusal, qualified=BINDING)
-        bound = clone(pod)
-        bound["spec"]["nodeName"] = str(target["name"])
+        # Stored objects are never changed in place, so the new one shares what it does not change.
+        metadata = dict(pod["metadata"])
         if meta.get("annotations"):
-            bound["metadata"].setdefault("annotations", {}).update(meta["annotations"])
-        status = bound.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": rfc3339(api.now()),
-            }
-        )
-        status["conditions"] = conditions
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **meta["annotations"]}
+        status = dict(pod.get("status") or {})
+        bound = {**pod, "metadata": metadata, "spec": {**spec, "nodeName": str(target["name"])}}
+        bound["status"] = status
+        podstatus.set_condition(status, "PodScheduled", api.now())
         api.storage.put(PODS, bound)
     return errors.success(201)

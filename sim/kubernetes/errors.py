@@ -5,7 +5,7 @@ k8s.io/apimachinery/pkg/util/validation/field."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sim.kubernetes.resources import Resource
@@ -175,21 +175,14 @@ def too_long(path: str, limit: int) -> FieldError:
     return FieldError("FieldValueTooLong", path, f"Too long: may not be more than {limit} bytes")
 
 
+def too_many(path: str, count: int, limit: int) -> FieldError:
+    return FieldError(
+        "FieldValueTooMany", path, f"Too many: {count}: must have at most {limit} items"
+    )
+
+
 def duplicate(path: str, value: object) -> FieldError:
     return FieldError("FieldValueDuplicate", path, f"Duplicate value: {_value(value)}")
-
-
-@dataclass
-class Problems:
-    """Field errors collected while validating one object."""
-
-    errors: list[FieldError] = field(default_factory=list)
-
-    def add(self, error: FieldError) -> None:
-        self.errors.append(error)
-
-    def __bool__(self) -> bool:
-        return bool(self.errors)
 
 
 def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:

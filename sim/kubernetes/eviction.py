@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sim.kubernetes import disruption, errors
+from sim.kubernetes import disruption, errors, podstatus
 from sim.kubernetes.meta import clone, rfc3339
 from sim.kubernetes.resources import core, named
 
@@ -55,20 +55,13 @@ def evict(api: Registry, namespace: str, name: str, body: Any) -> Obj:
             _take_disruption(api, budgets[0], pod)
         marked = clone(pod)
         status = marked.setdefault("status", {})
-        conditions = [
-            c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"
-        ]
-        conditions.append(
-            {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "EvictionByEvictionAPI",
-                "message": "Eviction API: evicting",
-                "lastProbeTime": None,
-                "lastTransitionTime": rfc3339(api.now()),
-            }
+        podstatus.set_condition(
+            status,
+            "DisruptionTarget",
+            api.now(),
+            reason="EvictionByEvictionAPI",
+            message="Eviction API: evicting",
         )
-        status["conditions"] = conditions
         api.storage.put(PODS, marked)
         api.delete(PODS, namespace, name, options)
     return errors.success(201)

@@ -306,6 +306,7 @@ class ApiServer:
 
 class _Http(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # many clients connecting at once (informers, benchmarks)
     api: ApiServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:

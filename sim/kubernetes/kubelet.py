@@ -46,7 +46,7 @@ from sim.gpu_states import Holder, demand, lost_seconds
 from sim.kubernetes import errors, podstatus
 from sim.kubernetes.cluster import NodeDevices
 from sim.kubernetes.devices import Holding, NodeGpus, Unavailable, Waiting
-from sim.kubernetes.meta import clone, micro_time, parse_time
+from sim.kubernetes.meta import micro_time, parse_time
 from sim.kubernetes.registry import Registry
 from sim.kubernetes.resources import core, named
 from sim.kubernetes.store import DELETED
@@ -113,6 +113,7 @@ class Kubelets:
         self._inventory = dict(devices or {})
         self._gpus: dict[str, NodeGpus] = {}
         self._runs: dict[str, PodRun] = {}
+        self._on_node: dict[str, dict[str, PodRun]] = {}  # node -> key -> run
         self._pending: set[str] = set()
         self._terminating: set[str] = set()
         self._done: dict[str, str] = {}  # key -> uid of pods that finished or were rejected here
@@ -197,6 +198,7 @@ class Kubelets:
     def _release(self, key: str) -> None:
         run = self._runs.pop(key, None)
         if run is not None:
+            self._on_node[run.node].pop(key, None)
             self._node_gpus(run.node).held.pop(key, None)
 
     # --- start ----------------------------------------------------------------------------
@@ -241,6 +243,7 @@ class Kubelets:
         )
         self._read_annotations(pod, run, now)
         self._runs[key] = run
+        self._on_node.setdefault(run.node, {})[key] = run
         self._node_gpus(run.node).held[key] = holding
         self._write_status(
             pod, podstatus.running(pod, now, host_ip=_host_ip(node), pod_ip=self._pod_ip(node))
@@ -251,7 +254,7 @@ class Kubelets:
         """The kubelet's resource fit: the first resource that does not fit, as its reason."""
         name = node["metadata"]["name"]
         allocatable = (node.get("status") or {}).get("allocatable") or {}
-        runs = [r for r in self._runs.values() if r.node == name]
+        runs = list(self._on_node.get(name, {}).values())
         pods_cap = int(parse_quantity(allocatable.get("pods", "110")))
         if len(runs) + 1 > pods_cap:
             return "OutOfpods", podstatus.insufficient("pods", 1, len(runs), pods_cap)
@@ -303,8 +306,10 @@ class Kubelets:
         if elapsed <= 0:
             return
         lost: dict[str, float] = {}
-        for node in {r.node for r in self._runs.values()}:
+        for node in [n for n, runs in self._on_node.items() if runs]:
             for holders in self.holders_by_gpu(node, now).values():
+                if len(holders) < 2:
+                    continue  # one holder never wants more than the whole GPU
                 share = lost_seconds(demand([h for h, _ in holders]), elapsed)
                 for _, run in holders:
                     if share > lost.get(run.key, 0.0):
@@ -316,9 +321,7 @@ class Kubelets:
     def holders_by_gpu(self, node: str, now: datetime) -> dict[int, list[tuple[Holder, PodRun]]]:
         """Per whole (non-MIG) GPU of `node`, who holds it now and how busy they keep it."""
         found: dict[int, list[tuple[Holder, PodRun]]] = {}
-        for run in self._runs.values():
-            if run.node != node:
-                continue
+        for run in self._on_node.get(node, {}).values():
             held = [(g, 1000) for g in run.holding.gpus] + list(run.holding.shares)
             for gpu, milli in held:
                 found.setdefault(gpu, []).append((self.holder(run, now, milli), run))
@@ -369,9 +372,10 @@ class Kubelets:
         return 1
 
     def _write_status(self, pod: Obj, status: Obj) -> Obj:
-        updated = clone(pod)
-        updated["status"] = status
-        return self.registry.apply_update(PODS, pod, updated, subresource="status")
+        # The status subresource takes only `status` from what it is given: no copy of the rest.
+        return self.registry.apply_update(
+            PODS, pod, {**pod, "status": status}, subresource="status"
+        )
 
     def _warn(self, pod: Obj, reason: str, note: str, now: datetime) -> None:
         meta = pod["metadata"]
@@ -425,7 +429,9 @@ class Kubelets:
         return dict(self._node_gpus(node).held)
 
     def running(self, node: str | None = None) -> list[PodRun]:
-        return [r for r in self._runs.values() if node is None or r.node == node]
+        if node is not None:
+            return list(self._on_node.get(node, {}).values())
+        return list(self._runs.values())
 
 
 def profile_from_annotation(text: str) -> UtilizationProfile:

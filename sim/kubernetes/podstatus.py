@@ -50,6 +50,18 @@ def running(pod: Obj, now: datetime, *, host_ip: str, pod_ip: str) -> Obj:
     return status
 
 
+def set_condition(
+    status: Obj, kind: str, now: datetime, *, reason: str = "", message: str = ""
+) -> None:
+    """Replace (or add) the True condition `kind` in `status`, a copy the caller owns."""
+    condition: Obj = {"type": kind, "status": "True"}
+    if reason:
+        condition.update(reason=reason, message=message)
+    condition.update(lastProbeTime=None, lastTransitionTime=rfc3339(now))
+    kept = [c for c in status.get("conditions") or [] if c.get("type") != kind]
+    status["conditions"] = [*kept, condition]
+
+
 def ended(pod: Obj, now: datetime, *, phase: str, exit_code: int, reason: str) -> Obj:
     status = clone(pod.get("status") or {})
     finished = rfc3339(now)

@@ -118,8 +118,8 @@ TABLE: tuple[Resource, ...] = (
     R("resource.k8s.io", ("v1",), "resourceclaims", "ResourceClaim", True, ("status",)),
     R("resource.k8s.io", ("v1",), "resourceclaimtemplates", "ResourceClaimTemplate", True),
     # Gang schedulers' pod groups, Kueue's queue objects, NFD's NodeResourceTopology (CRDs)
-    R("scheduling.x-k8s.io", ("v1alpha1",), "podgroups", "PodGroup", True, ("status",), ("pg",),
-      returns_deleted_object=True, custom=True),
+    R("scheduling.x-k8s.io", ("v1alpha1",), "podgroups", "PodGroup", True, ("status",),
+      ("pg", "pgs"), returns_deleted_object=True, custom=True),
     R("scheduling.volcano.sh", ("v1beta1",), "podgroups", "PodGroup", True, ("status",),
       ("pg", "podgroup-v1beta1"), returns_deleted_object=True, custom=True),
     R("scheduling.volcano.sh", ("v1beta1",), "queues", "Queue", False, ("status",), ("q",),

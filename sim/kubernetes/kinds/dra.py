@@ -81,11 +81,7 @@ class ResourceSliceRules(Rules):
             problems.append(errors.invalid("spec", chosen, f"exactly one of {listed} is required"))
         devices = spec.get("devices") or []
         if len(devices) > MAX_DEVICES_PER_SLICE:
-            problems.append(
-                errors.invalid(
-                    "spec.devices", len(devices), f"must have at most {MAX_DEVICES_PER_SLICE} items"
-                )
-            )
+            problems.append(errors.too_many("spec.devices", len(devices), MAX_DEVICES_PER_SLICE))
         names: set[str] = set()
         for k, device in enumerate(devices):
             path = f"spec.devices[{k}]"
@@ -260,11 +256,7 @@ def _validate_claim_status(claim: Obj, old: Obj | None) -> list[FieldError]:
             )
         )
     if len(reserved) > MAX_RESERVED:
-        problems.append(
-            errors.invalid(
-                "status.reservedFor", len(reserved), f"must have at most {MAX_RESERVED} items"
-            )
-        )
+        problems.append(errors.too_many("status.reservedFor", len(reserved), MAX_RESERVED))
     uids: set[str] = set()
     for k, consumer in enumerate(reserved):
         for key in ("resource", "name", "uid"):
