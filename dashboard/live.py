@@ -26,6 +26,7 @@ from scheduling.events import (
     EventPayload,
     EventTypes,
     NodeChanged,
+    NodeQuarantined,
     PodBound,
     PodPhaseChanged,
     PodUnschedulable,
@@ -41,7 +42,9 @@ EventRow = tuple[int, EventPayload]
 ALL_EVENTS: EventTypes = frozenset(EVENT_TYPES.values())
 
 # What each kind of view is moved by (the rest of the outbox it ignores).
-NODE_EVENTS: EventTypes = frozenset({NodeChanged, PodBound, AllocationReleased, AllocationPromoted})
+NODE_EVENTS: EventTypes = frozenset(
+    {NodeChanged, NodeQuarantined, PodBound, AllocationReleased, AllocationPromoted}
+)
 DECISION_EVENTS: EventTypes = frozenset({PodBound, PodUnschedulable})
 QUEUE_EVENTS: EventTypes = frozenset(
     {

@@ -37,9 +37,9 @@ from kube import services as kube_services
 from kube.adopt import annotations_for
 from kube.api import KubeApi, connect
 from kube.models import KubePod
-from kube.scheduler import topology_annotation
+from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
-from scheduling import cluster_state, profile_files
+from scheduling import cluster_state, profile_files, services
 from scheduling.cache import ClusterCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import NormalizeScorePlugin
@@ -313,7 +313,7 @@ class Extender:
                     raise ExtenderError(f"pod {namespace}/{name} is not uid {uid}")
                 if info.ask is None:
                     raise ExtenderError(info.error)
-                pod = kube_services.pod_submit(info=info, ask=info.ask, owned=False, now=now)
+                pod = kube_services.workload_mirror_admitted(info=info)
             else:
                 pod = mirrored.pod
             if pod.phase != Pod.Phase.PENDING:
@@ -326,7 +326,7 @@ class Extender:
                     f"pod {namespace}/{name} does not fit on {node}: " + (decision.summary())
                 )
             sub = cluster_state.ClusterState(one, cluster.node_ids, cluster.gpu_ids, {})
-            result = kube_services.pods_bind(
+            result = services.placements_commit(
                 cluster=sub, placed=[(pod, decision)], scheduler=self.identity, now=now
             )
             if result.conflicts:

@@ -35,6 +35,7 @@ class ClusterCache:
     # What moves the snapshot: a node change rebuilds it (as an unknown event does); the rest of
     # the outbox concerns queues and pages, not what nodes hold.
     REBUILDS_ON: EventTypes = frozenset({NodeChanged, UnknownEvent})
+    # A release on a quarantined node may have made it consistent: that also rebuilds.
     HANDLES: EventTypes = frozenset({AllocationReleased, AllocationPromoted, PodBound})
     IGNORES: EventTypes = frozenset(events.EVENT_TYPES.values()) - REBUILDS_ON - HANDLES
 
@@ -67,6 +68,11 @@ class ClusterCache:
         """False when an event needs a rebuild."""
         new = events.read_after(self._cursor)
         if any(type(event) in self.REBUILDS_ON for _, event in new):
+            return False
+        if state.quarantined and any(
+            isinstance(event, AllocationReleased) and event.node in state.quarantined
+            for _, event in new
+        ):
             return False
         bound_elsewhere: list[str] = []
         for event_id, event in new:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
 
-from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
+from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.topology import NodeTopology, uniform
 from scheduling.core.types import (
     GangRef,
@@ -33,6 +34,7 @@ from scheduling.models import (
     Gpu,
     GpuAssignment,
     Node,
+    NodeNuma,
     Pod,
 )
 
@@ -45,32 +47,90 @@ class ClusterState:
     node_ids: dict[str, int]
     gpu_ids: dict[tuple[str, int], int]
     held: dict[str, tuple[PodRequest, Placement]]  # pod uid -> what the snapshot holds for it
+    numa_ids: dict[tuple[str, int], int] = field(default_factory=dict)  # (node, NUMA) -> NodeNuma
+    # Nodes whose recorded state contradicts their capacity, and why: nothing is placed there,
+    # the rest of the cluster schedules on (liveness is an invariant, DESIGN.md §8).
+    quarantined: dict[str, str] = field(default_factory=dict)
 
 
 def cluster_state() -> ClusterState:
-    """Every node with its GPUs, and every active allocation assumed onto them."""
+    """Every node with its GPUs, and every active allocation assumed onto them. Whatever is
+    committed, this never fails: a node that cannot be represented, or holds more than it has, is
+    quarantined with the reason."""
     # Nodes first: a node registers with its GPUs in one transaction, so every node read here has
     # all its GPUs in the next read (read the other way round, a node registered in between would
     # come without GPUs).
     nodes = list(Node.objects.order_by("name"))
     gpus_by_node: dict[int, list[Gpu]] = defaultdict(list)
-    for gpu in Gpu.objects.order_by("node_id", "index"):
+    for gpu in Gpu.objects.filter(present=True).order_by("node_id", "index"):
         gpus_by_node[gpu.node_id].append(gpu)
     topologies: dict[str, NodeTopology] = {}
-    specs = [node_spec(node, gpus_by_node[node.id], topologies) for node in nodes]
+    quarantined: dict[str, str] = {}
+    specs = []
+    for node in nodes:
+        spec, problem = sound_node_spec(node, gpus_by_node[node.id], topologies)
+        specs.append(spec)
+        if problem:
+            quarantined[node.name] = problem
     snapshot = ClusterSnapshot(specs)
     node_ids = {node.name: node.id for node in nodes}
-    gpu_ids = {(node.name, gpu.index): gpu.id for node in nodes for gpu in gpus_by_node[node.id]}
+    gpu_ids = _gpu_ids(nodes)  # absent GPUs too: allocations still name them
+    numa_ids = {
+        (name, index): pk
+        for name, index, pk in NodeNuma.objects.values_list("node__name", "index", "pk")
+    }
     held = {}
     for pod, placement in active_placements():
-        snapshot.assume(pod, placement)
+        if placement.node in quarantined:
+            continue
+        try:
+            snapshot.assume(pod, placement)
+        except (OverCommitError, ValueError, IndexError, KeyError) as exc:
+            quarantined[placement.node] = f"holds more than it has: pod {pod.name}: {exc}"[:512]
+            continue
         held[pod.uid] = (pod, placement)
-    return ClusterState(snapshot, node_ids, gpu_ids, held)
+    for name in quarantined:
+        if name in snapshot.index:
+            snapshot.quarantine(name)
+    return ClusterState(snapshot, node_ids, gpu_ids, held, numa_ids, quarantined)
 
 
-def node_spec(
+def _gpu_ids(nodes: Iterable[Node]) -> dict[tuple[str, int], int]:
+    names = {node.id: node.name for node in nodes}
+    return {
+        (names[node_id], index): pk
+        for node_id, index, pk in Gpu.objects.values_list("node_id", "index", "pk")
+        if node_id in names
+    }
+
+
+def sound_node_spec(
     node: Node, gpus: list[Gpu], topologies: dict[str, NodeTopology] | None = None
-) -> NodeSpec:
+) -> tuple[NodeSpec, str]:
+    """The node as the core sees it, and what makes it unsound ("" when nothing): a node the
+    snapshot could not represent as recorded is given a shape it can, and quarantined."""
+    problem = ""
+    indices = [gpu.index for gpu in gpus]
+    if len(gpus) > MAX_GPUS_PER_NODE:
+        problem = f"reports {len(gpus)} GPUs, at most {MAX_GPUS_PER_NODE} per node are supported"
+        gpus = gpus[:MAX_GPUS_PER_NODE]
+    elif indices != list(range(len(gpus))):
+        problem = f"its GPUs' indices {indices} are not 0..{len(gpus) - 1}"
+        gpus = []
+    try:
+        topology = _topology(node.topology, len(gpus), topologies if topologies is not None else {})
+    except (KeyError, TypeError, ValueError) as exc:
+        problem = problem or f"its recorded topology cannot be read: {exc}"
+        topology = uniform(len(gpus))
+    if topology.gpu_count != len(gpus):
+        problem = problem or (
+            f"its topology lists {topology.gpu_count} GPUs, it reports {len(gpus)}"
+        )
+        topology = uniform(len(gpus))
+    return node_spec(node, gpus, topology), problem[:512]
+
+
+def node_spec(node: Node, gpus: Sequence[Gpu], topology: NodeTopology) -> NodeSpec:
     return NodeSpec(
         name=node.name,
         cpu_milli=node.cpu_milli,
@@ -86,7 +146,7 @@ def node_spec(
             )
             for gpu in gpus
         ),
-        topology=_topology(node.topology, len(gpus), topologies if topologies is not None else {}),
+        topology=topology,
         labels=dict(node.labels),
         taints=tuple(
             Taint(t["key"], t.get("value", ""), TaintEffect(t.get("effect", "NoSchedule")))
@@ -195,7 +255,9 @@ def pod_request(pod: Pod) -> PodRequest:
         gang=GangRef(f"{pod.workload_id}/{pod.pod_set}", pod.gang_min_count)
         if pod.gang_min_count
         else None,
+        workload=f"{workload.tenant.name}/{workload.name}",
         created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
+        can_preempt=workload.preemption_policy != "Never",
     )
 
 
@@ -226,3 +288,11 @@ def with_gang_members(pods: list[Pod]) -> list[Pod]:
         if (p.workload_id, p.pod_set) in gangs and p.pk not in have
     ]
     return pods + extra
+
+
+def terminating_pods() -> frozenset[str]:
+    """Pods evicted and still terminating: they hold what they hold, and are nobody's victims."""
+    return frozenset(
+        str(uid)
+        for uid in Pod.objects.filter(phase=Pod.Phase.TERMINATING).values_list("uid", flat=True)
+    )

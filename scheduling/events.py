@@ -41,6 +41,16 @@ class NodeChanged(EventPayload):
 
 
 @dataclass(frozen=True)
+class NodeQuarantined(EventPayload):
+    """The scheduler stopped trusting a node's recorded state (nothing is placed there), or
+    trusts it again (`reason` empty)."""
+
+    TYPE: ClassVar[str] = "node.quarantined"
+    node: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class WorkloadChanged(EventPayload):
     TYPE: ClassVar[str] = "workload.changed"
     uid: str
@@ -159,6 +169,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
     cls.TYPE: cls
     for cls in (
         NodeChanged,
+        NodeQuarantined,
         WorkloadChanged,
         WorkloadEvicted,
         QueuesChanged,

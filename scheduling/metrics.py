@@ -15,7 +15,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from gpusched.process_metrics import role_registry
 
 if TYPE_CHECKING:  # the worker may import this module to call record_eviction
-    from scheduling.worker import CycleReport
+    from scheduling.cycle import CycleReport
 
 registry = role_registry()
 
@@ -88,7 +88,7 @@ def is_busy(report: CycleReport) -> bool:
 
 
 def record_cycle(report: CycleReport) -> None:
-    """Count what one `SchedulerWorker.run_once()` did."""
+    """Count what one `SchedulingCycle.run_once()` did."""
     leader.set(1 if report.leading else 0)
     if not report.leading:
         return

@@ -19,8 +19,8 @@ from scheduling.services.decisions import decisions_prune, explanation, pods_uns
 from scheduling.services.errors import ServiceError
 from scheduling.services.evictions import workloads_evict
 from scheduling.services.leases import lease_acquire, lease_release
-from scheduling.services.lifecycle import pods_finish, pods_start
-from scheduling.services.nodes import node_register, node_set_cordoned
+from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
+from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
 from scheduling.services.queues import (
     WorkloadAdmission,
     cluster_queue_fields,
@@ -32,6 +32,7 @@ from scheduling.services.tenants import tenant_create
 from scheduling.services.workloads import (
     PodSetSpec,
     workload_cancel,
+    workload_extend,
     workload_submit,
     workloads_admit,
     workloads_waiting,
@@ -50,9 +51,11 @@ __all__ = [
     "lease_release",
     "node_register",
     "node_set_cordoned",
+    "nodes_quarantine",
     "placements_commit",
     "pods_finish",
     "pods_start",
+    "pods_terminated",
     "pods_unschedulable",
     "queue_admit",
     "queues_apply",
@@ -60,6 +63,7 @@ __all__ = [
     "tenant_create",
     "toleration_json",
     "workload_cancel",
+    "workload_extend",
     "workload_submit",
     "workloads_admit",
     "workloads_evict",

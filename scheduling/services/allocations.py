@@ -1,5 +1,6 @@
-"""What allocations hold: the counters the CHECK constraints judge, releasing, lent shares
-moving onto freed capacity, expired reservations."""
+"""What allocations hold: the counters that say what nodes, NUMA nodes and GPUs hold (raised only
+by checked updates, scheduling/models.py), releasing, lent shares moving onto freed capacity,
+expired reservations."""
 
 from __future__ import annotations
 
@@ -19,20 +20,53 @@ from scheduling.models import (
     Gpu,
     GpuAssignment,
     Node,
+    NodeNuma,
     Pod,
 )
 
 
-def add_counts(model: type[Node] | type[Gpu], column: str, deltas: dict[int, int]) -> None:
+def add_counts(
+    model: type[Node] | type[Gpu] | type[NodeNuma],
+    column: str,
+    deltas: dict[int, int],
+    *,
+    capacity: str | None = None,
+) -> bool:
+    """Add each row's delta to `column`, in one statement. With `capacity` (the column it may not
+    pass) the update is checked: a row that would pass it is left alone, and False says so (the
+    caller rolls back). Increments, not absolute values: the check judges the true totals even if
+    another writer changed them since the caller's snapshot (the UPDATE locks and re-reads each
+    row)."""
     deltas = {pk: d for pk, d in deltas.items() if d}
     if not deltas:
-        return
+        return True
     increment = Case(
         *(When(pk=pk, then=Value(delta)) for pk, delta in deltas.items()),
         default=Value(0),
         output_field=IntegerField(),
     )
-    model.objects.filter(pk__in=list(deltas)).update(**{column: F(column) + increment})
+    rows = model.objects.filter(pk__in=list(deltas))
+    if capacity is not None:
+        rows = rows.filter(**{f"{column}__lte": F(capacity) - increment})
+    return rows.update(**{column: F(column) + increment}) == len(deltas)
+
+
+def numa_counts(charges: Iterable[tuple[int, Sequence[int]]], *, sign: int) -> dict[int, int]:
+    """Per NodeNuma row, what (node id, CPU milli per NUMA node) charges add up to."""
+    charges = [(node_id, list(per_numa)) for node_id, per_numa in charges]
+    rows = {
+        (node_id, index): pk
+        for node_id, index, pk in NodeNuma.objects.filter(
+            node_id__in={node_id for node_id, _ in charges}
+        ).values_list("node_id", "index", "pk")
+    }
+    out: dict[int, int] = defaultdict(int)
+    for node_id, per_numa in charges:
+        for index, amount in enumerate(per_numa):
+            pk = rows.get((node_id, index))
+            if pk is not None and amount:
+                out[pk] += sign * int(amount)
+    return dict(out)
 
 
 def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -> None:
@@ -61,6 +95,11 @@ def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: 
     add_counts(Gpu, "lent_milli", lent_delta)
     add_counts(Node, "cpu_used_milli", cpu_delta)
     add_counts(Node, "memory_used_mib", memory_delta)
+    add_counts(
+        NodeNuma,
+        "cpu_used_milli",
+        numa_counts(((a.node_id, a.numa_cpu_milli) for a in allocations), sign=-1),
+    )
     gpus_of: dict[int, list[int]] = defaultdict(list)
     for assignment in assignments:
         gpus_of[assignment.allocation_id].append(assignment.gpu.index)

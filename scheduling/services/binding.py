@@ -25,6 +25,7 @@ from scheduling.models import (
     Gpu,
     GpuAssignment,
     Node,
+    NodeNuma,
     PlacementDecision,
     Pod,
     Workload,
@@ -165,10 +166,22 @@ def _bind(
                 GpuAssignment(allocation=allocation, gpu_id=gpu_id, milli=0, mig_slot=slot)
             )
     GpuAssignment.objects.bulk_create(assignments)
-    # Increments, not absolute values: the CHECK constraints then judge the true totals even if
-    # another writer changed them since our snapshot.
-    add_counts(Node, "cpu_used_milli", cpu_delta)
-    add_counts(Node, "memory_used_mib", memory_delta)
+    numa_delta: dict[int, int] = defaultdict(int)
+    for _, decision in placed:
+        assert decision.placement is not None
+        for index, amount in enumerate(decision.placement.numa_cpu_milli):
+            pk = cluster.numa_ids.get((decision.placement.node, index))
+            if pk is not None and amount:
+                numa_delta[pk] += amount
+    # Checked increments (what the rows hold now, not what our snapshot saw) for what a node's
+    # capacity bounds; the GPUs' bound is a CHECK constraint, their capacity never changes.
+    checked = (
+        add_counts(Node, "cpu_used_milli", cpu_delta, capacity="cpu_milli")
+        and add_counts(Node, "memory_used_mib", memory_delta, capacity="memory_mib")
+        and add_counts(NodeNuma, "cpu_used_milli", numa_delta, capacity="cpu_milli")
+    )
+    if not checked:
+        raise _Conflict("a node's CPU, memory or NUMA CPU would be over-committed")
     add_counts(Gpu, "used_milli", gpu_delta)
     add_counts(Gpu, "lent_milli", lent_delta)
     events.publish(

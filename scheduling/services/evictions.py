@@ -1,9 +1,13 @@
-"""Evictions: admitted workloads lose their quota and their pods, and go back to their queues."""
+"""Evictions: admitted workloads lose their quota and their pods, and go back to their queues.
+
+A pod the cluster still runs while it terminates (Kubernetes: its grace period) keeps what it
+holds, in phase Terminating, until the side reports it gone (`pods_gone`); the others release at
+once. Either way the workload's quota is released at once: quota is bookkeeping, nodes are not."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from django.db import transaction
@@ -19,24 +23,33 @@ from scheduling.services.workloads import workload_event
 
 
 def workloads_evict(
-    *, workloads: Sequence[Workload], reason: str, now: datetime, preemptor: Workload | None = None
-) -> list[str]:
-    """Preempt admitted workloads: release their pods' allocations, put the pods back to Pending
-    and the workloads back in their queues (requeued, quota released). Returns the uids of the
-    pods whose allocations were released."""
+    *,
+    workloads: Sequence[Workload],
+    reason: str,
+    now: datetime,
+    preemptor: Workload | None = None,
+    terminating: Collection[str] = (),
+) -> set[int]:
+    """Preempt admitted workloads: their pods give back what they hold (at once, or once gone for
+    the pod uids in `terminating`), the workloads go back to their queues (requeued, quota
+    released). Returns the ids of those evicted (the ones still admitted or running)."""
     with transaction.atomic():
-        payloads, released, _ = evict_workloads(
-            workloads, reason=reason, preemptor=preemptor, now=now
+        payloads, evicted = evict_workloads(
+            workloads, reason=reason, preemptor=preemptor, now=now, terminating=terminating
         )
         events.publish(*payloads)
-    return released
+    return evicted
 
 
 def evict_workloads(
-    workloads: Sequence[Workload], *, reason: str, preemptor: Workload | None, now: datetime
-) -> tuple[list[events.EventPayload], list[str], set[int]]:
-    """Returns the events to publish, the uids of the pods whose allocations were released and
-    the ids of the workloads evicted (those that were admitted or running)."""
+    workloads: Sequence[Workload],
+    *,
+    reason: str,
+    preemptor: Workload | None,
+    now: datetime,
+    terminating: Collection[str] = (),
+) -> tuple[list[events.EventPayload], set[int]]:
+    """Returns the events to publish and the ids of the workloads evicted."""
     rows = list(
         Workload.objects.filter(
             pk__in=[w.pk for w in workloads],
@@ -44,20 +57,23 @@ def evict_workloads(
         ).select_related("tenant", "cluster_queue")
     )
     if not rows:
-        return [], [], set()
+        return [], set()
     pods = list(
         Pod.objects.filter(workload__in=rows, phase__in=Pod.ACTIVE_PHASES).select_related(
             "workload__tenant"
         )
     )
-    allocations = list(
-        Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod")
+    staying = {p.pk for p in pods if p.phase in Pod.PLACED_PHASES and str(p.uid) in terminating}
+    allocations_release(
+        Allocation.objects.filter(pod__in=pods, active=True)
+        .exclude(pod_id__in=staying)
+        .select_related("node", "pod"),
+        reason=f"preempted: {reason}"[:256],
+        now=now,
     )
-    released = [str(a.pod.uid) for a in allocations]
-    allocations_release(allocations, reason=f"preempted: {reason}"[:256], now=now)
     placed = [p for p in pods if p.phase in Pod.PLACED_PHASES]
     for pod in pods:
-        pod.phase = Pod.Phase.PENDING
+        pod.phase = Pod.Phase.TERMINATING if pod.pk in staying else Pod.Phase.PENDING
         pod.bound_at = None
         pod.started_at = None
         pod.next_attempt_at = None
@@ -105,6 +121,6 @@ def evict_workloads(
             "evicted_at",
         ],
     )
-    payloads += [events.PodPhaseChanged.of(p, phase=Pod.Phase.PENDING) for p in placed]
+    payloads += [events.PodPhaseChanged.of(p, phase=p.phase) for p in placed]
     payloads += [workload_event(w) for w in rows]
-    return payloads, released, {w.pk for w in rows}
+    return payloads, {w.pk for w in rows}

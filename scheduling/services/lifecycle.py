@@ -65,3 +65,50 @@ def pods_finish(*, pods: Sequence[Pod], now: datetime, succeeded: bool = True) -
             *(events.PodPhaseChanged.of(p, phase=phase) for p in pods),
             *(workload_event(w) for w in done),
         )
+
+
+def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
+    """Evicted (or cancelled) pods the cluster no longer runs: what they held is free now. A pod of
+    a requeued submitted workload waits to be placed again; a mirrored pod is gone for good, and a
+    mirrored workload left without pods ends; a cancelled workload's pod is cancelled."""
+    pods = [p for p in pods if p.phase == Pod.Phase.TERMINATING]
+    if not pods:
+        return
+    with transaction.atomic():
+        allocations_release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="evicted pod terminated",
+            now=now,
+        )
+        for pod in pods:
+            if pod.workload.state not in Workload.ACTIVE_STATES:
+                pod.phase = Pod.Phase.CANCELLED
+            elif pod.workload.origin == Workload.Origin.MIRRORED:
+                pod.phase = Pod.Phase.FAILED
+            else:
+                pod.phase = Pod.Phase.PENDING
+            pod.finished_at = None if pod.phase == Pod.Phase.PENDING else now
+            pod.bound_at = pod.started_at = None
+            pod.next_attempt_at = None
+        Pod.objects.bulk_update(pods, ["phase", "finished_at", "bound_at", "started_at"])
+        workload_ids = {p.workload_id for p in pods if p.phase == Pod.Phase.FAILED}
+        still_active = set(
+            Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
+            .values_list("workload_id", flat=True)
+            .distinct()
+        )
+        ended = [
+            p.workload
+            for p in {p.workload_id: p for p in pods}.values()
+            if p.workload_id in workload_ids - still_active
+        ]
+        for workload in ended:
+            workload.state, workload.finished_at = Workload.State.FAILED, now
+            workload.cluster_queue, workload.quota_usage = None, {}
+        Workload.objects.bulk_update(
+            ended, ["state", "finished_at", "cluster_queue", "quota_usage"]
+        )
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
+            *(workload_event(w) for w in ended),
+        )

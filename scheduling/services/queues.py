@@ -21,7 +21,6 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.services.errors import ServiceError
-from scheduling.services.evictions import evict_workloads
 from scheduling.services.workloads import workload_event
 
 
@@ -138,8 +137,8 @@ def toleration_json(t: Any) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class WorkloadAdmission:
-    """One decision of an admission cycle: quota reserved in `cluster_queue` with these flavors,
-    after evicting `victims`."""
+    """One decision of an admission cycle: quota reserved in `cluster_queue` with these flavors
+    (the victims of quota preemption were evicted before, through the cluster side)."""
 
     workload: Workload
     cluster_queue: ClusterQueue
@@ -147,35 +146,15 @@ class WorkloadAdmission:
     quota_usage: dict[str, int]  # "flavor|resource" -> canonical amount
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, str]] = field(default_factory=list)
-    victims: tuple[Workload, ...] = ()
 
 
 def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> int:
-    """Evict the victims and reserve quota for the workloads, in one transaction."""
+    """Reserve quota for the workloads still pending, in one transaction."""
     if not admissions:
         return 0
     with transaction.atomic():
-        payloads: list[events.EventPayload] = []
-        evicted: set[int] = set()
         admitted: list[Workload] = []
         for admission in admissions:
-            victims = [v for v in admission.victims if v.pk not in evicted]
-            if victims:
-                target = admission.workload
-                reason = (
-                    f"Preempted to admit {target.tenant.name}/{target.name} "
-                    f"(priority {target.priority}) in ClusterQueue {admission.cluster_queue.name}"
-                )
-                more, _, gone = evict_workloads(victims, reason=reason, preemptor=target, now=now)
-                payloads += more
-                evicted |= gone
-                # A victim still waiting for quota was never holding any: the cycle's view is
-                # stale, so this admission waits for the next cycle rather than over-commit.
-                if Workload.objects.filter(
-                    pk__in=[v.pk for v in victims if v.pk not in gone],
-                    state=Workload.State.PENDING,
-                ).exists():
-                    continue
             w = admission.workload
             values = {
                 "state": Workload.State.ADMITTED,
@@ -192,5 +171,5 @@ def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> in
                 for key, value in values.items():
                     setattr(w, key, value)
                 admitted.append(w)
-        events.publish(*payloads, *(workload_event(w) for w in admitted))
+        events.publish(*(workload_event(w) for w in admitted))
     return len(admitted)

@@ -32,6 +32,14 @@ class PodSetSpec:
     count: int
     template: PodTemplate
     min_count: int | None = None  # set: a gang of at least this many pods
+    # Pods named and shaped one by one (pods mirrored from a cluster, which may differ); empty:
+    # `count` pods `<workload>-<set>-<k>` shaped by `template`.
+    members: tuple[tuple[str, PodTemplate], ...] = ()
+
+    def pods(self, workload: str) -> list[tuple[str, PodTemplate]]:
+        if self.members:
+            return list(self.members)
+        return [(f"{workload}-{self.name}-{k}", self.template) for k in range(self.count)]
 
 
 def workload_submit(
@@ -45,10 +53,13 @@ def workload_submit(
     service_class: ServiceClass = ServiceClass.BATCH,
     raw_pod_sets: list[dict[str, Any]] | None = None,
     maximum_execution_time_s: int | None = None,
+    origin: Workload.Origin = Workload.Origin.SUBMITTED,
+    preemption_policy: str | None = None,
 ) -> Workload:
     """A new workload, Pending until its LocalQueue's cluster queue admits it. A priority class
     (by name, else the global default one) sets the priority unless `priority` is given, and
-    whether the workload may preempt others."""
+    whether the workload may preempt others unless `preemption_policy` is (a pod's own, as the
+    Kubernetes API server resolved it)."""
     if not pod_sets:
         raise ServiceError("a workload needs at least one pod set")
     with transaction.atomic():
@@ -68,29 +79,53 @@ def workload_submit(
             queue_name=queue_name,
             priority=priority,
             priority_class_name=priority_class.name if priority_class else "",
-            preemption_policy=(
+            preemption_policy=preemption_policy
+            or (
                 priority_class.preemption_policy
                 if priority_class
                 else PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
             ),
             maximum_execution_time_s=maximum_execution_time_s,
             service_class=service_class.value,
+            origin=origin,
             pod_sets=raw_pod_sets
             if raw_pod_sets is not None
             else [_pod_set_json(s) for s in pod_sets],
         )
         Pod.objects.bulk_create(
-            [_pod_row(workload, pod_set, k) for pod_set in pod_sets for k in range(pod_set.count)]
+            [
+                _pod_row(workload, pod_set, name, template)
+                for pod_set in pod_sets
+                for name, template in pod_set.pods(workload.name)
+            ]
         )
         events.publish(workload_event(workload))
     return workload
 
 
-def _pod_row(workload: Workload, pod_set: PodSetSpec, k: int) -> Pod:
-    t = pod_set.template
+def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
+    """More pods for a workload's pod set (a pod group whose later members were just created)."""
+    with transaction.atomic():
+        pods = Pod.objects.bulk_create(
+            [
+                _pod_row(workload, pod_set, name, template)
+                for name, template in pod_set.pods(workload.name)
+            ]
+        )
+        doc = [dict(s) for s in workload.pod_sets]
+        for entry in doc:
+            if entry.get("name") == pod_set.name:
+                entry["count"] = int(entry.get("count") or 0) + len(pods)
+        Workload.objects.filter(pk=workload.pk).update(pod_sets=doc)
+        workload.pod_sets = doc
+        events.publish(workload_event(workload))
+    return pods
+
+
+def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate) -> Pod:
     return Pod(
         workload=workload,
-        name=f"{workload.name}-{pod_set.name}-{k}",
+        name=name,
         pod_set=pod_set.name,
         priority=workload.priority,
         service_class=workload.service_class,
@@ -150,20 +185,25 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
         pods = list(
             workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).select_related("workload__tenant")
         )
+        # A pod a real cluster runs holds what it holds until the cluster says it is gone.
+        staying = [p for p in pods if p.cluster_managed and p.phase in Pod.PLACED_PHASES]
         allocations_release(
-            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            Allocation.objects.filter(pod__in=pods, active=True)
+            .exclude(pod__in=staying)
+            .select_related("node", "pod"),
             reason="workload cancelled",
             now=now,
         )
-        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(
-            phase=Pod.Phase.CANCELLED, finished_at=now
-        )
+        for pod in pods:
+            pod.phase = Pod.Phase.TERMINATING if pod in staying else Pod.Phase.CANCELLED
+            pod.finished_at = None if pod in staying else now
+        Pod.objects.bulk_update(pods, ["phase", "finished_at"])
         Workload.objects.filter(pk=workload.pk).update(
             state=Workload.State.CANCELLED, finished_at=now
         )
         workload.state, workload.finished_at = Workload.State.CANCELLED, now
         events.publish(
-            *(events.PodPhaseChanged.of(p, phase=Pod.Phase.CANCELLED) for p in pods),
+            *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
             workload_event(workload),
         )
     return workload

@@ -7,9 +7,9 @@ from django.utils import timezone
 from scheduling import cluster_state, services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -27,7 +27,7 @@ def test_cache_follows_binds_releases_and_foreign_binds() -> None:
     owner = factories.tenant()
     factories.workload(owner, "a", pods=4, gpus=2)
     factories.workload(owner, "b", pods=6, gpu_milli=300)
-    ours = SchedulerWorker(Framework(load_profile("topology")), identity="ours")
+    ours = database_cycle(Framework(load_profile("topology")), identity="ours")
     ours.run_once()
     assert_same_as_fresh(ours.cache)
     rebuilds = ours.cache.rebuilds
@@ -39,7 +39,7 @@ def test_cache_follows_binds_releases_and_foreign_binds() -> None:
 
     # Another scheduler (its own lease) binds pods we never saw.
     factories.workload(owner, "c", pods=3, gpus=1)
-    SchedulerWorker(
+    database_cycle(
         Framework(load_profile("topology")), identity="other", lease_name="other"
     ).run_once()
     assert_same_as_fresh(ours.cache)

@@ -8,10 +8,10 @@ from scheduling import cluster_state
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 
@@ -36,7 +36,7 @@ def measure(node: str, busy: float, gpus: int = 8, age_s: float = 5.0) -> None:
 def test_refresh_puts_measured_load_and_recent_pods_into_the_snapshot() -> None:
     factories.nodes(2)
     factories.workload(factories.tenant(), "new", gpus=2)
-    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    database_cycle(Framework(load_profile("topology"))).run_once()
     measure("dgx-h100-0000", 0.5)
     measure("dgx-h100-0001", 0.1)
     state = cluster_state.cluster_state()
@@ -65,7 +65,7 @@ def test_worker_places_online_pods_by_measured_load() -> None:
     workload = factories.workload(factories.tenant(), "svc", gpu_milli=300)
     Workload.objects.filter(pk=workload.pk).update(service_class=ServiceClass.ONLINE.value)
     Pod.objects.update(service_class=ServiceClass.ONLINE.value)
-    SchedulerWorker(Framework(load_profiles(LOAD_PROFILE)[0])).run_once()
+    database_cycle(Framework(load_profiles(LOAD_PROFILE)[0])).run_once()
     assert Allocation.objects.get().node.name == "dgx-h100-0001"
 
 

@@ -10,10 +10,11 @@ from django.utils import timezone
 from scheduling import cluster_state, services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Pod
 from scheduling.profile_files import load_profile
 from scheduling.reclaim import ReclaimFeed
-from scheduling.worker import SchedulerWorker
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 
@@ -41,15 +42,15 @@ def measure(clock: Clock, busy: float) -> None:
     )
 
 
-def worker(clock: Clock) -> SchedulerWorker:
-    return SchedulerWorker(
+def worker(clock: Clock) -> SchedulingCycle:
+    return database_cycle(
         Framework(load_profile("gpusched")),
         clock=clock,
         reclaim_feed=ReclaimFeed(refresh_every_s=0.0),
     )
 
 
-def owner_holding_the_node(clock: Clock) -> SchedulerWorker:
+def owner_holding_the_node(clock: Clock) -> SchedulingCycle:
     """A batch tenant holds both GPUs whole and has been measured idle for 10 minutes."""
     factories.nodes(1, topology="t4-2gpu")
     factories.workload(factories.tenant("nlp"), "owner", gpus=2)

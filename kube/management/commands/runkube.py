@@ -27,9 +27,10 @@ from django.db import close_old_connections
 from gpusched.loop import LoopCommand
 from kube.api import KubeApi, connect, own_namespace
 from kube.leader import LeaseElector, LeaseLost
-from kube.scheduler import KubeScheduler
+from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling import profile_files
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import SchedulingCycle
 
 logger = logging.getLogger("kube.runkube")
 
@@ -93,14 +94,16 @@ class Command(LoopCommand):
                 retry_period_s=options["retry_period"],
             )
         profile = profile_files.load_profile(options["profile"] or default_profile())
-        scheduler = KubeScheduler(
+        scheduler = kubernetes_cycle(
             api, Framework(profile), elector, identity=identity, batch_size=options["batch"]
         )
+        side = scheduler.side
+        assert isinstance(side, KubernetesSide)
         self.stderr.write(
-            f"runkube: {identity} scheduling pods of schedulerName {scheduler.scheduler_name}"
+            f"runkube: {identity} scheduling pods of schedulerName {side.scheduler_name}"
         )
         if options["loop"]:
-            scheduler.start()
+            side.start()
 
         def step() -> float | None:
             try:
@@ -113,7 +116,7 @@ class Command(LoopCommand):
                 logger.exception("runkube: cycle failed")
                 close_old_connections()
                 return None
-            if options["json"] and (report.attempted or report.pods_mirrored or report.bound):
+            if options["json"] and (report.attempted or report.side_counts or report.bound):
                 self.stdout.write(json.dumps(asdict(report)))
             if not report.leading:
                 return options["retry_period"]
@@ -122,13 +125,12 @@ class Command(LoopCommand):
         try:
             self.run_loop(step, loop=options["loop"])
         finally:
-            scheduler.stop()
-            if elector is None or not elector.lost:
-                scheduler.stand_down()
+            side.stop()
+            scheduler.stand_down()
             self.stderr.write(f"runkube: {identity} stopped")
 
 
-def run_step(scheduler: KubeScheduler) -> Any:
+def run_step(scheduler: SchedulingCycle) -> Any:
     """One cycle; losing the lease ends the process (a Deployment restarts it as a standby)."""
     try:
         return scheduler.run_once()

@@ -1,4 +1,4 @@
-"""`manage.py runscheduler [--once | --loop]`: the scheduling worker.
+"""`manage.py runscheduler [--once | --loop]`: the scheduling cycle on the database side.
 
 One active scheduler at a time (a lease row in the database); standbys keep trying and take over
 when the leader's lease expires. SIGTERM/SIGINT finish the current cycle, give up the lease and
@@ -19,8 +19,9 @@ from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from scheduling import metrics
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import CycleReport
+from scheduling.database_side import LEASE_NAME, database_cycle
 from scheduling.profile_files import load_profile
-from scheduling.worker import LEASE_NAME, CycleReport, SchedulerWorker
 
 logger = logging.getLogger(__name__)
 cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
@@ -46,14 +47,13 @@ class Command(LoopCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.interval = options["interval"]
-        worker = SchedulerWorker(
+        worker = database_cycle(
             Framework(load_profile(options["profile"])),
+            identity=options["identity"],
             batch_size=options["batch"],
             lease_duration_s=options["lease_seconds"],
             lease_name=options["lease_name"],
         )
-        if options["identity"]:
-            worker.identity = options["identity"]
         logger.info("runscheduler: %s starting", worker.identity)
         server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
 
