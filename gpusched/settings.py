@@ -64,6 +64,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gpusched.web_metrics.request_metrics",  # first: it times everything after it
     "django.middleware.security.SecurityMiddleware",
     # Production serves the collected static files itself; debug serves the apps' static folders
     # (gpusched/asgi.py).

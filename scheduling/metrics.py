@@ -1,14 +1,15 @@
 """The scheduler process's Prometheus metrics, fed from each cycle's CycleReport.
 
-`runscheduler --metrics-port N` serves `registry` on :N/metrics. Durations are observed for busy
-cycles only (pods attempted, workloads admitted or evicted, reservations reconciled): an idle
-leader polls every half second, and those near-zero cycles would drown the distribution of real
-ones.
+`runscheduler --metrics-port N` and `runkube --metrics-port N` serve `registry` on :N/metrics (the
+Kubernetes side's KubeReport feeds leadership and attempts only, until the one cycle). Durations
+are observed for busy cycles only (pods attempted, workloads admitted or evicted, reservations
+reconciled): an idle leader polls every half second, and those near-zero cycles would drown the
+distribution of real ones.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -53,6 +54,12 @@ leader = Gauge(
     "1 while this process holds the scheduler lease.",
     registry=registry,
 )
+nodes_quarantined = Gauge(
+    "gpusched_nodes_quarantined",
+    "Nodes kept out of placement because their recorded state contradicts their capacity; each "
+    "comes back by itself once consistent (set by the leader every cycle).",
+    registry=registry,
+)
 cycle_seconds = Histogram(
     "gpusched_scheduling_cycle_duration_seconds",
     "Busy scheduling cycles: admission + snapshot + schedule + commit.",
@@ -87,11 +94,34 @@ def is_busy(report: CycleReport) -> bool:
     return bool(report.attempted or report.admitted or report.reconciled or report.reclaimed)
 
 
+class Attempts(Protocol):
+    """What every scheduler's cycle report carries (CycleReport, kube's KubeReport)."""
+
+    leading: bool
+    bound: int
+    unschedulable: int
+    conflicts: int
+
+
 def record_cycle(report: CycleReport) -> None:
     """Count what one `SchedulerWorker.run_once()` did."""
+    if report.leading:
+        _record_leader_work(report)
+    record_attempts(report)
+
+
+def record_attempts(report: Attempts) -> None:
+    """Leadership and the cycle's pod attempts, counted last: a scrape (from the server's thread)
+    that sees a cycle's pods counted sees everything else of that cycle too."""
     leader.set(1 if report.leading else 0)
     if not report.leading:
         return
+    attempts.labels(result="scheduled").inc(report.bound)
+    attempts.labels(result="unschedulable").inc(report.unschedulable)
+    attempts.labels(result="conflict").inc(report.conflicts)
+
+
+def _record_leader_work(report: CycleReport) -> None:
     gangs_bound.inc(report.gangs_bound)
     workloads_admitted.inc(report.admitted)
     reservations_reconciled.inc(report.reconciled)
@@ -111,11 +141,6 @@ def record_cycle(report: CycleReport) -> None:
             per_pod = report.schedule_s / report.attempted
             for _ in range(report.attempted):
                 pod_schedule_seconds.observe(per_pod)
-    # The attempts last: a scrape (from the server's thread) that sees a cycle's pods counted
-    # sees everything else of that cycle too.
-    attempts.labels(result="scheduled").inc(report.bound)
-    attempts.labels(result="unschedulable").inc(report.unschedulable)
-    attempts.labels(result="conflict").inc(report.conflicts)
 
 
 def record_eviction(reason: str, workloads: int = 1) -> None:
