@@ -39,7 +39,7 @@ from kube.informer import Change, Informer, NrtSource
 from kube.leader import LeaseElector, LeaseLost
 from kube.models import KubePod
 from kube.translate import PodInfo, TranslationError, node_spec, pod_info, to_request
-from scheduling import selectors, services
+from scheduling import cluster_state, services
 from scheduling.cache import ClusterCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION
@@ -324,7 +324,7 @@ class KubeScheduler:
         for info, kube_pod in pending:
             ask = None
             if kube_pod is not None:
-                request = selectors.pod_request(kube_pod.pod)
+                request = cluster_state.pod_request(kube_pod.pod)
             else:
                 assert info.ask is not None
                 ask = single_strategy_ask(snapshot, info.node_name, info.ask)
@@ -340,7 +340,7 @@ class KubeScheduler:
                 continue
             if ask is not None:
                 pod = kube_services.pod_submit(info=info, ask=ask, owned=False, now=now)
-                request = selectors.pod_request(pod)
+                request = cluster_state.pod_request(pod)
             else:
                 assert kube_pod is not None
                 pod = kube_pod.pod
@@ -405,7 +405,7 @@ class KubeScheduler:
                 self._kube_of[kube_pod.pod.pk] = kube_pod
         if not waiting:
             return
-        requests = {pod.pk: selectors.pod_request(pod) for pod in waiting}
+        requests = {pod.pk: cluster_state.pod_request(pod) for pod in waiting}
         if self.framework.queue_sort is not None:
             less = self.framework.queue_sort.less
             waiting.sort(
@@ -461,7 +461,7 @@ class KubeScheduler:
         self,
         pod: Pod,
         decision: Decision,
-        cluster: selectors.ClusterState,
+        cluster: cluster_state.ClusterState,
         report: KubeReport,
         now: datetime,
     ) -> None:

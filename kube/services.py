@@ -18,10 +18,10 @@ from django.db import transaction
 from kube.models import KubePod
 from kube.translate import PodInfo, PodTemplate
 from scheduling import events, services
+from scheduling.cluster_state import ClusterState
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
 from scheduling.models import Allocation, Node, Pod, Tenant, Workload
-from scheduling.selectors import ClusterState
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0)
     """
     with transaction.atomic():
         allocations = Allocation.objects.filter(pod=pod, active=True).select_related("node", "pod")
-        services._release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
+        services.allocations_release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
         Pod.objects.filter(pk=pod.pk).update(
             phase=Pod.Phase.PENDING,
             bound_at=None,

@@ -10,7 +10,7 @@ Over-commit is impossible at the database level, whatever the number of schedule
 - what a shared GPU lends to opportunistic pods out of its owners' idle capacity (reclaim,
   scheduling.core.reclaim) is counted apart, in `lent_milli` under CHECK (0 <= lent <= 1000):
   owners keep their `used_milli`, and a release that leaves more lent than owned moves lent pods
-  onto the free capacity (services._promote_lent).
+  onto the free capacity (services.allocations).
 
 Allocation life cycle: reserved (counted, may expire: a gang still gathering) -> bound -> released.
 """

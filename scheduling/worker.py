@@ -23,7 +23,7 @@ from functools import cmp_to_key
 
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import cluster_state, selectors, services
 from scheduling.cache import ClusterCache
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
@@ -121,10 +121,10 @@ class SchedulerWorker:
         report.reclaimed = self._reclaim(now)
 
         # 5. The next batch of pending pods, in the profile's queue order, with whole gangs.
-        pods = selectors.with_gang_members(selectors.pending_pods(now, self.batch_size))
+        pods = cluster_state.with_gang_members(cluster_state.pending_pods(now, self.batch_size))
         if not pods:
             return report
-        requests = {pod.pk: self.load_feed.estimate(selectors.pod_request(pod)) for pod in pods}
+        requests = {pod.pk: self.load_feed.estimate(cluster_state.pod_request(pod)) for pod in pods}
         if self.framework.queue_sort is not None:
             less = self.framework.queue_sort.less
             pods.sort(
@@ -271,7 +271,7 @@ class SchedulerWorker:
     def _preempt(
         self,
         decision: Decision,
-        cluster: selectors.ClusterState,
+        cluster: cluster_state.ClusterState,
         pod: Pod,
         evicted: set[int],
         report: CycleReport,
@@ -306,7 +306,7 @@ class SchedulerWorker:
     def _reclaim_gang(
         self,
         members: Sequence[PodRequest],
-        cluster: selectors.ClusterState,
+        cluster: cluster_state.ClusterState,
         by_uid: dict[str, Pod],
         evicted: set[int],
         report: CycleReport,
@@ -372,7 +372,7 @@ class SchedulerWorker:
 
     def _evict(
         self,
-        cluster: selectors.ClusterState,
+        cluster: cluster_state.ClusterState,
         victims: list[Workload],
         reason: str,
         preemptor: Workload | None,
@@ -381,7 +381,7 @@ class SchedulerWorker:
     ) -> None:
         """Evict the victims' workloads (requeued, with events) and forget their pods from the
         snapshot, so the rest of the cycle sees the freed capacity; lent shares the release moved
-        onto free capacity (services._promote_lent) are caught up too."""
+        onto free capacity (services.allocations) are caught up too."""
         released = services.workloads_evict(
             workloads=victims, reason=reason, now=now, preemptor=preemptor
         )
@@ -410,7 +410,7 @@ class SchedulerWorker:
 
     def _commit(
         self,
-        cluster: selectors.ClusterState,
+        cluster: cluster_state.ClusterState,
         placed: list[tuple[Pod, Decision]],
         report: CycleReport,
         now: datetime,

@@ -21,6 +21,7 @@ from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
 from scheduling.load_feed import LoadFeed
 from scheduling.models import PlacementDecision, Pod
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import PROFILE_DIR
 from scheduling.worker import SchedulerWorker
 from telemetry.exposition import GpuState
@@ -71,7 +72,7 @@ def worker() -> SchedulerWorker:
 def place(scheduler: SchedulerWorker, name: str) -> list[dict[str, Any]]:
     """Submit an online workload of two 1-GPU pods, run one cycle: its decisions' explanations
     for the chosen nodes."""
-    template = services.PodTemplate(cpu_milli=1000, memory_mib=1024, gpus=1)
+    template = PodTemplate(cpu_milli=1000, memory_mib=1024, gpus=1)
     services.workload_submit(
         tenant=factories.tenant(),
         name=name,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import cluster_state, services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.models import Pod
@@ -17,7 +17,7 @@ COLUMNS = ("cpu_free", "memory_free", "numa_cpu_free", "gpu_free", "full_free_ma
 
 
 def assert_same_as_fresh(cache: ClusterCache) -> None:
-    cached, fresh = cache.state().snapshot, selectors.cluster_state().snapshot
+    cached, fresh = cache.state().snapshot, cluster_state.cluster_state().snapshot
     for column in COLUMNS:
         assert np.array_equal(getattr(cached, column), getattr(fresh, column)), column
 

@@ -27,6 +27,7 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
 )
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
@@ -84,7 +85,7 @@ def submit(
     policy: TopologyPolicy = TopologyPolicy.NONE,
     priority_class: str = "",
 ) -> Workload:
-    template = services.PodTemplate(
+    template = PodTemplate(
         cpu_milli=1000,
         memory_mib=1024,
         gpus=gpus,

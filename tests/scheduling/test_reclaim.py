@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import cluster_state, services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Pod
@@ -85,7 +85,7 @@ def test_an_opportunistic_share_is_lent_idle_capacity_and_counted_apart() -> Non
     bound = Event.objects.filter(type="pod.bound", payload__name__startswith="sweep").get()
     assert bound.payload["reclaimed"] is True
     # A rebuilt snapshot agrees with the incremental one.
-    fresh = selectors.cluster_state().snapshot
+    fresh = cluster_state.cluster_state().snapshot
     assert fresh.gpu_lent.tolist() == run.cache.state().snapshot.gpu_lent.tolist()
 
 
@@ -163,7 +163,7 @@ def test_when_the_lenders_leave_a_lent_share_moves_onto_free_capacity() -> None:
     assert promoted.payload["node"] == NODE
     # The outbox-fed cache follows the promotion and equals a rebuilt snapshot.
     state = run.cache.state()
-    fresh = selectors.cluster_state().snapshot
+    fresh = cluster_state.cluster_state().snapshot
     assert state.snapshot.gpu_free.tolist() == fresh.gpu_free.tolist()
     assert state.snapshot.gpu_lent.tolist() == fresh.gpu_lent.tolist()
     assert not fresh.gpu_lent.any()

@@ -47,6 +47,7 @@ from dashboard.selectors import head_event_id
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.models import Node
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
@@ -263,7 +264,7 @@ def _fill(nodes: int) -> None:
                 services.PodSetSpec(
                     name=f"p{k}",
                     count=1,
-                    template=services.PodTemplate(
+                    template=PodTemplate(
                         cpu_milli=pod.cpu_milli,
                         memory_mib=pod.memory_mib,
                         gpus=pod.gpus,

@@ -17,6 +17,7 @@ from django.db import connection
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.models import Pod
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
@@ -58,7 +59,7 @@ class Command(BaseCommand):
                     services.PodSetSpec(
                         name=f"p{k}",
                         count=1,
-                        template=services.PodTemplate(
+                        template=PodTemplate(
                             cpu_milli=pod.cpu_milli,
                             memory_mib=pod.memory_mib,
                             gpus=pod.gpus,
