@@ -2,7 +2,8 @@
 
 One active scheduler at a time (a lease row in the database); standbys keep trying and take over
 when the leader's lease expires. SIGTERM/SIGINT finish the current cycle, give up the lease and
-exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port.
+exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port
+with /healthz (the loop turns) and /readyz (the last cycle finished: leading or standing by).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Command(LoopCommand):
         add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.interval = options["interval"]
+        self.configure_loop(options)
         worker = database_cycle(
             Framework(load_profile(options["profile"])),
             identity=options["identity"],
@@ -55,11 +56,14 @@ class Command(LoopCommand):
             lease_name=options["lease_name"],
         )
         logger.info("runscheduler: %s starting", worker.identity)
-        server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
+        server = serve_metrics(
+            metrics.registry, self.health, options["metrics_host"], options["metrics_port"]
+        )
 
         def step() -> float | None:
             report = worker.run_once()
             metrics.record_cycle(report)
+            self.health.state = "leading" if report.leading else "standing by"
             if metrics.is_busy(report):
                 log_cycle(report)
                 if options["json"]:
