@@ -41,6 +41,7 @@ from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
 from scheduling import cluster_state, profile_files, services
 from scheduling.cache import ClusterCache
+from scheduling.load_feed import LoadFeed
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import NormalizeScorePlugin
 from scheduling.core.scheduler import Framework
@@ -213,6 +214,7 @@ class Extender:
     ) -> None:
         self.framework = framework
         self.cache = ClusterCache()
+        self.load_feed = LoadFeed()
         self.api = api
         self.identity = identity
         self.annotation = topology_annotation(framework)
@@ -240,6 +242,8 @@ class Extender:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+        # The same DCGM feed as the scheduler's (refreshed at most every few seconds).
+        self.load_feed.refresh(cluster, timezone.now())
         return cluster
 
     def _evaluate(self, args: ParsedArgs, *, score: bool) -> Verdict:
@@ -247,7 +251,7 @@ class Extender:
             snapshot = self._snapshot(args)
             return evaluate(
                 self.framework,
-                args.pod,
+                self.load_feed.estimate(args.pod),
                 snapshot,
                 args.names,
                 score=score,
