@@ -162,6 +162,17 @@ def test_rbac_is_least_privilege() -> None:
         ("", "pods/status", "patch", ""),
         ("events.k8s.io", "events", "create", ""),
         ("topology.node.k8s.io", "noderesourcetopologies", "list", ""),
+        # The one cycle's evictions, disruption budgets and gang quorums.
+        ("", "pods/eviction", "create", ""),
+        ("policy", "poddisruptionbudgets", "list", ""),
+        ("scheduling.x-k8s.io", "podgroups", "list", ""),
+        ("scheduling.volcano.sh", "podgroups", "list", ""),
+        ("scheduling.k8s.io", "podgroups", "list", ""),
+        # Submitted workloads made real: pods owned by one ConfigMap each.
+        ("", "pods", "create", ""),
+        ("", "configmaps", "create", ""),
+        ("", "configmaps", "get", ""),
+        ("", "configmaps", "delete", ""),
     }
     assert rules("Role", "gpusched-scheduler-lease") == {
         ("coordination.k8s.io", "leases", "create", ""),
