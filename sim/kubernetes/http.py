@@ -62,6 +62,7 @@ class ApiServer:
         self.bindings: list[Obj] = []
         self.status_patches: list[tuple[str, str, Obj]] = []
         self.on_binding: Callable[[str, str], None] | None = None
+        self._clients: list[client.ApiClient] = []
         self._stopping = threading.Event()
         self._http = _Http((host, port), _Handler)
         self._http.api = self
@@ -82,15 +83,20 @@ class ApiServer:
         return self
 
     def close(self) -> None:
+        """Stop serving, and close the clients api_client() made (their pooled sockets)."""
         self._stopping.set()
         self.registry.storage.wake_all()
         self._http.shutdown()
         self._http.server_close()
+        for made in self._clients:
+            made.close()
 
     def api_client(self) -> client.ApiClient:
         configuration = client.Configuration()
         configuration.host = self.url
-        return client.ApiClient(configuration)
+        made = client.ApiClient(configuration)
+        self._clients.append(made)
+        return made
 
     # --- dispatch -------------------------------------------------------------------------
 

@@ -108,9 +108,10 @@ TABLE: tuple[Resource, ...] = (
       ("pdb",)),
     R("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False, (), ("pc",),
       tracks_generation=False),
-    # The Kubernetes PodGroup API of workload-aware scheduling (KEP-4671; beta in 1.37).
-    R("scheduling.k8s.io", ("v1beta1",), "podgroups", "PodGroup", True, ("status",)),
-    R("scheduling.k8s.io", ("v1beta1",), "workloads", "Workload", True),
+    # The Kubernetes PodGroup API of workload-aware scheduling (KEP-4671): beta in 1.37, the
+    # pinned client's version; v1alpha2 is 1.36's.
+    R("scheduling.k8s.io", ("v1beta1", "v1alpha2"), "podgroups", "PodGroup", True, ("status",)),
+    R("scheduling.k8s.io", ("v1beta1", "v1alpha2"), "workloads", "Workload", True),
     # Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34)
     R("resource.k8s.io", ("v1",), "deviceclasses", "DeviceClass", False),
     R("resource.k8s.io", ("v1",), "resourceslices", "ResourceSlice", False, (), (),

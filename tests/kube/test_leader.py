@@ -11,7 +11,7 @@ from kube.models import KubePod
 from sim.kubernetes.meta import MICRO_TIME
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.helpers import Clock, scheduler
+from tests.kube.helpers import Clock, elector_of, scheduler
 
 
 def elector(fake: SimulatedKubernetes, identity: str, clock: Clock) -> LeaseElector:
@@ -145,8 +145,7 @@ def test_a_leader_past_its_renew_deadline_does_not_bind(fake: SimulatedKubernete
     fake.add_pod(objects.pod("late", gpus=1))
 
     # The API server stops answering lease calls; the renew deadline passes.
-    assert a.elector is not None
-    a.elector.api = _Unreachable()  # type: ignore[assignment]
+    elector_of(a).api = _Unreachable()  # type: ignore[assignment]
     clock.advance(11)
     with pytest.raises(LeaseLost):
         a.run_once()

@@ -118,7 +118,8 @@ def fakekube(tmp_path: Path) -> Iterator[Running]:
 
 def test_the_command_serves_the_cluster_and_stops_on_sigterm(fakekube: Running) -> None:
     assert fakekube.api_url.startswith("http://127.0.0.1:")
-    core: Any = client.CoreV1Api(connect(kubeconfig=str(fakekube.kubeconfig)))
+    api_client = connect(kubeconfig=str(fakekube.kubeconfig))
+    core: Any = client.CoreV1Api(api_client)
     assert [n.metadata.name for n in core.list_node().items] == ["h100-0000", "h100-0001"]
 
     body = pod(
@@ -141,6 +142,7 @@ def test_the_command_serves_the_cluster_and_stops_on_sigterm(fakekube: Running) 
     assert stats.skipped == 0
     assert {s.labels["Hostname"] for s in parsed} == {"h100-0000", "h100-0001"}
 
+    api_client.close()
     fakekube.process.send_signal(signal.SIGTERM)
     assert fakekube.process.wait(20) == 0
 

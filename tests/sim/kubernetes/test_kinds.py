@@ -20,6 +20,12 @@ def test_the_kubernetes_pod_group_api(kube: SimulatedKubernetes, core: Any) -> N
     groups.create_namespaced_pod_group("ml-team", body)
     found = groups.read_namespaced_pod_group("train", "ml-team")
     assert found.spec.scheduling_policy.gang.min_count == 4
+    custom = client_for(client.CustomObjectsApi, kube)  # 1.36's version serves the same object
+    alpha = custom.get_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", "ml-team", "podgroups", "train"
+    )
+    assert alpha["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert alpha["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
     member = pod("train-0", schedulingGroup={"podGroupName": "train"})
     assert (
         core.create_namespaced_pod("ml-team", member).spec.scheduling_group.pod_group_name
