@@ -1,25 +1,13 @@
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from sim.kubernetes.launch import SimulatedCluster
 from sim.kubernetes.simulated import SimulatedKubernetes
-from tests.sim.kubernetes.helpers import client_for
-
-
-class Clock:
-    """A settable clock for the store's timestamps and the kubelets."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+from tests.sim.kubernetes.helpers import Clock, client_for
+from tests.sim.kubernetes.running import start
 
 
 @pytest.fixture
@@ -39,3 +27,11 @@ def kube(clock: Clock) -> Iterator[SimulatedKubernetes]:
 @pytest.fixture
 def core(kube: SimulatedKubernetes) -> Any:
     return client_for(client.CoreV1Api, kube)
+
+
+@pytest.fixture
+def sim(clock: Clock) -> Iterator[SimulatedCluster]:
+    """The two-node cluster of tests/sim/kubernetes/running.py, kubelets and exporter included."""
+    found = start(clock)
+    yield found
+    found.close()

@@ -1,15 +1,29 @@
-"""Requests the typed client cannot make (bodies it would refuse to send, any content type), and
-the Status body of an ApiException."""
+"""Test helpers: a settable clock, requests the typed client cannot make (bodies it would refuse
+to send, any content type), the Status body of an ApiException, minimal pod bodies."""
 
 from __future__ import annotations
 
 import http.client
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from sim.kubernetes.simulated import SimulatedKubernetes
+
+
+class Clock:
+    """A settable clock for the store's timestamps and the kubelets."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
 
 
 def status(exc: ApiException) -> dict[str, Any]:

@@ -14,8 +14,7 @@ from sim.cluster import load_topology
 from sim.kubernetes.cluster import TOPOLOGY_ANNOTATION, build, topology_annotation
 from sim.kubernetes.launch import SimulatedCluster
 from sim.spec import load_spec
-from tests.sim.kubernetes.conftest import Clock
-from tests.sim.kubernetes.helpers import client_for
+from tests.sim.kubernetes.helpers import Clock, client_for
 
 
 @pytest.fixture

@@ -6,24 +6,12 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
-
-import pytest
 
 from sim.kubernetes.kubelet import UTILIZATION
 from sim.kubernetes.launch import SimulatedCluster
 from sim.metrics_server import serve_exposition
 from telemetry.parsing import Sample, parse_exposition
-from tests.sim.kubernetes.conftest import Clock
-from tests.sim.kubernetes.test_kubelet import H100, MIG, SPEC, run
-
-
-@pytest.fixture
-def sim(clock: Clock) -> Iterator[SimulatedCluster]:
-    found = SimulatedCluster.from_spec(SPEC, clock=clock).start()
-    found.kube.add_namespace("ml-team")
-    yield found
-    found.close()
+from tests.sim.kubernetes.running import H100, MIG, limited, run
 
 
 def samples(sim: SimulatedCluster, metric: str, node: str) -> list[Sample]:
@@ -58,7 +46,7 @@ def test_mig_instances_and_unhealthy_or_removed_gpus(sim: SimulatedCluster) -> N
         sim,
         "infer",
         MIG,
-        containers=[{"name": "main", "image": "x", "resources": {"limits": limits}}],
+        containers=limited(limits),
     )
     sim.run_once()
     engine = samples(sim, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", MIG)

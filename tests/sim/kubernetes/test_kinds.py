@@ -4,6 +4,7 @@ NodeResourceTopology versions, events and leases."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -278,7 +279,7 @@ def test_events_keep_the_api_servers_validation(kube: SimulatedKubernetes) -> No
     assert caught.value.status == 422 and "eventTime" in status(caught.value)["message"]
     body["eventTime"] = "2026-01-05T09:00:00.123456Z"
     response = events.create_namespaced_event("ml-team", body, _preload_content=False)
-    assert response.status == 201
+    assert response.status == 201 and json.loads(response.data)["reason"] == "Scheduled"
     assert (
         events.list_namespaced_event("ml-team", field_selector="reason=Scheduled").items[0].note
         is None

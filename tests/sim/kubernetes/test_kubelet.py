@@ -6,7 +6,6 @@ DRA); hardware changes show in the node's allocatable."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,52 +13,8 @@ from kubernetes import client, watch
 
 from sim.kubernetes.kubelet import DURATION, UTILIZATION
 from sim.kubernetes.launch import SimulatedCluster
-from sim.spec import parse_spec
-from tests.sim.kubernetes.conftest import Clock
-from tests.sim.kubernetes.helpers import client_for, pod
-
-SPEC = parse_spec(
-    {
-        "nodePools": [
-            {"name": "h100", "count": 1, "topology": "dgx-h100"},
-            {
-                "name": "mig",
-                "count": 1,
-                "topology": "dgx-a100",
-                "sharing": "mig",
-                "migLayout": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],
-            },
-        ]
-    }
-)
-H100, MIG = "h100-0000", "mig-0000"
-
-
-def start(clock: Clock, **options: Any) -> SimulatedCluster:
-    found = SimulatedCluster.from_spec(SPEC, clock=clock, **options).start()
-    found.kube.add_namespace("ml-team")
-    return found
-
-
-@pytest.fixture
-def sim(clock: Clock) -> Iterator[SimulatedCluster]:
-    found = start(clock)
-    yield found
-    found.close()
-
-
-def api(sim: SimulatedCluster) -> Any:
-    return client_for(client.CoreV1Api, sim.kube)
-
-
-def run(sim: SimulatedCluster, name: str, node: str, **spec: Any) -> Any:
-    """Create the pod and bind it to `node` through the API."""
-    core = api(sim)
-    core.create_namespaced_pod("ml-team", pod(name, **spec))
-    target = client.V1ObjectReference(kind="Node", name=node)
-    binding = client.V1Binding(metadata=client.V1ObjectMeta(name=name), target=target)
-    core.create_namespaced_pod_binding(name, "ml-team", binding, _preload_content=False)
-    return core
+from tests.sim.kubernetes.helpers import Clock, client_for
+from tests.sim.kubernetes.running import H100, MIG, api, limited, run, start
 
 
 def timed(seconds: float, **extra: str) -> dict[str, Any]:
@@ -185,7 +140,7 @@ def test_gpu_shares_sit_on_the_annotated_gpu_and_slow_each_other_when_over_subsc
             name,
             H100,
             metadata={"annotations": annotations},
-            containers=[{"name": "main", "image": "x", "resources": {"limits": limits}}],
+            containers=limited(limits),
         )
     sim.run_once()
     assert sim.kubelets.assignments()[H100] == {"ml-team/a": (3,), "ml-team/b": (3,)}
@@ -202,7 +157,7 @@ def test_mig_pods_get_instances_of_their_profile(sim: SimulatedCluster) -> None:
         sim,
         "infer",
         MIG,
-        containers=[{"name": "main", "image": "x", "resources": {"limits": limits}}],
+        containers=limited(limits),
     )
     sim.run_once()
     holding = sim.kubelets.holdings(MIG)["ml-team/infer"]

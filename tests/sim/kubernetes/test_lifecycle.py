@@ -3,6 +3,7 @@ PodDisruptionBudget status and eviction."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -131,7 +132,7 @@ def test_a_gated_pod_cannot_be_bound_and_gates_may_only_be_removed(core: Any) ->
     response = core.create_namespaced_pod_binding(
         "gated", "ml-team", binding("gated", "n1"), _preload_content=False
     )
-    assert response.status == 201
+    assert response.status == 201 and json.loads(response.data)["status"] == "Success"
     bound = core.read_namespaced_pod("gated", "ml-team")
     assert bound.spec.node_name == "n1" and bound.spec.node_selector == {"pool": "h100"}
     assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]

@@ -9,8 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sim.kubernetes.simulated import SimulatedKubernetes
-from tests.sim.kubernetes.conftest import Clock
-from tests.sim.kubernetes.helpers import client_for, pod, raw, status
+from tests.sim.kubernetes.helpers import Clock, client_for, pod, raw, status
 
 
 def test_create_sets_the_server_fields_and_the_pod_defaults(core: Any) -> None:
