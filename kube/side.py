@@ -96,6 +96,7 @@ class KubernetesSide:
             "pods",
             self.api.core.list_pod_for_all_namespaces,
             field_selector=ACTIVE_PODS,
+            read_func=self.api.read_pod,
             watch_timeout_s=self.watch_timeout_s,
         )
         self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
