@@ -106,16 +106,19 @@ class KubernetesSide:
             interval_s=self.list_interval_s,
         )
         self.group_objects = {
-            kind: PeriodicList(
-                f"{kind.group}/{kind.plural}",
-                partial(
-                    self.api.custom.list_cluster_custom_object,
-                    kind.group,
-                    kind.version,
-                    kind.plural,
-                ),
-                interval_s=self.list_interval_s,
-            )
+            kind: [
+                PeriodicList(
+                    f"{kind.group}/{version}/{kind.plural}",
+                    partial(
+                        self.api.custom.list_cluster_custom_object,
+                        kind.group,
+                        version,
+                        kind.plural,
+                    ),
+                    interval_s=self.list_interval_s,
+                )
+                for version in kind.versions
+            ]
             for kind in GROUP_OBJECTS.values()
         }
         self.materializer = Materializer(self.api, self.scheduler_name)
@@ -171,8 +174,9 @@ class KubernetesSide:
         counts: dict[str, int] = {}
         self._sync_nodes(counts, full=full)
         self.budgets.refresh()
-        for source in self.group_objects.values():
-            source.refresh()
+        for sources in self.group_objects.values():
+            for source in sources:
+                source.refresh()
         self._sync_pods(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
         current = self.pods.snapshot()
@@ -325,8 +329,8 @@ class KubernetesSide:
             return len(fresh)
         objects = {
             groups.object_ref(kind.name, obj).key: obj
-            for kind in GROUP_OBJECTS.values()
-            for obj in self.group_objects[kind].items.values()
+            for kind, sources in self.group_objects.items()
+            for obj in next((s.items for s in sources if s.served), {}).values()
         }
         try:
             needed = groups.quorum(ref, fresh[0][1], objects)

@@ -28,6 +28,7 @@ import os
 import socket
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -195,7 +196,7 @@ class SchedulingCycle:
         self._record_workload_reasons(failed)
         report.reported += self.side.report(
             [
-                Waiting(pod, decision, pod.last_reason, outcome.nominated.get(decision.pod.uid, ""))
+                Waiting(pod, pod.last_reason, outcome.nominated.get(decision.pod.uid, ""))
                 for pod, decision in failed
             ],
             now,
@@ -274,8 +275,19 @@ class SchedulingCycle:
                 )
             )
         admitted = services.queue_admit(admissions=admissions, now=now)
+        # Where each waiting workload stands in its ClusterQueue (the cycle's own order).
+        standing: dict[str, list[str]] = defaultdict(list)
+        for _, q in queued:
+            if q is not None and q.key in result.waiting:
+                standing[q.cluster_queue].append(q.key)
+        where = {
+            key: f"ClusterQueue {cq}, position {k} of {len(keys)}"
+            for cq, keys in standing.items()
+            for k, key in enumerate(keys, start=1)
+        }
         updates = [
-            (rows[key], waiting.reason, waiting.message) for key, waiting in result.waiting.items()
+            (rows[key], waiting.reason, f"{waiting.message} ({where[key]})")
+            for key, waiting in result.waiting.items()
         ]
         updates += [
             (
@@ -286,7 +298,18 @@ class SchedulingCycle:
             for w, q in queued
             if q is None
         ]
-        services.workloads_waiting(updates=updates)
+        changed = services.workloads_waiting(updates=updates)
+        # Their pods are never tried while their workload waits for quota: they are told why here.
+        waiting = Pod.objects.filter(workload__in=changed, phase=Pod.Phase.PENDING).select_related(
+            "workload__tenant"
+        )
+        report.reported += self.side.report(
+            [
+                Waiting(pod, f"{pod.workload.pending_reason}: {pod.workload.reason}")
+                for pod in waiting
+            ],
+            now,
+        )
         return admitted, len(evicted)
 
     # --- 4. reclaim -----------------------------------------------------------------------------

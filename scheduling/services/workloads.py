@@ -209,8 +209,9 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
     return workload
 
 
-def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> int:
-    """Record why workloads wait (a reason code and its message); an event for each change."""
+def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> list[Workload]:
+    """Record why workloads wait (a reason code and its message); an event for each change.
+    Returns the workloads whose reason changed."""
     changed = []
     for workload, code, message in updates:
         message = message[:1024]
@@ -218,8 +219,8 @@ def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> int:
             workload.pending_reason, workload.reason = code, message
             changed.append(workload)
     if not changed:
-        return 0
+        return []
     with transaction.atomic():
         Workload.objects.bulk_update(changed, ["pending_reason", "reason"])
         events.publish(*(workload_event(w) for w in changed))
-    return len(changed)
+    return changed
