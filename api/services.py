@@ -338,6 +338,8 @@ def workload_create(
     queue_name: str | None = None,
     priority: int | None = None,
     priority_class_name: str = "",
+    priority_class_kind: str = "",
+    active: bool = True,
     service_class: str = ServiceClass.BATCH.value,
     maximum_execution_time_s: int | None = None,
     idempotency_key: str | None = None,
@@ -362,11 +364,17 @@ def workload_create(
         errors["queueName"] = [
             f"unknown queue {queue!r} (this tenant's queues: {', '.join(queues)})"
         ]
-    if priority_class_name and not PriorityClass.objects.filter(name=priority_class_name).exists():
-        known = ", ".join(PriorityClass.objects.values_list("name", flat=True)) or "none"
-        errors["priorityClassName"] = [
-            f"unknown priority class {priority_class_name!r} (classes: {known})"
-        ]
+    if (
+        priority_class_name
+        and services.priority_class_named(priority_class_name, priority_class_kind) is None
+    ):
+        classes = PriorityClass.objects.all()
+        if priority_class_kind:
+            classes = classes.filter(kind=priority_class_kind)
+        known = ", ".join(sorted(set(classes.values_list("name", flat=True)))) or "none"
+        field = "priorityClassRef" if priority_class_kind else "priorityClassName"
+        what = priority_class_kind or "priority class"
+        errors[field] = [f"unknown {what} {priority_class_name!r} (classes: {known})"]
     try:
         specs, stored = workload_specs.pod_sets(
             pod_sets, selectors.limits_of(policy), selectors.cluster_limits()
@@ -394,6 +402,8 @@ def workload_create(
                 queue_name=queue,
                 priority=priority,
                 priority_class_name=priority_class_name,
+                priority_class_kind=priority_class_kind,
+                active=active,
                 service_class=ServiceClass(service_class),
                 raw_pod_sets=stored,
                 maximum_execution_time_s=maximum_execution_time_s,
@@ -408,6 +418,13 @@ def workload_create(
     except services.ServiceError as exc:
         raise ApplicationError(str(exc)) from exc
     return workload, True
+
+
+def workload_set_active(*, workload: Workload, active: bool) -> Workload:
+    try:
+        return services.workload_set_active(workload=workload, active=active)
+    except services.ServiceError as exc:
+        raise Conflict(str(exc), {"state": workload.state}) from exc
 
 
 def workload_cancel(*, workload: Workload) -> Workload:

@@ -30,6 +30,7 @@ DECISION_EVENTS = frozenset({"pod.bound", "pod.unschedulable"})
 QUEUE_EVENTS = frozenset(
     {
         "queues.changed",
+        "queues.usage",
         "workload.changed",
         "workload.evicted",
         "pod.bound",

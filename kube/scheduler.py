@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cmp_to_key
 from typing import Any
@@ -297,7 +297,11 @@ class KubeScheduler:
                     if info.ask is None:
                         self._report_invalid(info, report, now)
                     else:
-                        kube_services.pod_submit(info=info, ask=info.ask, owned=True, now=now)
+                        try:
+                            kube_services.pod_submit(info=info, ask=info.ask, owned=True, now=now)
+                        except services.ServiceError as exc:  # e.g. unknown WorkloadPriorityClass
+                            self._report_invalid(replace(info, error=str(exc)), report, now)
+                            continue
                         report.pods_mirrored += 1
                 elif kube_pod.pod.phase in Pod.PLACED_PHASES:
                     # In the database but not in the cluster: a bind that never went out (a crash

@@ -20,7 +20,7 @@ from kube.translate import PodInfo, PodTemplate
 from scheduling import events, services
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
-from scheduling.models import Allocation, Node, Pod, Tenant, Workload
+from scheduling.models import Allocation, Node, Pod, PriorityClass, Tenant, Workload
 from scheduling.selectors import ClusterState
 
 logger = logging.getLogger(__name__)
@@ -49,17 +49,25 @@ def tenant_for_namespace(namespace: str) -> Tenant:
 
 
 def pod_submit(*, info: PodInfo, ask: PodTemplate, owned: bool, now: datetime) -> Pod:
-    """Mirror a Kubernetes pod as a one-pod workload, admitted, and map it to its uid."""
+    """Mirror a Kubernetes pod as a one-pod workload, admitted, and map it to its uid. With the
+    label `kueue.x-k8s.io/priority-class` its WorkloadPriorityClass gives the priority (as in
+    Kueue); one that does not exist is a ServiceError naming it."""
     tenant = tenant_for_namespace(info.namespace)
     template = ask
+    if info.workload_priority_class:
+        priority, class_name = None, info.workload_priority_class[:63]
+        class_kind = PriorityClass.Kind.WORKLOAD.value
+    else:
+        priority, class_name, class_kind = info.priority, info.priority_class_name[:63], ""
     with transaction.atomic():
         workload = services.workload_submit(
             tenant=tenant,
             name=f"{info.name[:200]}-{info.uid[:8]}",
             pod_sets=[services.PodSetSpec(name=POD_SET, count=1, template=template)],
             queue_name=info.queue_name[:63],
-            priority=info.priority,
-            priority_class_name=info.priority_class_name[:63],
+            priority=priority,
+            priority_class_name=class_name,
+            priority_class_kind=class_kind,
             service_class=info.service_class,
         )
         services.workloads_admit(workloads=[workload], now=now)

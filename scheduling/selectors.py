@@ -16,24 +16,37 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduling.core.queueing import admission as queue_admission
+from scheduling.core.queueing import ordering
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
+    AdmissionFairSharing,
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FlavorQuotas,
+    FungibilityPolicy,
+    NamespaceSelector,
     Preemption,
     QueueingStrategy,
     ReclaimWithinCohort,
     ResourceGroup,
     ResourceQuota,
+    StopPolicy,
     WithinClusterQueue,
 )
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
+from scheduling.core.queueing.config import Cohort as CohortSpec
 from scheduling.core.queueing.config import LocalQueue as LocalQueueSpec
 from scheduling.core.queueing.config import ResourceFlavor as ResourceFlavorSpec
 from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
+from scheduling.core.queueing.fair_usage import (
+    FairUsageState,
+    add,
+    in_base_units,
+    weighted_usage,
+)
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import FlavorResource, QuotaBook
-from scheduling.core.queueing.resources import GPU, Demand, format_quantity
+from scheduling.core.queueing.resources import GPU, Demand, format_base_units, format_quantity
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.topology import NodeTopology, uniform
 from scheduling.core.types import (
@@ -52,8 +65,10 @@ from scheduling.core.types import (
 )
 from scheduling.efficiency import usage_ratios
 from scheduling.models import (
+    AdmissionFairSharingSettings,
     Allocation,
     ClusterQueue,
+    Cohort,
     Gpu,
     GpuAssignment,
     LocalQueue,
@@ -210,19 +225,24 @@ def pod_request(pod: Pod) -> PodRequest:
         topology_policy=TopologyPolicy(pod.topology_policy),
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
         node_selector=selector,
-        tolerations=tuple(
-            Toleration(
-                key=t.get("key", ""),
-                operator=t.get("operator", "Equal"),
-                value=t.get("value", ""),
-                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
-            )
-            for t in tolerations
-        ),
+        tolerations=tolerations_from_json(tolerations),
         gang=GangRef(f"{pod.workload_id}/{pod.pod_set}", pod.gang_min_count)
         if pod.gang_min_count
         else None,
         created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
+        extended=MappingProxyType(dict(pod.extended_resources or {})),
+    )
+
+
+def tolerations_from_json(docs: Iterable[Mapping[str, Any]]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=t.get("key", ""),
+            operator=t.get("operator", "Equal"),
+            value=t.get("value", ""),
+            effect=TaintEffect(t["effect"]) if t.get("effect") else None,
+        )
+        for t in docs
     )
 
 
@@ -268,6 +288,8 @@ class QueueSetup:
     rows: dict[str, ClusterQueue] = field(default_factory=dict)
     flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
     local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)  # "namespace/name"
+    cohorts: dict[str, CohortSpec] = field(default_factory=dict)
+    fair_usage: FairUsageState = field(default_factory=FairUsageState)
 
     @property
     def managed(self) -> bool:
@@ -277,21 +299,36 @@ class QueueSetup:
 
 def queue_setup() -> QueueSetup:
     rows = {row.name: row for row in ClusterQueue.objects.all()}
+    lq_rows = list(LocalQueue.objects.select_related("cluster_queue"))
     return QueueSetup(
         cluster_queues={name: cluster_queue_spec(row) for name, row in rows.items()},
         rows=rows,
         flavors={row.name: flavor_spec(row) for row in ResourceFlavor.objects.all()},
         local_queues={
             f"{lq.namespace}/{lq.name}": LocalQueueSpec(
-                lq.namespace, lq.name, lq.cluster_queue.name, lq.fair_sharing_weight
+                lq.namespace,
+                lq.name,
+                lq.cluster_queue.name,
+                lq.fair_sharing_weight,
+                StopPolicy(lq.stop_policy),
             )
-            for lq in LocalQueue.objects.select_related("cluster_queue")
+            for lq in lq_rows
         },
+        cohorts={row.name: cohort_spec(row) for row in Cohort.objects.all()},
+        fair_usage=FairUsageState(
+            fair_sharing_settings(),
+            {
+                f"{lq.namespace}/{lq.name}": MappingProxyType(dict(lq.consumed_resources))
+                for lq in lq_rows
+                if lq.consumed_resources
+            },
+        ),
     )
 
 
-def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
-    groups = tuple(
+def resource_groups_spec(docs: Iterable[Mapping[str, Any]]) -> tuple[ResourceGroup, ...]:
+    """models.ClusterQueue.resource_groups (and Cohort's) as the core's resource groups."""
+    return tuple(
         ResourceGroup(
             tuple(group["coveredResources"]),
             tuple(
@@ -311,12 +348,15 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
                 for fq in group["flavors"]
             ),
         )
-        for group in row.resource_groups
+        for group in docs
     )
+
+
+def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
     return ClusterQueueSpec(
         name=row.name,
         cohort=row.cohort,
-        resource_groups=groups,
+        resource_groups=resource_groups_spec(row.resource_groups),
         queueing_strategy=QueueingStrategy(row.queueing_strategy),
         preemption=Preemption(
             WithinClusterQueue(row.within_cluster_queue),
@@ -325,6 +365,33 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
             row.borrow_max_priority_threshold,
         ),
         weight=row.fair_sharing_weight,
+        admission_mode=AdmissionMode(row.admission_mode),
+        stop_policy=StopPolicy(row.stop_policy),
+        namespace_selector=NamespaceSelector(
+            tuple((str(op), frozenset(values)) for op, values in row.namespace_selector or [])
+        ),
+        when_can_borrow=FungibilityPolicy(row.when_can_borrow),
+    )
+
+
+def cohort_spec(row: Cohort) -> CohortSpec:
+    return CohortSpec(
+        row.name,
+        row.parent_name,
+        resource_groups_spec(row.resource_groups),
+        row.fair_sharing_weight,
+    )
+
+
+def fair_sharing_settings() -> AdmissionFairSharing:
+    """Kueue's admissionFairSharing as applied (a Configuration document), else the defaults."""
+    row = AdmissionFairSharingSettings.objects.first()
+    if row is None:
+        return AdmissionFairSharing()
+    return AdmissionFairSharing(
+        row.usage_half_life_s,
+        row.usage_sampling_interval_s,
+        MappingProxyType({str(k): float(v) for k, v in row.resource_weights.items()}),
     )
 
 
@@ -336,15 +403,7 @@ def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
             Taint(t["key"], t.get("value", ""), TaintEffect(t.get("effect", "NoSchedule")))
             for t in row.node_taints
         ),
-        tolerations=tuple(
-            Toleration(
-                key=t.get("key", ""),
-                operator=t.get("operator", "Equal"),
-                value=t.get("value", ""),
-                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
-            )
-            for t in row.tolerations
-        ),
+        tolerations=tolerations_from_json(row.tolerations),
     )
 
 
@@ -365,12 +424,13 @@ class _PodFacts:
     demand: Demand
     gpu_models: frozenset[str]
     node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...] = ()
 
 
 def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
     """Per workload: the total its unfinished pods ask for, and the first pod's constraints."""
     templates: dict[int, list[tuple[PodRequest, int]]] = defaultdict(list)
-    constraints: dict[int, tuple[frozenset[str], Mapping[str, str]]] = {}
+    constraints: dict[int, tuple[frozenset[str], Mapping[str, str], tuple[Toleration, ...]]] = {}
     rows = Pod.objects.filter(
         workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
     ).values_list(
@@ -383,8 +443,10 @@ def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
         "mig_count",
         "gpu_models",
         "node_selector",
+        "extended_resources",
+        "tolerations",
     )
-    for wid, cpu, memory, gpus, milli, profile, mig, models, selector in rows:
+    for wid, cpu, memory, gpus, milli, profile, mig, models, selector, extended, tols in rows:
         request = PodRequest(
             uid="",
             cpu_milli=cpu,
@@ -393,9 +455,11 @@ def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
             gpu_milli=milli,
             mig_profile=profile,
             mig_count=mig,
+            extended=MappingProxyType(dict(extended or {})),
         )
         templates[wid].append((request, 1))
-        constraints.setdefault(wid, (frozenset(models), dict(selector)))
+        if wid not in constraints:
+            constraints[wid] = (frozenset(models), dict(selector), tolerations_from_json(tols))
     return {
         wid: _PodFacts(Demand.of_pods(pods), *constraints[wid]) for wid, pods in templates.items()
     }
@@ -434,6 +498,8 @@ def queued_workloads(
                     gpu_models=fact.gpu_models,
                     node_selector=MappingProxyType(dict(fact.node_selector)),
                     can_preempt=w.preemption_policy != "Never",
+                    tolerations=fact.tolerations,
+                    active=w.active,
                 ),
             )
         )
@@ -471,9 +537,22 @@ def admitted_workloads(usage_ratios: Mapping[str, float] | None = None) -> list[
                 usage=MappingProxyType(usage),
                 local_queue=f"{w.tenant.namespace}/{w.queue_name}",
                 idle=MappingProxyType(_idle(usage, ratios.get(w.tenant.name, 1.0))),
+                active=w.active,
             )
         )
     return admitted
+
+
+def local_queue_admitted_usage() -> dict[str, dict[str, float]]:
+    """Per LocalQueue ("namespace/name"): the quota its admitted workloads hold, per resource in
+    Kubernetes base units (admission fair sharing's "current usage")."""
+    out: dict[str, dict[str, float]] = {}
+    for namespace, queue, usage in Workload.objects.filter(
+        state__in=(Workload.State.ADMITTED, Workload.State.RUNNING), cluster_queue__isnull=False
+    ).values_list("tenant__namespace", "queue_name", "quota_usage"):
+        key = f"{namespace}/{queue}"
+        out[key] = add(out.get(key, {}), in_base_units(parse_usage(usage)))
+    return out
 
 
 def _idle(usage: Mapping[FlavorResource, int], ratio: float) -> dict[FlavorResource, int]:
@@ -481,7 +560,11 @@ def _idle(usage: Mapping[FlavorResource, int], ratio: float) -> dict[FlavorResou
 
 
 def quota_book(setup: QueueSetup, admitted: Sequence[AdmittedWorkload]) -> QuotaBook:
-    book = QuotaBook(setup.cluster_queues.values(), idle_weight=fair_share_idle_weight())
+    book = QuotaBook(
+        setup.cluster_queues.values(),
+        cohorts=setup.cohorts.values(),
+        idle_weight=fair_share_idle_weight(),
+    )
     for a in admitted:
         if a.cluster_queue in book.queues:
             book.charge(a.cluster_queue, a.usage)
@@ -511,6 +594,9 @@ class ClusterQueueStatus:
     admitted_workloads: int
     weighted_share: int  # Kueue's DRS (status.fairSharing.weightedShare)
     dominant_resource: str
+    admission_mode: str = AdmissionMode.NONE.value
+    stop_policy: str = StopPolicy.NONE.value
+    cohort_path: tuple[str, ...] = ()  # its cohort, then each ancestor up to the root
 
 
 def cluster_queue_status() -> list[ClusterQueueStatus]:
@@ -557,9 +643,124 @@ def cluster_queue_status() -> list[ClusterQueueStatus]:
                 admitted_workloads=holding[name],
                 weighted_share=share,
                 dominant_resource=dominant,
+                admission_mode=cq.admission_mode.value,
+                stop_policy=cq.stop_policy.value,
+                cohort_path=tuple(book.cohort_chain(name)),
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class CohortResource:
+    flavor: str
+    name: str
+    nominal_quota: str  # the cohort's own, on top of its members'
+    subtree_quota: str  # everything its subtree brings (members' lendable parts included)
+    usage: str  # what the subtree uses of it beyond the members' local quotas
+
+
+@dataclass(frozen=True)
+class CohortStatus:
+    name: str
+    parent: str
+    weight: float
+    defined: bool  # a Cohort object (else only named by queues or children)
+    cluster_queues: list[str]
+    resources: list[CohortResource]
+    weighted_share: int  # at its parent's level; 0 for a root
+
+
+def cohort_status() -> list[CohortStatus]:
+    """Each cohort of the trees: its parent, its quota and the use of its subtree."""
+    setup = queue_setup()
+    book = quota_book(setup, admitted_workloads())
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, cq in setup.cluster_queues.items():
+        if cq.cohort:
+            members[cq.cohort].append(name)
+    out = []
+    for name in book.cohort_names():
+        spec = setup.cohorts.get(name)
+        resources = [
+            CohortResource(
+                flavor,
+                resource,
+                format_quantity(resource, own),
+                format_quantity(resource, total),
+                format_quantity(resource, used),
+            )
+            for (flavor, resource), (own, total, used) in book.cohort_resources(name).items()
+        ]
+        out.append(
+            CohortStatus(
+                name=name,
+                parent=book.cohort_parent(name),
+                weight=spec.weight if spec else 1.0,
+                defined=spec is not None,
+                cluster_queues=sorted(members[name]),
+                resources=resources,
+                weighted_share=book.cohort_share(name),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class LocalQueueFairUsage:
+    """Admission fair sharing: a LocalQueue's decayed usage and where it stands."""
+
+    key: str  # "namespace/name"
+    cluster_queue: str
+    weight: float
+    consumed: dict[str, str]  # resource -> decayed usage, as a Kubernetes quantity
+    usage: float  # what the order goes by: weighted sum of consumed / weight
+    rank: int  # 1-based among its cluster queue's LocalQueues, lowest usage first
+    sampled_at: datetime | None
+
+
+def local_queue_fair_usage() -> dict[str, LocalQueueFairUsage]:
+    """Per LocalQueue of a cluster queue with UsageBasedAdmissionFairSharing."""
+    setup = queue_setup()
+    fair = [
+        lq
+        for lq in setup.local_queues.values()
+        if setup.cluster_queues[lq.cluster_queue].admission_mode is AdmissionMode.USAGE_BASED
+    ]
+    if not fair:
+        return {}
+    state = setup.fair_usage
+    sampled = {
+        f"{ns}/{name}": at
+        for ns, name, at in LocalQueue.objects.values_list("namespace", "name", "usage_sampled_at")
+    }
+    usage = {
+        lq.key: weighted_usage(state.consumed.get(lq.key, {}), lq.weight, state.settings)
+        for lq in fair
+    }
+    by_queue: dict[str, list[str]] = defaultdict(list)
+    for lq in fair:
+        by_queue[lq.cluster_queue].append(lq.key)
+    rank = {
+        key: k
+        for keys in by_queue.values()
+        for k, key in enumerate(sorted(keys, key=lambda key: (usage[key], key)), start=1)
+    }
+    return {
+        lq.key: LocalQueueFairUsage(
+            key=lq.key,
+            cluster_queue=lq.cluster_queue,
+            weight=lq.weight,
+            consumed={
+                resource: format_base_units(resource, amount)
+                for resource, amount in sorted(state.consumed.get(lq.key, {}).items())
+            },
+            usage=usage[lq.key],
+            rank=rank[lq.key],
+            sampled_at=sampled.get(lq.key),
+        )
+        for lq in fair
+    }
 
 
 @dataclass(frozen=True)
@@ -614,9 +815,7 @@ def pending_workloads(
         return ends.get(pk)
 
     out: list[PendingWorkload] = []
-    positions = queue_admission.positions(
-        book, [q for _, q in queued if q is not None], admitted, _lq_weights(setup)
-    )
+    positions = ordering.positions(queue_orders(setup, book, queued, admitted))
     estimates: dict[str, float | None] = {}
     for name, cq in setup.cluster_queues.items():
         members = set(book.members(name))
@@ -711,8 +910,20 @@ def pending_workloads(
     return out
 
 
-def _lq_weights(setup: QueueSetup) -> dict[str, float]:
-    return {key: lq.weight for key, lq in setup.local_queues.items()}
+def queue_orders(
+    setup: QueueSetup,
+    book: QuotaBook,
+    queued: Sequence[tuple[Workload, QueuedWorkload | None]],
+    admitted: Sequence[AdmittedWorkload],
+) -> dict[str, ordering.QueueOrder]:
+    """Each cluster queue's pending workloads in the order the admission cycle serves them."""
+    return ordering.queue_orders(
+        book,
+        [q for _, q in queued if q is not None and q.cluster_queue in book.queues and q.active],
+        admitted,
+        setup.local_queues,
+        setup.fair_usage,
+    )
 
 
 def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, int]:

@@ -20,9 +20,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.utils import timezone
 
-from scheduling import events
+from scheduling import events, fair_sharing
+from scheduling.core.queueing.admission import INACTIVE_WORKLOAD
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
-from scheduling.core.queueing.config import QueueConfig
+from scheduling.core.queueing.config import QueueConfig, ResourceGroup
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -30,8 +31,10 @@ from scheduling.core.types import (
     ServiceClass,
 )
 from scheduling.models import (
+    AdmissionFairSharingSettings,
     Allocation,
     ClusterQueue,
+    Cohort,
     Gpu,
     GpuAssignment,
     Lease,
@@ -139,22 +142,26 @@ def workload_submit(
     queue_name: str = "default",
     priority: int | None = None,
     priority_class_name: str = "",
+    priority_class_kind: str = "",
     service_class: ServiceClass = ServiceClass.BATCH,
     raw_pod_sets: list[dict[str, Any]] | None = None,
     maximum_execution_time_s: int | None = None,
+    active: bool = True,
 ) -> Workload:
     """A new workload, Pending until its LocalQueue's cluster queue admits it. A priority class
-    (by name, else the global default one) sets the priority unless `priority` is given, and
-    whether the workload may preempt others."""
+    (by name and kind, else the global default one) sets the priority unless `priority` is
+    given, and whether the workload may preempt others. Without a kind, a WorkloadPriorityClass of
+    that name wins over a PriorityClass (as Kueue's label wins over a pod's priorityClassName)."""
     if not pod_sets:
         raise ServiceError("a workload needs at least one pod set")
     with transaction.atomic():
         if Workload.objects.filter(tenant=tenant, name=name).exists():
             raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
         if priority_class_name:
-            priority_class = PriorityClass.objects.filter(name=priority_class_name).first()
+            priority_class = priority_class_named(priority_class_name, priority_class_kind)
             if priority_class is None:
-                raise ServiceError(f"priority class {priority_class_name!r} does not exist")
+                kind = priority_class_kind or "priority class"
+                raise ServiceError(f"{kind} {priority_class_name!r} does not exist")
         else:
             priority_class = PriorityClass.objects.filter(global_default=True).first()
         if priority is None:
@@ -165,6 +172,8 @@ def workload_submit(
             queue_name=queue_name,
             priority=priority,
             priority_class_name=priority_class.name if priority_class else "",
+            priority_class_kind=priority_class.kind if priority_class else "",
+            active=active,
             preemption_policy=(
                 priority_class.preemption_policy
                 if priority_class
@@ -183,6 +192,15 @@ def workload_submit(
     return workload
 
 
+def priority_class_named(name: str, kind: str = "") -> PriorityClass | None:
+    """The class of that name (and kind); without a kind, WorkloadPriorityClass first."""
+    rows = PriorityClass.objects.filter(name=name)
+    if kind:
+        rows = rows.filter(kind=kind)
+    found = {row.kind: row for row in rows}
+    return found.get(PriorityClass.Kind.WORKLOAD) or found.get(PriorityClass.Kind.POD)
+
+
 def _pod_row(workload: Workload, pod_set: PodSetSpec, k: int) -> Pod:
     t = pod_set.template
     return Pod(
@@ -198,6 +216,7 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, k: int) -> Pod:
         mig_profile=t.mig_profile,
         mig_count=t.mig_count,
         gpu_models=list(t.gpu_models),
+        extended_resources=dict(t.extended),
         topology_policy=t.topology_policy.value,
         topology_scope=t.topology_scope.value if t.topology_scope else "",
         node_selector=dict(t.node_selector),
@@ -266,14 +285,46 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
     return workload
 
 
+def workload_set_active(*, workload: Workload, active: bool) -> Workload:
+    """Kueue's spec.active. Deactivated, a pending workload is never admitted and an admitted one
+    is evicted by the next admission cycle (InactiveWorkload, on either cluster side);
+    reactivated, it queues again."""
+    with transaction.atomic():
+        if workload.state not in Workload.ACTIVE_STATES:
+            raise ServiceError(f"workload {workload.name} is already {workload.state}")
+        if workload.active == active:
+            return workload
+        workload.active = active
+        fields = ["active"]
+        if not active and workload.state == Workload.State.PENDING:
+            workload.pending_reason = INACTIVE_WORKLOAD
+            workload.reason = "the workload is deactivated (active: false)"
+            fields += ["pending_reason", "reason"]
+        elif active and workload.pending_reason == INACTIVE_WORKLOAD:
+            workload.pending_reason, workload.reason = "", ""
+            fields += ["pending_reason", "reason"]
+        workload.save(update_fields=fields)
+        events.publish(_workload_event(workload))
+    return workload
+
+
 # --- queues -----------------------------------------------------------------------------------
 
 
 def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
-    """Create or update flavors, cluster queues, local queues and priority classes (Kueue-shaped
-    documents, scheduling.core.queueing.config). Names are kept; nothing is deleted."""
+    """Create or update flavors, cohorts, cluster queues, local queues, priority classes and the
+    admission fair sharing settings (Kueue-shaped objects, scheduling.core.queueing.kueue_objects).
+    Names are kept; nothing is deleted."""
+    stored_parents = {
+        name: parent
+        for name, parent in Cohort.objects.exclude(
+            name__in=[c.name for c in config.cohorts]
+        ).values_list("name", "parent_name")
+    }
     try:
-        config.check_references(frozenset(ResourceFlavor.objects.values_list("name", flat=True)))
+        config.check_references(
+            frozenset(ResourceFlavor.objects.values_list("name", flat=True)), stored_parents
+        )
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
     known_queues = {cq.name for cq in config.cluster_queues} | set(
@@ -300,6 +351,15 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                     "tolerations": [toleration_json(t) for t in flavor.tolerations],
                 },
             )
+        for cohort in config.cohorts:
+            Cohort.objects.update_or_create(
+                name=cohort.name,
+                defaults={
+                    "parent_name": cohort.parent,
+                    "resource_groups": resource_groups_json(cohort.resource_groups),
+                    "fair_sharing_weight": cohort.weight,
+                },
+            )
         for cq in config.cluster_queues:
             ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
         rows = {
@@ -315,13 +375,17 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                 defaults={
                     "cluster_queue": rows[lq.cluster_queue],
                     "fair_sharing_weight": lq.weight,
+                    "stop_policy": lq.stop_policy.value,
                 },
             )
         for pc in config.priority_classes:
             if pc.global_default:
-                PriorityClass.objects.exclude(name=pc.name).update(global_default=False)
+                PriorityClass.objects.exclude(name=pc.name, kind=pc.kind.value).update(
+                    global_default=False
+                )
             PriorityClass.objects.update_or_create(
                 name=pc.name,
+                kind=pc.kind.value,
                 defaults={
                     "value": pc.value,
                     "preemption_policy": pc.preemption_policy.value,
@@ -329,8 +393,19 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                     "global_default": pc.global_default,
                 },
             )
+        fair = config.admission_fair_sharing
+        if fair is not None:
+            AdmissionFairSharingSettings.objects.update_or_create(
+                pk=1,
+                defaults={
+                    "usage_half_life_s": fair.usage_half_life_s,
+                    "usage_sampling_interval_s": fair.usage_sampling_interval_s,
+                    "resource_weights": dict(fair.resource_weights),
+                },
+            )
         names = {
             "flavors": [f.name for f in config.flavors],
+            "cohorts": [c.name for c in config.cohorts],
             "cluster_queues": [cq.name for cq in config.cluster_queues],
             "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
             "priority_classes": [pc.name for pc in config.priority_classes],
@@ -339,37 +414,48 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
     return names
 
 
+def resource_groups_json(groups: Sequence[ResourceGroup]) -> list[dict[str, Any]]:
+    """Resource groups Kueue-shaped, amounts canonical (models.ClusterQueue.resource_groups)."""
+    return [
+        {
+            "coveredResources": list(group.covered),
+            "flavors": [
+                {
+                    "name": fq.name,
+                    "resources": [
+                        {
+                            "name": resource,
+                            "nominalQuota": quota.nominal,
+                            "borrowingLimit": quota.borrowing_limit,
+                            "lendingLimit": quota.lending_limit,
+                        }
+                        for resource, quota in fq.resources.items()
+                    ],
+                }
+                for fq in group.flavors
+            ],
+        }
+        for group in groups
+    ]
+
+
 def cluster_queue_fields(cq: ClusterQueueSpec) -> dict[str, Any]:
     """A core ClusterQueue as the model's columns (amounts stay canonical)."""
     return {
         "cohort": cq.cohort,
         "queueing_strategy": cq.queueing_strategy.value,
-        "resource_groups": [
-            {
-                "coveredResources": list(group.covered),
-                "flavors": [
-                    {
-                        "name": fq.name,
-                        "resources": [
-                            {
-                                "name": resource,
-                                "nominalQuota": quota.nominal,
-                                "borrowingLimit": quota.borrowing_limit,
-                                "lendingLimit": quota.lending_limit,
-                            }
-                            for resource, quota in fq.resources.items()
-                        ],
-                    }
-                    for fq in group.flavors
-                ],
-            }
-            for group in cq.resource_groups
-        ],
+        "resource_groups": resource_groups_json(cq.resource_groups),
         "within_cluster_queue": cq.preemption.within_cluster_queue.value,
         "reclaim_within_cohort": cq.preemption.reclaim_within_cohort.value,
         "borrow_within_cohort": cq.preemption.borrow_within_cohort.value,
         "borrow_max_priority_threshold": cq.preemption.borrow_max_priority_threshold,
         "fair_sharing_weight": cq.weight,
+        "admission_mode": cq.admission_mode.value,
+        "stop_policy": cq.stop_policy.value,
+        "when_can_borrow": cq.when_can_borrow.value,
+        "namespace_selector": [
+            [operator, sorted(values)] for operator, values in cq.namespace_selector.requirements
+        ],
     }
 
 
@@ -436,24 +522,38 @@ def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> in
                 for key, value in values.items():
                     setattr(w, key, value)
                 admitted.append(w)
+        fair_sharing.local_queue_entry_penalties(admitted=admitted)
         events.publish(*payloads, *(_workload_event(w) for w in admitted))
     return len(admitted)
 
 
 def workloads_evict(
-    *, workloads: Sequence[Workload], reason: str, now: datetime, preemptor: Workload | None = None
+    *,
+    workloads: Sequence[Workload],
+    reason: str,
+    now: datetime,
+    preemptor: Workload | None = None,
+    pending_reason: str = "Preempted",
 ) -> list[str]:
-    """Preempt admitted workloads: release their pods' allocations, put the pods back to Pending
-    and the workloads back in their queues (requeued, quota released). Returns the uids of the
-    pods whose allocations were released."""
+    """Preempt (or evict, for `pending_reason` such as Kueue's InactiveWorkload) admitted
+    workloads: release their pods' allocations, put the pods back to Pending and the workloads
+    back in their queues (requeued, quota released). Returns the uids of the pods whose
+    allocations were released."""
     with transaction.atomic():
-        payloads, released, _ = _evict(workloads, reason=reason, preemptor=preemptor, now=now)
+        payloads, released, _ = _evict(
+            workloads, reason=reason, preemptor=preemptor, now=now, pending_reason=pending_reason
+        )
         events.publish(*payloads)
     return released
 
 
 def _evict(
-    workloads: Sequence[Workload], *, reason: str, preemptor: Workload | None, now: datetime
+    workloads: Sequence[Workload],
+    *,
+    reason: str,
+    preemptor: Workload | None,
+    now: datetime,
+    pending_reason: str = "Preempted",
 ) -> tuple[list[events.EventPayload], list[str], set[int]]:
     """Returns the events to publish, the uids of the pods whose allocations were released and
     the ids of the workloads evicted (those that were admitted or running)."""
@@ -474,14 +574,15 @@ def _evict(
         Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod")
     )
     released = [str(a.pod.uid) for a in allocations]
-    _release(allocations, reason=f"preempted: {reason}"[:256], now=now)
+    verb = "preempted" if pending_reason == "Preempted" else "evicted"
+    _release(allocations, reason=f"{verb}: {reason}"[:256], now=now)
     placed = [p for p in pods if p.phase in Pod.PLACED_PHASES]
     for pod in pods:
         pod.phase = Pod.Phase.PENDING
         pod.bound_at = None
         pod.started_at = None
         pod.next_attempt_at = None
-        pod.last_reason = f"Preempted: {reason}"[:1024]
+        pod.last_reason = f"{pending_reason}: {reason}"[:1024]
         pod.simulation.pop("lost_s", None)  # it starts over
     Pod.objects.bulk_update(
         pods, ["phase", "bound_at", "started_at", "next_attempt_at", "last_reason", "simulation"]
@@ -506,7 +607,7 @@ def _evict(
         )
         w.state, w.admitted_at, w.cluster_queue = Workload.State.PENDING, None, None
         w.flavors, w.quota_usage, w.node_selector, w.tolerations = {}, {}, {}, []
-        w.pending_reason, w.reason = "Preempted", reason[:1024]
+        w.pending_reason, w.reason = pending_reason, reason[:1024]
         w.evictions += 1
         w.evicted_at = now
     Workload.objects.bulk_update(

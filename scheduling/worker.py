@@ -23,7 +23,7 @@ from functools import cmp_to_key
 
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import fair_sharing, selectors, services
 from scheduling.cache import ClusterCache
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
@@ -210,11 +210,12 @@ class SchedulerWorker:
         return len(by_workload)
 
     def _admit(self, now: datetime) -> tuple[int, int]:
-        """Phase 3. Returns (workloads admitted, workloads evicted for them)."""
+        """Phase 3. Returns (workloads admitted, workloads evicted for them or by deactivation)."""
         setup = selectors.queue_setup()
         if not setup.managed:
-            pending = Workload.objects.filter(state=Workload.State.PENDING).select_related("tenant")
-            return services.workloads_admit(workloads=pending[: self.batch_size], now=now), 0
+            return self._admit_without_queues(now)
+        fair_sharing.local_queue_usage_sample(now=now)
+        setup = selectors.queue_setup()
         queued = selectors.queued_workloads(setup)
         rows = {str(w.pk): w for w, _ in queued}
         result = admission_cycle(
@@ -223,9 +224,12 @@ class SchedulerWorker:
             [q for _, q in queued if q is not None],
             selectors.admitted_workloads(self.load_feed.usage_ratios()),
             local_queues=list(setup.local_queues.values()),
+            cohorts=list(setup.cohorts.values()),
+            fair_usage=setup.fair_usage,
             limit=self.batch_size,
             idle_weight=selectors.fair_share_idle_weight(),
         )
+        evicted = self._evict_intents(result.evictions, now)
         victims = {
             w.pk: w
             for w in Workload.objects.filter(
@@ -266,7 +270,43 @@ class SchedulerWorker:
             if q is None
         ]
         services.workloads_waiting(updates=updates)
-        return admitted, len(victims)
+        return admitted, len(victims) + evicted
+
+    def _admit_without_queues(self, now: datetime) -> tuple[int, int]:
+        """No cluster queue: every active workload is admitted as it comes; deactivated ones are
+        evicted and wait."""
+        inactive = Workload.objects.filter(
+            active=False, state__in=(Workload.State.ADMITTED, Workload.State.RUNNING)
+        ).select_related("tenant")
+        evicted = self._evict_intents(
+            [
+                queue_admission.Eviction(
+                    str(w.pk), queue_admission.INACTIVE_WORKLOAD, "the workload is deactivated"
+                )
+                for w in inactive
+            ],
+            now,
+        )
+        pending = Workload.objects.filter(state=Workload.State.PENDING, active=True)
+        admitted = services.workloads_admit(
+            workloads=pending.select_related("tenant")[: self.batch_size], now=now
+        )
+        return admitted, evicted
+
+    def _evict_intents(self, evictions: Sequence[queue_admission.Eviction], now: datetime) -> int:
+        """Carry out the admission cycle's evictions (deactivated workloads, drained queues):
+        quota and pods released, the workloads back to Pending with Kueue's reason."""
+        if not evictions:
+            return 0
+        rows = Workload.objects.in_bulk([int(e.key) for e in evictions])
+        cluster = self.cache.state()
+        for eviction in evictions:
+            workload = rows.get(int(eviction.key))
+            if workload is not None:
+                self._evict(
+                    cluster, [workload], eviction.message, None, set(), now, eviction.reason
+                )
+        return len(evictions)
 
     def _preempt(
         self,
@@ -378,12 +418,17 @@ class SchedulerWorker:
         preemptor: Workload | None,
         evicted: set[int],
         now: datetime,
+        pending_reason: str = queue_admission.PREEMPTED,
     ) -> None:
         """Evict the victims' workloads (requeued, with events) and forget their pods from the
         snapshot, so the rest of the cycle sees the freed capacity; lent shares the release moved
         onto free capacity (services._promote_lent) are caught up too."""
         released = services.workloads_evict(
-            workloads=victims, reason=reason, now=now, preemptor=preemptor
+            workloads=victims,
+            reason=reason,
+            now=now,
+            preemptor=preemptor,
+            pending_reason=pending_reason,
         )
         for uid in released:
             held = cluster.held.pop(uid, None)

@@ -13,7 +13,8 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import services
-from scheduling.core.queueing.config import QueueConfig, QueueConfigError, parse_documents
+from scheduling.core.queueing.config import QueueConfig, QueueConfigError
+from scheduling.core.queueing.kueue_objects import parse_documents
 
 QUEUE_DIR = Path(__file__).resolve().parents[2] / "queues"
 

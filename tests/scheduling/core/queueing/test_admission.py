@@ -8,12 +8,15 @@ from types import MappingProxyType
 import pytest
 
 from scheduling.core.queueing import admission as adm
-from scheduling.core.queueing.admission import admission_cycle, positions
-from scheduling.core.queueing.config import LocalQueue, QueueingStrategy
+from scheduling.core.queueing.admission import admission_cycle
+from scheduling.core.queueing.config import FungibilityPolicy, LocalQueue, QueueingStrategy
+from scheduling.core.queueing.ordering import positions, queue_orders
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand
 from tests.scheduling.core.queueing.builders import FLAVORS, G, cq, held, wl
+
+TRY_NEXT = FungibilityPolicy.TRY_NEXT_FLAVOR
 
 
 def admitted_keys(result) -> list[str]:
@@ -106,8 +109,19 @@ def test_flavors_are_tried_in_order() -> None:
     assert dict(first.admitted[0].assignment.flavors) == {GPU: "h100"}
 
 
-def test_a_flavor_without_borrowing_is_preferred_to_borrowing_in_an_earlier_one() -> None:
+def test_when_can_borrow_may_stop_search_borrows_in_the_first_flavor_that_fits() -> None:
+    # Kueue's default flavorFungibility: the first flavor that fits, borrowing or not, wins.
     queues = [cq("a", {"h100": 2, "a100": 8}, cohort="x"), cq("b", {"h100": 8}, cohort="x")]
+    result = admission_cycle(queues, FLAVORS, [wl("w", "a", 4)], [])
+    assert dict(result.admitted[0].assignment.flavors) == {GPU: "h100"}
+    assert result.admitted[0].assignment.borrowing
+
+
+def test_when_can_borrow_try_next_flavor_prefers_a_later_flavor_without_borrowing() -> None:
+    queues = [
+        cq("a", {"h100": 2, "a100": 8}, cohort="x", when_can_borrow=TRY_NEXT),
+        cq("b", {"h100": 8}, cohort="x"),
+    ]
     result = admission_cycle(queues, FLAVORS, [wl("w", "a", 4)], [])
     assert dict(result.admitted[0].assignment.flavors) == {GPU: "a100"}
     assert not result.admitted[0].assignment.borrowing
@@ -149,7 +163,8 @@ def test_positions_follow_queue_order() -> None:
         "a2": 3,
         "b1": 1,
     }
-    assert positions(QuotaBook(queues), pending, []) == {"a0": 1, "a1": 2, "a2": 3, "b1": 1}
+    orders = queue_orders(QuotaBook(queues), pending, [], {})
+    assert positions(orders) == {"a0": 1, "a1": 2, "a2": 3, "b1": 1}
 
 
 def test_usage_aware_ordering_between_tenants_of_one_queue() -> None:

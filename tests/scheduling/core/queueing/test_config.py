@@ -12,8 +12,8 @@ from scheduling.core.queueing.config import (
     QueueingStrategy,
     ReclaimWithinCohort,
     WithinClusterQueue,
-    parse_documents,
 )
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.resources import parse_quantity
 
 EXAMPLE = """
@@ -115,8 +115,9 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
             "unknown key 'cohrtName'",
         ),
         (
-            "kind: ClusterQueue\nmetadata: {name: a}\nspec: {flavorFungibility: {}}",
-            "'flavorFungibility' is not supported",
+            "kind: ClusterQueue\nmetadata: {name: a}\n"
+            "spec: {flavorFungibility: {preference: BorrowingOverPreemption}}",
+            "flavorFungibility.preference is not supported by gpusched",
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
@@ -126,8 +127,8 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
-            "  - coveredResources: [nvidia.com/gpus]\n    flavors: []",
-            "unknown resource 'nvidia.com/gpus'",
+            "  - coveredResources: [gpus]\n    flavors: []",
+            "unknown resource 'gpus'",
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
@@ -157,8 +158,9 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
             "unknown key 'withinClusterQueu'",
         ),
         (
-            "kind: ClusterQueue\nmetadata: {name: a}\nspec: {namespaceSelector: {matchLabels: {}}}",
-            "only {} (every namespace) is supported",
+            "kind: ClusterQueue\nmetadata: {name: a}\n"
+            "spec: {namespaceSelector: {matchLabels: {team: a}}}",
+            "selecting namespaces by 'team' is not supported",
         ),
         ("kind: LocalQueue\nmetadata: {name: q}\nspec: {clusterQueue: a}", "metadata.namespace"),
         (

@@ -182,12 +182,16 @@ def test_drs_hand_computed_examples() -> None:
 
 
 def test_drs_integer_arithmetic_weights_and_dominant_resource() -> None:
-    # Kueue truncates: 1 of 3 lendable is 333; weight 0.5 doubles it; weight 0 is the maximum.
+    # Kueue truncates: 1 of 3 lendable is 333; weight 0.5 doubles it.
     b = book(cq("a", 1, cohort="x"), cq("b", 2, cohort="x"), usage={"a": 2})
     assert b.dominant_resource_share("a")[0] == 333
     half = book(cq("a", 1, cohort="x", weight=0.5), cq("b", 2, cohort="x"), usage={"a": 2})
     assert half.dominant_resource_share("a")[0] == 666
+    # Weight 0: the maximum share once borrowing, 0 within nominal (Kueue's zeroWeightBorrows,
+    # pkg/cache/scheduler/fair_sharing.go).
     zero = book(cq("a", 1, cohort="x", weight=0), cq("b", 2, cohort="x"))
+    assert zero.dominant_resource_share("a") == (0, "")
+    zero.charge("a", {H100: 2 * G})
     assert zero.dominant_resource_share("a") == (MAX_SHARE, "")
     assert book(cq("solo", 1), usage={"solo": 1}).dominant_resource_share("solo") == (0, "")
 
