@@ -132,6 +132,8 @@ def pod_amount(resource: str, value: object) -> int:
 
 def quota_amount(resource: str, value: object) -> int:
     """A quota or limit of `resource` in canonical units: GPUs in milli-GPUs (shares count)."""
+    if counted_only(resource):
+        return extended_amount(resource, value)
     amount = parse(value)
     if resource == GPU_RESOURCE:
         return _bounded(math.ceil(amount * 1000), MAX_GPUS * 10**6, "milli-GPUs")

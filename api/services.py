@@ -119,10 +119,13 @@ def quota_errors(quota: Mapping[str, object], path: str = "quota") -> dict[str, 
     errors: dict[str, list[str]] = {}
     for resource, value in quota.items():
         where = f"{path}.{resource}"
-        if resource in (GPU_MILLI_RESOURCE, q.PODS) or not q.known_resource(resource):
+        if resource == GPU_MILLI_RESOURCE or not (
+            q.known_resource(resource, quota=True) or q.counted_only(resource)
+        ):
             errors[where] = [
                 f"not a queue resource {resource!r} (cpu, memory, nvidia.com/gpu, "
-                "nvidia.com/mig-<profile>; GPU shares count under nvidia.com/gpu)"
+                "nvidia.com/mig-<profile>, pods or an extended resource such as "
+                "example.com/credits; GPU shares count under nvidia.com/gpu)"
             ]
             continue
         try:

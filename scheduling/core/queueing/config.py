@@ -103,18 +103,6 @@ class ResourceQuota:
     borrowing_limit: int | None = None
     lending_limit: int | None = None
 
-    @property
-    def lendable(self) -> int:
-        """What the cohort may use of this quota."""
-        if self.lending_limit is None:
-            return self.nominal
-        return min(self.nominal, self.lending_limit)
-
-    @property
-    def guaranteed(self) -> int:
-        """What stays reserved for the owner whatever the cohort does."""
-        return self.nominal - self.lendable
-
 
 @dataclass(frozen=True, slots=True)
 class FlavorQuotas:

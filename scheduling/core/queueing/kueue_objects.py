@@ -285,7 +285,9 @@ def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
         spec.get("queueingStrategy") or QueueingStrategy.BEST_EFFORT_FIFO.value,
         f"{path}.queueingStrategy",
     )
-    groups = _resource_groups(spec.get("resourceGroups"), path, has_parent=bool(cohort))
+    groups = _resource_groups(
+        spec.get("resourceGroups"), path, has_parent=bool(cohort), lending_within_nominal=True
+    )
     scope = mapping(spec.get("admissionScope", {}) or {}, f"{path}.admissionScope")
     no_unknown(scope, {"admissionMode"}, f"{path}.admissionScope")
     return ClusterQueue(
@@ -322,14 +324,25 @@ def _cohort(top: dict[str, Any], where: str) -> Cohort:
     return Cohort(
         name=name,
         parent=parent,
-        resource_groups=_resource_groups(spec.get("resourceGroups"), path, has_parent=bool(parent)),
+        # A cohort may lend more than its own quota: what its members lend up (Kueue's Cohort
+        # webhook does not hold lendingLimit to nominalQuota).
+        resource_groups=_resource_groups(
+            spec.get("resourceGroups"), path, has_parent=bool(parent), lending_within_nominal=False
+        ),
         weight=weight(spec.get("fairSharing"), f"{path}.fairSharing"),
     )
 
 
-def _resource_groups(raw: object, path: str, *, has_parent: bool) -> tuple[ResourceGroup, ...]:
+def _resource_groups(
+    raw: object, path: str, *, has_parent: bool, lending_within_nominal: bool
+) -> tuple[ResourceGroup, ...]:
     groups = tuple(
-        _resource_group(item, f"{path}.resourceGroups[{k}]", has_parent=has_parent)
+        _resource_group(
+            item,
+            f"{path}.resourceGroups[{k}]",
+            has_parent=has_parent,
+            lending_within_nominal=lending_within_nominal,
+        )
         for k, item in enumerate(list_of(raw or [], f"{path}.resourceGroups"))
     )
     covered: set[str] = set()
@@ -350,7 +363,9 @@ def _resource_groups(raw: object, path: str, *, has_parent: bool) -> tuple[Resou
     return groups
 
 
-def _resource_group(raw: object, path: str, *, has_parent: bool) -> ResourceGroup:
+def _resource_group(
+    raw: object, path: str, *, has_parent: bool, lending_within_nominal: bool
+) -> ResourceGroup:
     doc = mapping(raw, path)
     no_unknown(doc, {"coveredResources", "flavors"}, path)
     covered = tuple(
@@ -389,7 +404,11 @@ def _resource_group(raw: object, path: str, *, has_parent: bool) -> ResourceGrou
                     f"{rpath}: borrowingLimit and lendingLimit need a cohortName (a parentName "
                     "for a Cohort)"
                 )
-            if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+            if (
+                lending_within_nominal
+                and quota.lending_limit is not None
+                and quota.lending_limit > quota.nominal
+            ):
                 raise QueueConfigError(f"{rpath}.lendingLimit must not exceed nominalQuota")
             resources[resource] = quota
         missing = [r for r in covered if r not in resources]

@@ -122,8 +122,8 @@ class QuotaBook:
             node = stack.pop()
             if node.is_queue:
                 out.append(node.name)
-            stack.extend(reversed(node.children))
-        return out
+            stack.extend(node.children)
+        return sorted(out)
 
     def cohort_of(self, cq: str) -> str:
         return self.queues[cq].cohort

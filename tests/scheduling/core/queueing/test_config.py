@@ -84,7 +84,6 @@ def test_the_kueue_example_reads_as_written() -> None:
     )
     gpu = cq.quota("h100", "nvidia.com/gpu")
     assert (gpu.nominal, gpu.borrowing_limit, gpu.lending_limit) == (16_000, 8_000, 4_000)
-    assert (gpu.lendable, gpu.guaranteed) == (4_000, 12_000)
     assert cq.quota("h100", "cpu").nominal == 256_000
     assert cq.quota("h100", "memory").nominal == 2 << 20  # MiB
     assert cq.preemption.within_cluster_queue is WithinClusterQueue.LOWER_PRIORITY
