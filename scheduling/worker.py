@@ -3,11 +3,12 @@ waiting, so tests call it directly and the command only loops and sleeps.
 
 One cycle: (1) lead or stand by, (2) on becoming leader reconcile, (3) admit workloads: an
 admission cycle over the cluster queues (quota, flavors, fair sharing, quota preemption; without any
-cluster queue everything is admitted), (4) take a batch of pending pods with whole gangs, (5)
-snapshot the cluster, (6) schedule the batch into the snapshot: gangs all or nothing, and a pod
-that fits nowhere may preempt (PostFilter) - its victims' workloads are evicted and requeued at
-once, (7) bind the placed pods in batched transactions, each gang in one, (8) record why the
-others wait, per pod and per workload (NoFit, TopologyPlacementFailed, WaitingForGang)."""
+cluster queue everything is admitted), deactivated workloads and drained queues evicted, (4) take
+a batch of pending pods with whole gangs, (5) snapshot the cluster, (6) schedule the batch into the
+snapshot: gangs all or nothing, and a pod that fits nowhere may preempt (PostFilter) - its victims'
+workloads are evicted and requeued at once, (7) bind the placed pods in batched transactions, each
+gang in one, (8) record why the others wait, per pod and per workload (NoFit,
+TopologyPlacementFailed, WaitingForGang)."""
 
 from __future__ import annotations
 
@@ -211,11 +212,11 @@ class SchedulerWorker:
 
     def _admit(self, now: datetime) -> tuple[int, int]:
         """Phase 3. Returns (workloads admitted, workloads evicted for them or by deactivation)."""
+        # Admission fair sharing: LocalQueue usage history moves on Kueue's sampling interval.
+        fair_sharing.local_queue_usage_sample(now=now)
         setup = selectors.queue_setup()
         if not setup.managed:
             return self._admit_without_queues(now)
-        fair_sharing.local_queue_usage_sample(now=now)
-        setup = selectors.queue_setup()
         queued = selectors.queued_workloads(setup)
         rows = {str(w.pk): w for w, _ in queued}
         result = admission_cycle(

@@ -243,7 +243,7 @@ def credits_queue(credits: int, *, pods: int | None = None):
     """A queue covering GPUs (in flavor h100) and, in a second group, example.com/credits (and
     pods) in flavor h100 too."""
     resources = {"example.com/credits": ResourceQuota(credits)}
-    covered = ("example.com/credits",)
+    covered: tuple[str, ...] = ("example.com/credits",)
     if pods is not None:
         resources["pods"] = ResourceQuota(pods)
         covered += ("pods",)

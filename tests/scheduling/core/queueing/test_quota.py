@@ -246,6 +246,12 @@ def _queues(specs):
     ]
 
 
+def _gpu_quota(queue) -> ResourceQuota:
+    quota = queue.quota("h100", GPU)
+    assert quota is not None
+    return quota
+
+
 def _lendable(quota) -> int:
     """The flat formula (one cohort): what the cohort may use of a queue's quota."""
     return quota.nominal if quota.lending_limit is None else min(quota.nominal, quota.lending_limit)
@@ -440,7 +446,7 @@ def test_admitting_what_fits_in_a_tree_never_breaks_a_limit(specs, c1, c2, root_
         if b.fits(name, {H100: gpus * G}) is None:
             b.charge(name, {H100: gpus * G})
     used = {q.name: b.used(q.name, H100) for q in queues}
-    nominal = {q.name: q.quota("h100", GPU).nominal for q in queues}
+    nominal = {q.name: _gpu_quota(q).nominal for q in queues}
     own = {
         c.name: (c.flavor_resources()[0][2] if c.resource_groups else ResourceQuota(0))
         for c in cohorts
@@ -452,7 +458,7 @@ def test_admitting_what_fits_in_a_tree_never_breaks_a_limit(specs, c1, c2, root_
     total_quota = sum(nominal.values()) + sum(limit.nominal for limit in own.values())
     assert sum(used.values()) <= total_quota
     for q in queues:
-        quota = q.quota("h100", GPU)
+        quota = _gpu_quota(q)
         if quota.borrowing_limit is not None:
             assert used[q.name] <= quota.nominal + quota.borrowing_limit
         if quota.lending_limit is not None:
