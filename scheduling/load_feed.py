@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from scheduling.cluster_state import ClusterState
 from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
 from scheduling.core.types import PodRequest
 from scheduling.efficiency import usage_ratios
 from scheduling.models import Allocation
-from scheduling.selectors import ClusterState
 from telemetry.selectors import gpu_loads
 
 REFRESH_EVERY_S = 15.0  # dcgm-exporter is scraped every 15 s by default (wire-formats.md §1)

@@ -9,10 +9,11 @@ from pathlib import Path
 import yaml
 
 from kube.api import KubeApi
-from kube.leader import LeaseElector
-from kube.scheduler import KubeScheduler
+from kube.leader import KubernetesLease, LeaseElector
+from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import SchedulingCycle
 from tests.kube.fakeapi import FakeKube
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -53,7 +54,7 @@ def scheduler(
     lease: bool = True,
     clock: Clock | None = None,
     now: Callable[[], datetime] | None = None,
-) -> KubeScheduler:
+) -> SchedulingCycle:
     api = KubeApi(fake.api_client(), reporting_instance=identity)
     elector = None
     if lease:
@@ -66,7 +67,17 @@ def scheduler(
             clock=clock.now,
             monotonic=clock.monotonic,
         )
-    built = KubeScheduler(api, framework(), elector, identity=identity, watch_timeout_s=5)
-    if now is not None:
-        built.clock = now
-    return built
+    options = {"clock": now} if now is not None else {}
+    return kubernetes_cycle(
+        api, framework(), elector, identity=identity, watch_timeout_s=5, **options
+    )
+
+
+def side_of(cycle: SchedulingCycle) -> KubernetesSide:
+    assert isinstance(cycle.side, KubernetesSide)
+    return cycle.side
+
+
+def elector_of(cycle: SchedulingCycle) -> LeaseElector:
+    assert isinstance(cycle.elector, KubernetesLease) and cycle.elector.elector is not None
+    return cycle.elector.elector

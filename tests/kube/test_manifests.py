@@ -1,10 +1,13 @@
-"""deploy/: every manifest passes the Kubernetes API's JSON schema (kubernetes-validate, strict),
+"""deploy/: every manifest passes the Kubernetes API's JSON schema (kubernetes-validate, strict;
+the Prometheus Operator's custom resources in deploy/monitoring/ are outside its core schemas and
+are checked in tests/deploy/test_monitoring.py), both kustomizations build (`kubectl kustomize`),
 the KubeSchedulerConfigurations load through our profile loader, the extender stanza obeys
 kube-scheduler's validation rules, containers run non-root and read-only, RBAC is least
 privilege."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +19,20 @@ from django.urls import resolve
 from kube.management.commands.runkube import LEASE_NAME
 from kube.translate import pod_info
 from scheduling.core.profiles import load_profiles
+from tests.bench.stack.conftest import installed
 from tests.kube.helpers import DEPLOY, seeds_profile_text
 
 NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # custom resources: tests/deploy/
 VERSIONS = ("1.30.0", "1.37.0")
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
     found = []
-    # deploy/*.yaml and deploy/examples/: the Kubernetes manifests (other folders are not ours).
-    for path in sorted([*DEPLOY.glob("*.yaml"), *DEPLOY.glob("examples/*.yaml")]):
+    # deploy/*.yaml, deploy/examples/ and deploy/monitoring/: the Kubernetes manifests (the other
+    # folders hold compose, Prometheus and Grafana files).
+    folders = ("*.yaml", "examples/*.yaml", "monitoring/*.yaml")
+    for path in sorted(path for pattern in folders for path in DEPLOY.glob(pattern)):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 found.append((str(path.relative_to(DEPLOY)), doc))
@@ -45,14 +52,14 @@ def named(kind: str, name: str) -> dict[str, Any]:
 def test_every_manifest_passes_the_api_schema(version: str) -> None:
     checked = 0
     for path, doc in documents():
-        if doc["kind"] in NOT_API_KINDS:
+        if doc["kind"] in NOT_API_KINDS | OPERATOR_KINDS:
             continue
         try:
             kubernetes_validate.validate(doc, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
             raise AssertionError(f"{path} {doc['kind']}/{doc['metadata']['name']}: {exc}") from exc
         checked += 1
-    assert checked >= 15
+    assert checked >= 20
 
 
 def test_the_validator_catches_a_broken_manifest() -> None:
@@ -104,8 +111,8 @@ def test_the_extender_stanza_follows_kube_scheduler_validation() -> None:
             assert str(resolve(f"/extender/{extender[verb]}").url_name).startswith("extender-")
 
 
-def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = deployment["spec"]["template"]["spec"]
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = workload["spec"]["template"]["spec"]
     return spec.get("initContainers", []) + spec["containers"]
 
 
@@ -116,7 +123,7 @@ def test_containers_are_non_root_with_read_only_root_filesystems() -> None:
         "gpusched-scheduler",
         "gpusched-ingester",
     }
-    for deployment in deployments:
+    for deployment in deployments + by_kind("Job"):
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] > 0
@@ -189,8 +196,31 @@ def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> N
     assert request.cpu_milli == 16_000 and request.memory_mib == 128 * 1024
 
 
-def test_the_kustomization_lists_every_manifest_but_the_extras() -> None:
-    (kustomization,) = by_kind("Kustomization")
-    listed = set(kustomization["resources"])
-    shipped = {p.name for p in Path(DEPLOY).glob("*.yaml")} - {"kustomization.yaml"}
-    assert shipped - listed == {"kube-scheduler-extender.yaml"}
+def test_the_kustomizations_list_every_manifest_but_the_extras() -> None:
+    for folder, extras in (
+        (DEPLOY, {"kube-scheduler-extender.yaml"}),
+        (DEPLOY / "monitoring", set()),
+    ):
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        listed = set(kustomization["resources"])
+        shipped = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
+        assert shipped - listed == extras, folder
+        assert listed <= shipped, folder
+
+
+@pytest.mark.parametrize("folder", [DEPLOY, DEPLOY / "monitoring"], ids=["deploy", "monitoring"])
+def test_kubectl_kustomize_builds_every_listed_object(folder: Path) -> None:
+    kubectl = installed("kubectl", package="kubernetes-client")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    built = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(result.stdout) if d}
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    listed = {
+        (d["kind"], d["metadata"]["name"])
+        for name in kustomization["resources"]
+        for d in yaml.safe_load_all((folder / name).read_text())
+        if d
+    }
+    assert built == listed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from django.utils import timezone
 
 from kube import services as kube_services
 from kube.translate import pod_info
@@ -18,7 +17,8 @@ pytestmark = pytest.mark.django_db
 def mirrored(doc):
     info = pod_info(doc)
     assert info.ask is not None
-    return kube_services.pod_submit(info=info, ask=info.ask, owned=True, now=timezone.now())
+    (pod,) = kube_services.workload_mirror(name=info.name, members=[info], min_count=None)
+    return pod
 
 
 def test_the_priority_class_label_gives_the_workload_its_priority() -> None:

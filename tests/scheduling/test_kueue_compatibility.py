@@ -10,11 +10,13 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from scheduling import fair_sharing, selectors, services
+from scheduling import selectors, services
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.models import Event, LocalQueue, Pod, PriorityClass, Workload
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -34,9 +36,9 @@ def apply(tmp_path, text: str) -> str:
     return out.getvalue()
 
 
-def worker(at: datetime | None = None) -> SchedulerWorker:
+def worker(at: datetime | None = None) -> SchedulingCycle:
     clock = (lambda: at) if at is not None else timezone.now
-    return SchedulerWorker(Framework(load_profile("topology")), identity="w1", clock=clock)
+    return database_cycle(Framework(load_profile("topology")), identity="w1", clock=clock)
 
 
 def submit(
@@ -48,7 +50,7 @@ def submit(
     priority_class: str = "",
     queue: str = "default",
 ) -> Workload:
-    template = services.PodTemplate(
+    template = PodTemplate(
         cpu_milli=1000, memory_mib=1024, gpus=gpus, extended=dict(extended or {})
     )
     return services.workload_submit(
@@ -131,7 +133,7 @@ def test_admission_fair_sharing_orders_two_local_queues_by_decayed_usage(tmp_pat
     worker(t0).run_once()
     assert state("a-past") == ("Admitted", "")
     for minutes in range(0, 61, 10):
-        fair_sharing.local_queue_usage_sample(now=t0 + timedelta(minutes=minutes))
+        services.local_queue_usage_sample(now=t0 + timedelta(minutes=minutes))
     services.pods_finish(
         pods=list(Pod.objects.filter(workload__name="a-past")), now=t0 + timedelta(hours=1)
     )

@@ -4,14 +4,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors
+from scheduling import cluster_state
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 
@@ -36,10 +36,10 @@ def measure(node: str, busy: float, gpus: int = 8, age_s: float = 5.0) -> None:
 def test_refresh_puts_measured_load_and_recent_pods_into_the_snapshot() -> None:
     factories.nodes(2)
     factories.workload(factories.tenant(), "new", gpus=2)
-    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    database_cycle(Framework(load_profile("topology"))).run_once()
     measure("dgx-h100-0000", 0.5)
     measure("dgx-h100-0001", 0.1)
-    state = selectors.cluster_state()
+    state = cluster_state.cluster_state()
     LoadFeed().refresh(state, timezone.now())
     load = state.snapshot.gpu_load
     bound = Allocation.objects.get().node.name
@@ -53,7 +53,7 @@ def test_refresh_puts_measured_load_and_recent_pods_into_the_snapshot() -> None:
 def test_an_over_requesting_tenants_pods_are_expected_to_use_their_ratio() -> None:
     feed = LoadFeed()
     feed._ratios, feed._ratios_at = {"nlp": 0.25}, feed.monotonic()
-    request = replace(selectors.pod_request(_pod("nlp", gpus=4)), tenant="nlp")
+    request = replace(cluster_state.pod_request(_pod("nlp", gpus=4)), tenant="nlp")
     assert feed.estimate(request).expected_load == pytest.approx(0.25)
     assert feed.estimate(replace(request, tenant="other")).expected_load == 1.0
 
@@ -65,7 +65,7 @@ def test_worker_places_online_pods_by_measured_load() -> None:
     workload = factories.workload(factories.tenant(), "svc", gpu_milli=300)
     Workload.objects.filter(pk=workload.pk).update(service_class=ServiceClass.ONLINE.value)
     Pod.objects.update(service_class=ServiceClass.ONLINE.value)
-    SchedulerWorker(Framework(load_profiles(LOAD_PROFILE)[0])).run_once()
+    database_cycle(Framework(load_profiles(LOAD_PROFILE)[0])).run_once()
     assert Allocation.objects.get().node.name == "dgx-h100-0001"
 
 

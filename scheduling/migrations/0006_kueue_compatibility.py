@@ -11,7 +11,7 @@ def keep_flavor_search(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0003_reclaim"),
+        ("scheduling", "0005_liveness"),
     ]
 
     operations = [
