@@ -20,6 +20,7 @@ from typing import Any
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from scheduling import queue_selectors
 from scheduling import selectors as scheduling_selectors
 from scheduling.cluster_state import topology_from_json
 from scheduling.core.gpu_sets import GpuSetChooser, Requirement
@@ -539,7 +540,7 @@ def local_queues() -> dict[str, Doc]:
         .order_by()
     ):
         queue(namespace, name)["gpus"] = round((milli or 0) / MILLI_PER_GPU, 2)
-    for key, usage in scheduling_selectors.local_queue_fair_usage().items():
+    for key, usage in queue_selectors.local_queue_fair_usage().items():
         if key in result:
             result[key]["fair_usage"] = {
                 "consumed": usage.consumed,

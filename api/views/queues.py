@@ -19,7 +19,7 @@ from api.views.common import (
     TenantApi,
     documented,
 )
-from scheduling import selectors as scheduling_selectors
+from scheduling import queue_selectors
 from scheduling.models import Tenant
 
 
@@ -56,7 +56,7 @@ class LocalQueueSerializer(serializers.Serializer):
 
 
 def _queue_docs(tenant: Tenant | None) -> list[dict[str, Any]]:
-    fair = scheduling_selectors.local_queue_fair_usage()
+    fair = queue_selectors.local_queue_fair_usage()
     return [
         {
             "name": lq.name,
@@ -72,7 +72,7 @@ def _queue_docs(tenant: Tenant | None) -> list[dict[str, Any]]:
     ]
 
 
-def _fair_usage_doc(usage: scheduling_selectors.LocalQueueFairUsage | None) -> Any:
+def _fair_usage_doc(usage: queue_selectors.LocalQueueFairUsage | None) -> Any:
     if usage is None:
         return None
     return {
@@ -318,7 +318,7 @@ class CohortListApi(AdminApi):
                     for r in c.resources
                 ],
             }
-            for c in scheduling_selectors.cohort_status()
+            for c in queue_selectors.cohort_status()
         ]
         return Response(CohortListApi.OutputSerializer({"items": items}).data)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from scheduling import events, selectors
+from scheduling import events, queue_selectors, selectors
 from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, decayed, entry_penalty, in_base_units
 from scheduling.models import LocalQueue, Workload
@@ -43,7 +43,7 @@ def local_queue_usage_sample(*, now: datetime) -> int:
     ]
     if not due:
         return 0
-    current = selectors.local_queue_admitted_usage()
+    current = queue_selectors.local_queue_admitted_usage()
     with transaction.atomic():
         rows = list(LocalQueue.objects.select_for_update().filter(pk__in=due).order_by("id"))
         for lq in rows:

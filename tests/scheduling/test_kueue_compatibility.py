@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import queue_selectors, selectors, services
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
@@ -137,7 +137,7 @@ def test_admission_fair_sharing_orders_two_local_queues_by_decayed_usage(tmp_pat
     services.pods_finish(
         pods=list(Pod.objects.filter(workload__name="a-past")), now=t0 + timedelta(hours=1)
     )
-    usage = selectors.local_queue_fair_usage()
+    usage = queue_selectors.local_queue_fair_usage()
     a_used = float(usage["a/default"].consumed["nvidia.com/gpu"])
     assert 0.4 < a_used < 0.6  # about half an hour's worth after one half-life of use
     assert usage["a/default"].rank == 2 and usage["b/default"].rank == 1
@@ -202,7 +202,7 @@ def test_a_cohort_tree_lends_through_its_parent(tmp_path) -> None:
     ((_, (gpu,)),) = status["vision"].flavors_usage
     assert (gpu.total, gpu.borrowed) == ("8", "6")
     assert status["vision"].cohort_path == ("research", "org")
-    cohorts = {c.name: c for c in selectors.cohort_status()}
+    cohorts = {c.name: c for c in queue_selectors.cohort_status()}
     assert cohorts["research"].parent == "org" and cohorts["product"].weight == 2.0
     # Without lending limits nothing is kept local: all 8 GPUs count against org's 10.
     org = cohorts["org"].resources[0]

@@ -1,5 +1,6 @@
-"""Field readers shared by the Kueue object reader (kueue_objects): names, quantities, weights,
-durations, enums and shapes, each raising QueueConfigError with the path of the offending key."""
+"""Field readers of the Kueue object reader (kueue_objects): names, quantities, weights,
+durations, enums, namespace selectors and shapes, each raising QueueConfigError with the path of
+the offending key."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
-from scheduling.core.queueing.config import QueueConfigError
+from scheduling.core.queueing.config import (
+    NAMESPACE_NAME_LABEL,
+    NamespaceSelector,
+    QueueConfigError,
+)
 from scheduling.core.queueing.resources import (
     GPU,
     QuantityError,
@@ -146,3 +151,51 @@ def list_of(value: object, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise QueueConfigError(f"{path} must be a list")
     return value
+
+
+def namespace_selector(raw: object, path: str) -> NamespaceSelector:
+    """A ClusterQueue's namespaceSelector on `kubernetes.io/metadata.name` (compatibility.py says
+    why other labels are refused); absent: every namespace."""
+    if raw is None:
+        return NamespaceSelector()
+    doc = mapping(raw, path)
+    no_unknown(doc, {"matchLabels", "matchExpressions"}, path)
+    requirements: list[tuple[str, frozenset[str]]] = []
+
+    def only_name_label(key: object, where: str) -> None:
+        if key != NAMESPACE_NAME_LABEL:
+            raise QueueConfigError(
+                f"{where}: selecting namespaces by {key!r} is not supported by gpusched: only "
+                f"{NAMESPACE_NAME_LABEL} (every namespace has it) can be judged on both cluster "
+                "sides"
+            )
+
+    labels = mapping(doc.get("matchLabels") or {}, f"{path}.matchLabels")
+    for key, value in labels.items():
+        only_name_label(key, f"{path}.matchLabels")
+        requirements.append(("In", frozenset({str(value)})))
+    for k, item in enumerate(
+        list_of(doc.get("matchExpressions") or [], f"{path}.matchExpressions")
+    ):
+        epath = f"{path}.matchExpressions[{k}]"
+        expression = mapping(item, epath)
+        no_unknown(expression, {"key", "operator", "values"}, epath)
+        only_name_label(expression.get("key"), f"{epath}.key")
+        operator = expression.get("operator")
+        values = frozenset(
+            str(v) for v in list_of(expression.get("values") or [], f"{epath}.values")
+        )
+        if operator in ("In", "NotIn"):
+            if not values:
+                raise QueueConfigError(f"{epath}.values must not be empty for {operator}")
+            requirements.append((str(operator), values))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                raise QueueConfigError(f"{epath}.values must be empty for {operator}")
+            if operator == "DoesNotExist":
+                requirements.append(("DoesNotExist", frozenset()))
+        else:
+            raise QueueConfigError(
+                f"{epath}.operator: {operator!r} is not one of In, NotIn, Exists, DoesNotExist"
+            )
+    return NamespaceSelector(tuple(requirements))

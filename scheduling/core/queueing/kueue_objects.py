@@ -40,7 +40,6 @@ from typing import Any
 
 from scheduling.core.queueing import compatibility
 from scheduling.core.queueing.config import (
-    NAMESPACE_NAME_LABEL,
     AdmissionFairSharing,
     AdmissionMode,
     BorrowWithinCohortPolicy,
@@ -49,7 +48,6 @@ from scheduling.core.queueing.config import (
     FlavorQuotas,
     FungibilityPolicy,
     LocalQueue,
-    NamespaceSelector,
     Preemption,
     PreemptionPolicy,
     PriorityClass,
@@ -70,6 +68,7 @@ from scheduling.core.queueing.kueue_fields import (
     enum_value,
     list_of,
     mapping,
+    namespace_selector,
     no_unknown,
     optional_quantity,
     quantity,
@@ -305,7 +304,7 @@ def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
         stop_policy=enum_value(
             StopPolicy, spec.get("stopPolicy") or StopPolicy.NONE.value, f"{path}.stopPolicy"
         ),
-        namespace_selector=_namespace_selector(
+        namespace_selector=namespace_selector(
             spec.get("namespaceSelector"), f"{path}.namespaceSelector"
         ),
         when_can_borrow=_fungibility(spec.get("flavorFungibility"), f"{path}.flavorFungibility"),
@@ -479,52 +478,6 @@ def _fungibility(raw: object, path: str) -> FungibilityPolicy:
         doc.get("whenCanBorrow") or FungibilityPolicy.MAY_STOP_SEARCH.value,
         f"{path}.whenCanBorrow",
     )
-
-
-def _namespace_selector(raw: object, path: str) -> NamespaceSelector:
-    if raw is None:
-        return NamespaceSelector()
-    doc = mapping(raw, path)
-    no_unknown(doc, {"matchLabels", "matchExpressions"}, path)
-    requirements: list[tuple[str, frozenset[str]]] = []
-
-    def only_name_label(key: object, where: str) -> None:
-        if key != NAMESPACE_NAME_LABEL:
-            raise QueueConfigError(
-                f"{where}: selecting namespaces by {key!r} is not supported by gpusched: only "
-                f"{NAMESPACE_NAME_LABEL} (every namespace has it) can be judged on both cluster "
-                "sides"
-            )
-
-    labels = mapping(doc.get("matchLabels") or {}, f"{path}.matchLabels")
-    for key, value in labels.items():
-        only_name_label(key, f"{path}.matchLabels")
-        requirements.append(("In", frozenset({str(value)})))
-    for k, item in enumerate(
-        list_of(doc.get("matchExpressions") or [], f"{path}.matchExpressions")
-    ):
-        epath = f"{path}.matchExpressions[{k}]"
-        expression = mapping(item, epath)
-        no_unknown(expression, {"key", "operator", "values"}, epath)
-        only_name_label(expression.get("key"), f"{epath}.key")
-        operator = expression.get("operator")
-        values = frozenset(
-            str(v) for v in list_of(expression.get("values") or [], f"{epath}.values")
-        )
-        if operator in ("In", "NotIn"):
-            if not values:
-                raise QueueConfigError(f"{epath}.values must not be empty for {operator}")
-            requirements.append((str(operator), values))
-        elif operator in ("Exists", "DoesNotExist"):
-            if values:
-                raise QueueConfigError(f"{epath}.values must be empty for {operator}")
-            if operator == "DoesNotExist":
-                requirements.append(("DoesNotExist", frozenset()))
-        else:
-            raise QueueConfigError(
-                f"{epath}.operator: {operator!r} is not one of In, NotIn, Exists, DoesNotExist"
-            )
-    return NamespaceSelector(tuple(requirements))
 
 
 def _local_queue(top: dict[str, Any], where: str) -> LocalQueue:
