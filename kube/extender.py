@@ -47,6 +47,7 @@ from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.status import Code
 from scheduling.core.types import NodeSpec, PodRequest
+from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod
 
 logger = logging.getLogger(__name__)
@@ -213,6 +214,7 @@ class Extender:
     ) -> None:
         self.framework = framework
         self.cache = ClusterCache()
+        self.load_feed = LoadFeed()
         self.api = api
         self.identity = identity
         self.annotation = topology_annotation(framework)
@@ -240,6 +242,8 @@ class Extender:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+        # The same DCGM feed as the scheduler's (refreshed at most every few seconds).
+        self.load_feed.refresh(cluster, timezone.now())
         return cluster
 
     def _evaluate(self, args: ParsedArgs, *, score: bool) -> Verdict:
@@ -247,7 +251,7 @@ class Extender:
             snapshot = self._snapshot(args)
             return evaluate(
                 self.framework,
-                args.pod,
+                self.load_feed.estimate(args.pod),
                 snapshot,
                 args.names,
                 score=score,

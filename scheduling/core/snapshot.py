@@ -114,6 +114,7 @@ class ClusterSnapshot:
         self.gpu_load: FloatArray = np.zeros((n, g), dtype=np.float64)
         self.node_load: FloatArray = np.zeros(n, dtype=np.float64)  # gpu_load summed per node
         self.load_age_s: FloatArray = np.full(n, np.inf)
+        self.load_fresh_for_s = 0.0  # nothing is fresh until measured
         # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
         # pods (scheduling.core.reclaim.lendable_milli), what is lent of it, and what is left:
         # lendable - lent on shared GPUs. Lent milli are outside gpu_free: owners keep their GPUs.
@@ -200,13 +201,15 @@ class ClusterSnapshot:
         self.gpu_lendable = np.maximum(lendable, 0)
         self._refresh_gpu_columns(slice(None))
 
-    def refresh_load(self, load: FloatArray, age_s: FloatArray) -> None:
-        """Replace the load estimate with fresh measurements (see scheduling.core.load)."""
+    def refresh_load(self, load: FloatArray, age_s: FloatArray, fresh_for_s: float) -> None:
+        """Replace the load estimate with measurements (see scheduling.core.load), which count as
+        fresh for `fresh_for_s` (the one freshness window telemetry uses too)."""
         if load.shape != self.gpu_load.shape or age_s.shape != self.load_age_s.shape:
             raise ValueError("load arrays must cover every node and GPU slot of the snapshot")
         self.gpu_load = load
         self.node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
         self.load_age_s = age_s
+        self.load_fresh_for_s = fresh_for_s
 
     def mig_column(self, profile: str) -> int | None:
         return self._mig_column.get(profile)

@@ -19,12 +19,22 @@ from tests.kube.fakeapi import FakeKube
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
-def seeds_profile_text() -> str:
-    """The scheduler profile shipped in deploy/ (the seeds' config, unchanged)."""
-    for doc in yaml.safe_load_all((DEPLOY / "scheduler-profile.yaml").read_text()):
+def profile_text(path: str) -> str:
+    """The profile in a ConfigMap manifest under deploy/."""
+    for doc in yaml.safe_load_all((DEPLOY / path).read_text()):
         if doc and doc.get("kind") == "ConfigMap":
             return str(doc["data"]["profile.yaml"])
-    raise AssertionError("no profile ConfigMap in deploy/scheduler-profile.yaml")
+    raise AssertionError(f"no profile ConfigMap in deploy/{path}")
+
+
+def seeds_profile_text() -> str:
+    """The seeds' profile, unchanged (deploy/examples/seed-profile.yaml)."""
+    return profile_text("examples/seed-profile.yaml")
+
+
+def shipped_profile_text() -> str:
+    """The profile deploy/ mounts into the scheduler: gpusched's default one."""
+    return profile_text("scheduler-profile.yaml")
 
 
 def framework() -> Framework:

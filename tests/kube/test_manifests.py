@@ -18,9 +18,10 @@ from django.urls import resolve
 
 from kube.management.commands.runkube import LEASE_NAME
 from kube.translate import pod_info
+from scheduling.core.framework import EXTENSION_POINTS
 from scheduling.core.profiles import load_profiles
 from tests.bench.stack.conftest import installed
-from tests.kube.helpers import DEPLOY, seeds_profile_text
+from tests.kube.helpers import DEPLOY, seeds_profile_text, shipped_profile_text
 
 NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # custom resources: tests/deploy/
@@ -161,6 +162,17 @@ def test_rbac_is_least_privilege() -> None:
         ("", "pods/status", "patch", ""),
         ("events.k8s.io", "events", "create", ""),
         ("topology.node.k8s.io", "noderesourcetopologies", "list", ""),
+        # The one cycle's evictions, disruption budgets and gang quorums.
+        ("", "pods/eviction", "create", ""),
+        ("policy", "poddisruptionbudgets", "list", ""),
+        ("scheduling.x-k8s.io", "podgroups", "list", ""),
+        ("scheduling.volcano.sh", "podgroups", "list", ""),
+        ("scheduling.k8s.io", "podgroups", "list", ""),
+        # Submitted workloads made real: pods owned by one ConfigMap each.
+        ("", "pods", "create", ""),
+        ("", "configmaps", "create", ""),
+        ("", "configmaps", "get", ""),
+        ("", "configmaps", "delete", ""),
     }
     assert rules("Role", "gpusched-scheduler-lease") == {
         ("coordination.k8s.io", "leases", "create", ""),
@@ -186,11 +198,20 @@ def test_rbac_is_least_privilege() -> None:
     assert LEASE_NAME == "gpusched-scheduler"
 
 
+def test_the_shipped_profile_is_the_default_gpusched_profile() -> None:
+    (shipped,) = load_profiles(shipped_profile_text())
+    (default,) = load_profiles((DEPLOY.parent / "scheduling/profiles/gpusched.yaml").read_text())
+    assert shipped == default
+    enabled = {point: [p.name for p in shipped.enabled(point)] for point in EXTENSION_POINTS}
+    assert {"GPUTopology", "LoadAware", "Fragmentation"} <= set(enabled["score"])
+    assert "DefaultPreemption" in enabled["postFilter"] and "Coscheduling" in enabled["permit"]
+
+
 def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> None:
-    (example,) = [d for p, d in documents() if p.startswith("examples/")]
+    (example,) = [d for p, d in documents() if p.startswith("examples/") and d.get("kind") == "Pod"]
     info = pod_info(example)
-    (seeds,) = load_profiles(seeds_profile_text())
-    assert info.scheduler_name == seeds.scheduler_name
+    (shipped,) = load_profiles(shipped_profile_text())
+    assert info.scheduler_name == shipped.scheduler_name
     request = info.request()
     assert request.gpus == 4 and request.topology_policy == "single-numa-node"
     assert request.cpu_milli == 16_000 and request.memory_mib == 128 * 1024

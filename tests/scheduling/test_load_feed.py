@@ -50,6 +50,20 @@ def test_refresh_puts_measured_load_and_recent_pods_into_the_snapshot() -> None:
     assert state.snapshot.load_age_s.tolist() == pytest.approx([5.0, 5.0], abs=1.0)
 
 
+def test_a_reading_taken_after_the_bind_already_shows_the_pod_and_is_not_added_twice() -> None:
+    factories.nodes(1)
+    factories.workload(factories.tenant(), "seen", gpus=1)
+    database_cycle(Framework(load_profile("topology"))).run_once()
+    Allocation.objects.update(bound_at=timezone.now() - timedelta(seconds=30))
+    measure("dgx-h100-0000", 0.6, age_s=5.0)  # read 25 s after the bind: it shows the pod
+    state = cluster_state.cluster_state()
+    LoadFeed().refresh(state, timezone.now())
+    (gpu,) = state.held[str(Pod.objects.get().uid)][1].gpu_indices
+    # measured 0.6 - 0.6 already attributed to the pod + max(expected 1.0, 0.6)
+    assert state.snapshot.gpu_load[0, gpu] == pytest.approx(1.0)
+    assert state.snapshot.load_fresh_for_s == 60.0
+
+
 def test_an_over_requesting_tenants_pods_are_expected_to_use_their_ratio() -> None:
     feed = LoadFeed()
     feed._ratios, feed._ratios_at = {"nlp": 0.25}, feed.monotonic()
