@@ -118,6 +118,7 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.scheduling = client.SchedulingV1Api(api_client)
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s
 
@@ -257,16 +258,7 @@ class KubeApi:
         return CreateOutcome(201, json.loads(response.data or b"{}"))
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response: Any = self.core.read_namespaced_config_map(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        doc: dict[str, Any] = json.loads(response.data)
-        return doc
+        return self._read(self.core.read_namespaced_config_map, namespace, name)
 
     def delete_config_map(self, namespace: str, name: str) -> bool:
         """Delete it and, through the garbage collector, everything it owns (background)."""
@@ -286,8 +278,12 @@ class KubeApi:
         return True
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(self.core.read_namespaced_pod, namespace, name)
+
+    def _read(self, read: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as the server sent it; None when it does not exist."""
         try:
-            response: Any = self.core.read_namespaced_pod(
+            response = read(
                 name, namespace, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:
