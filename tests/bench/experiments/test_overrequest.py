@@ -117,7 +117,7 @@ def test_through_the_kubernetes_side_the_same_measures_come_out(tmp_path: Path) 
             "--spec",
             str(spec),
             "--hours",
-            "1.5",
+            "1.0",
             "--warmup-hours",
             "0.25",
             "--side",
