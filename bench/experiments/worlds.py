@@ -99,8 +99,6 @@ class KubernetesWorld:
         self.clock = clock
         # Watches end as soon as they have sent what is there: one informer round per cycle.
         self.cluster = SimulatedCluster.from_spec(spec, clock=clock, watch_linger_s=0.0).start()
-        for tenant in spec.tenants:  # an admin made each tenant's namespace
-            self.cluster.kube.add_namespace(tenant.name)
         self.arrivals = Arrivals(spec, started_at=clock.now)
         self._slowed: set[str] = set()
 
