@@ -38,6 +38,7 @@ from kube.api import KubeApi
 from kube.informer import Change, Informer, NrtSource
 from kube.leader import LeaseElector, LeaseLost
 from kube.models import KubePod
+from kube.topology_warnings import TopologyWarnings
 from kube.translate import PodInfo, TranslationError, node_spec, pod_info, to_request
 from scheduling import selectors, services
 from scheduling.cache import ClusterCache
@@ -110,6 +111,7 @@ class KubeScheduler:
             watch_timeout_s=self.watch_timeout_s,
         )
         self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
+        self.topology_warnings = TopologyWarnings(self.api)
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
         self._invalid_reported: dict[str, str] = {}
@@ -226,6 +228,7 @@ class KubeScheduler:
             if deleted:
                 kube_services.node_gone(name=name)
                 self._registered.pop(name, None)
+                self.topology_warnings.forget(name)
                 report.nodes_gone += 1
                 continue
             try:
@@ -235,6 +238,7 @@ class KubeScheduler:
                 continue
             for warning in facts.warnings:
                 self._warn_once(f"node:{warning}", "%s", warning)
+            self.topology_warnings.observe(obj, facts, self.clock())
             if self._registered.get(name) != facts.spec:
                 kube_services.node_apply(spec=facts.spec)
                 self._registered[name] = facts.spec

@@ -292,10 +292,11 @@ class Pod(models.Model):
     mig_profile = models.CharField(max_length=32, blank=True, default="")
     mig_count = models.PositiveSmallIntegerField(default=0)
     gpu_models = models.JSONField(default=list)
-    topology_policy = models.CharField(
+    topology_policy = models.CharField(  # "": the pod named none (the profile's default holds)
         max_length=24,
+        blank=True,
+        default="",
         choices=[(p.value, p.value) for p in TopologyPolicy],
-        default=TopologyPolicy.NONE.value,
     )
     topology_scope = models.CharField(
         max_length=8, blank=True, default="", choices=[(s.value, s.value) for s in TopologyScope]

@@ -35,7 +35,7 @@ from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import FlavorResource, QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand, format_quantity
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.topology import NodeTopology, uniform
+from scheduling.core.topology import NodeTopology
 from scheduling.core.types import (
     GangRef,
     GpuDevice,
@@ -113,7 +113,7 @@ def node_spec(
             )
             for gpu in gpus
         ),
-        topology=_topology(node.topology, len(gpus), topologies if topologies is not None else {}),
+        topology=_topology(node.topology, topologies if topologies is not None else {}),
         labels=dict(node.labels),
         taints=tuple(
             Taint(t["key"], t.get("value", ""), TaintEffect(t.get("effect", "NoSchedule")))
@@ -123,10 +123,11 @@ def node_spec(
     )
 
 
-def _topology(doc: dict[str, Any], gpu_count: int, seen: dict[str, NodeTopology]) -> NodeTopology:
-    """Identical topologies become one object, so the snapshot builds one GPU-set table per kind."""
+def _topology(doc: dict[str, Any], seen: dict[str, NodeTopology]) -> NodeTopology | None:
+    """Identical topologies become one object, so the snapshot builds one GPU-set table per kind.
+    None: not known (the snapshot plans on a uniform guess and knows it is one)."""
     if not doc:
-        return uniform(gpu_count)
+        return None
     key = json.dumps(doc, sort_keys=True)
     if key not in seen:
         seen[key] = topology_from_json(doc)
@@ -207,7 +208,7 @@ def pod_request(pod: Pod) -> PodRequest:
         mig_profile=pod.mig_profile,
         mig_count=pod.mig_count,
         gpu_models=frozenset(pod.gpu_models),
-        topology_policy=TopologyPolicy(pod.topology_policy),
+        topology_policy=TopologyPolicy(pod.topology_policy) if pod.topology_policy else None,
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
         node_selector=selector,
         tolerations=tuple(

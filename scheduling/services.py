@@ -198,7 +198,7 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, k: int) -> Pod:
         mig_profile=t.mig_profile,
         mig_count=t.mig_count,
         gpu_models=list(t.gpu_models),
-        topology_policy=t.topology_policy.value,
+        topology_policy=t.topology_policy.value if t.topology_policy else "",
         topology_scope=t.topology_scope.value if t.topology_scope else "",
         node_selector=dict(t.node_selector),
         tolerations=list(t.tolerations),
