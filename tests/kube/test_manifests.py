@@ -179,13 +179,14 @@ def test_rbac_is_least_privilege() -> None:
     assert LEASE_NAME == "gpusched-scheduler"
 
 
-def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> None:
-    (example,) = [d for p, d in documents() if p.startswith("examples/")]
+def test_the_example_pod_is_the_seeds_pod_for_the_profile() -> None:
+    (example,) = [d for p, d in documents() if p == "examples/gpu-pod.yaml"]
     info = pod_info(example)
     (seeds,) = load_profiles(seeds_profile_text())
     assert info.scheduler_name == seeds.scheduler_name
+    assert info.annotations == {"scheduling.k8s.io/group-name": "llama-ft"}  # Volcano's group
     request = info.request()
-    assert request.gpus == 4 and request.topology_policy == "single-numa-node"
+    assert request.gpus == 4 and request.topology_policy is None  # the profile's default holds
     assert request.cpu_milli == 16_000 and request.memory_mib == 128 * 1024
 
 

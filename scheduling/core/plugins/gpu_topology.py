@@ -61,8 +61,8 @@ class _PodTopology:
         return self.requirement.same_numa or self.requirement.scope in _NUMA_BOUND_SCOPES
 
     def describe(self) -> str:
-        default = " (the default for multi-GPU pods)" if self.defaulted else ""
-        return f"topology policy {self.policy}{default}, scope {self.requirement.scope}"
+        default = ", the default for multi-GPU pods" if self.defaulted else ""
+        return f"topology policy {self.policy}, scope {self.requirement.scope}{default}"
 
 
 class GPUTopology:

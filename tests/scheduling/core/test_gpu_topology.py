@@ -149,7 +149,7 @@ def test_seeds_plugin_keeps_a_multi_gpu_pod_without_policy_on_one_numa_node() ->
         f["reason"] for f in decision.explain("spread")["filters"] if f["code"] != "Success"
     ]
     assert reason.startswith("free GPUs per NUMA node 2+2: 4 needed on one NUMA node")
-    assert "single-numa-node (the default for multi-GPU pods)" in reason
+    assert "single-numa-node, scope numa, the default for multi-GPU pods" in reason
 
 
 def test_seeds_plugin_lets_a_pod_that_names_a_policy_have_it() -> None:
