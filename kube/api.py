@@ -216,6 +216,25 @@ class KubeApi:
             return False
         return True
 
+    def read_node(self, name: str) -> dict[str, Any] | None:
+        """The Node as JSON, None when it does not exist; other API errors raise ApiException."""
+        try:
+            response: Any = self.core.read_node(
+                name, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = json.loads(response.data)
+        return doc
+
+    def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
+        """Set (None: remove) annotations of a Node with a strategic-merge patch, which leaves
+        every other annotation alone. ApiException on failure."""
+        patch = {"metadata": {"annotations": annotations}}
+        self.core.patch_node(name, patch, _preload_content=False, _request_timeout=self.timeout_s)
+
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             response: Any = self.core.read_namespaced_pod(

@@ -10,6 +10,7 @@ watch streams and error bodies gpusched uses, served by stdlib http.server on 12
   the pod is already bound, gated, or not the uid the Binding names, 404 when it does not exist.
 - pods/status: strategic-merge patch only (conditions merged by `type`; times checked as
   metav1.Time).
+- nodes/{name}: GET, and PATCH of metadata labels / annotations (strategic-merge or merge patch).
 - events.k8s.io/v1: required fields and MicroTime (exactly 6 fractional digits and a zone)
   checked like the API server; 422 `Invalid` otherwise.
 - coordination.k8s.io/v1 leases: get / create (409 AlreadyExists) / replace (409 Conflict on a
@@ -84,6 +85,7 @@ class FakeKube:
         self.event_rejections: list[Obj] = []
         self.bindings: list[Obj] = []
         self.status_patches: list[tuple[str, str, Obj]] = []
+        self.node_patches: list[tuple[str, Obj]] = []
         self.requests: list[tuple[str, str]] = []
         self.nrt_versions = nrt_versions
         self.nrt: dict[str, Obj] = {}
@@ -256,6 +258,11 @@ class FakeKube:
             return self._collection("nodes", "NodeList", query, handler)
         if method == "GET" and segments == ["api", "v1", "pods"]:
             return self._collection("pods", "PodList", query, handler)
+        if len(segments) == 4 and segments[:3] == ["api", "v1", "nodes"]:
+            if method == "GET":
+                return 200, self._get_node(segments[3])
+            if method == "PATCH":
+                return self._patch_node(segments[3], body, headers)
         if len(segments) >= 6 and segments[:3] == ["api", "v1", "namespaces"]:
             namespace, kind, name = segments[3], segments[4], segments[5]
             sub = segments[6] if len(segments) > 6 else ""
@@ -337,6 +344,9 @@ class FakeKube:
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Transfer-Encoding", "chunked")
+        # The connection closes after the stream: say so, or the client pools it and its next
+        # request (a POST, which urllib3 does not retry) meets a closed socket.
+        handler.send_header("Connection", "close")
         handler.end_headers()
 
         def send(event: Obj) -> None:
@@ -392,6 +402,44 @@ class FakeKube:
         if now:
             return "MODIFIED"
         return "DELETED" if before else None
+
+    # --- nodes ----------------------------------------------------------------------------------
+
+    def _get_node(self, name: str) -> Obj:
+        with self.lock:
+            obj = self.collections["nodes"].get(name)
+            if obj is None:
+                raise ApiError(404, "NotFound", f'nodes "{name}" not found', {"name": name})
+            return copy.deepcopy(obj)
+
+    def _patch_node(self, name: str, body: Any, headers: Any) -> tuple[int, Obj]:
+        """Strategic-merge or JSON merge patch of metadata (labels, annotations; null removes)."""
+        content_type = headers.get("Content-Type", "")
+        if content_type not in (
+            "application/strategic-merge-patch+json",
+            "application/merge-patch+json",
+        ):
+            raise ApiError(
+                415, "UnsupportedMediaType", f"the media type {content_type!r} is not supported"
+            )
+        if not isinstance(body, dict) or set(body) - {"metadata"}:
+            raise ApiError(422, "Invalid", "this API server patches node metadata only")
+        with self.lock:
+            node = self._get_node(name)
+            for field in ("labels", "annotations"):
+                changes = (body.get("metadata") or {}).get(field) or {}
+                if not isinstance(changes, dict):
+                    raise ApiError(400, "BadRequest", f"metadata.{field} must be an object")
+                current = node["metadata"].setdefault(field, {})
+                for key, value in changes.items():
+                    if value is None:
+                        current.pop(key, None)
+                    elif not isinstance(value, str):
+                        raise ApiError(422, "Invalid", f"metadata.{field}.{key}: must be a string")
+                    else:
+                        current[key] = value
+            self.node_patches.append((name, copy.deepcopy(body)))
+            return 200, self._write("nodes", name, node, "MODIFIED")
 
     # --- pods -----------------------------------------------------------------------------------
 

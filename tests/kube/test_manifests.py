@@ -195,3 +195,43 @@ def test_the_kustomization_lists_every_manifest_but_the_extras() -> None:
     listed = set(kustomization["resources"])
     shipped = {p.name for p in Path(DEPLOY).glob("*.yaml")} - {"kustomization.yaml"}
     assert shipped - listed == {"kube-scheduler-extender.yaml"}
+
+
+def test_the_topology_agent_runs_on_gpu_nodes_with_exactly_its_rbac() -> None:
+    (daemonset,) = by_kind("DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:4] == ["python", "manage.py", "topologyagent", "--loop"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "nvidia.com/gpu" not in str(container["resources"])  # it holds no GPU
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True and context["capabilities"]["drop"] == ["ALL"]
+
+    def rules(kind: str, name: str) -> set[tuple[str, str, str]]:
+        return {
+            (group, resource, verb)
+            for rule in named(kind, name)["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]
+        }
+
+    assert pod["serviceAccountName"] == "gpusched-topology-agent"
+    assert rules("ClusterRole", "gpusched-topology-agent") == {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+    }
+    events = named("Role", "gpusched-topology-agent-events")
+    assert events["metadata"]["namespace"] == "default"  # where events about Nodes go
+    assert rules("Role", "gpusched-topology-agent-events") == {
+        ("events.k8s.io", "events", "create")
+    }
+    policy = named("ValidatingAdmissionPolicy", "gpusched-topology-agent-own-node")
+    assert (
+        "gpu-system:gpusched-topology-agent" in policy["spec"]["matchConditions"][0]["expression"]
+    )
