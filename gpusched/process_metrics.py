@@ -7,6 +7,7 @@ otherwise export that role's families too, as zeros that look like real readings
 
 from __future__ import annotations
 
+from socketserver import BaseServer
 from wsgiref.simple_server import WSGIServer
 
 from django.core.management.base import CommandParser
@@ -46,7 +47,7 @@ def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> WSGIServ
     return server
 
 
-def stop_serving(server: WSGIServer | None) -> None:
+def stop_serving(server: BaseServer | None) -> None:
     if server is not None:
         server.shutdown()
         server.server_close()

@@ -48,25 +48,10 @@ class TopologyWarnings:
         problem = facts.topology_unknown
         if problem is not None and problem != before:
             note = "; ".join(facts.warnings) or f"GPU topology unknown ({problem})"
-            self.api.node_event(
-                node=name,
-                uid=uid,
-                kind="Warning",
-                reason=UNKNOWN_REASON,
-                action=ACTION,
-                note=note,
-                now=now,
-            )
+            self._event(name, uid, "Warning", UNKNOWN_REASON, note, now)
         elif problem is None and before is not None:
-            self.api.node_event(
-                node=name,
-                uid=uid,
-                kind="Normal",
-                reason=KNOWN_REASON,
-                action=ACTION,
-                note=f"GPU topology from the {facts.topology_source}",
-                now=now,
-            )
+            note = f"GPU topology from the {facts.topology_source}"
+            self._event(name, uid, "Normal", KNOWN_REASON, note, now)
         if problem == before:
             return
         if problem is None:
@@ -74,6 +59,11 @@ class TopologyWarnings:
         else:
             self._unknown[name] = problem
         self._publish()
+
+    def _event(self, node: str, uid: str, kind: str, reason: str, note: str, now: datetime) -> None:
+        self.api.node_event(
+            node=node, uid=uid, kind=kind, reason=reason, action=ACTION, note=note, now=now
+        )
 
     def forget(self, name: str) -> None:
         if self._unknown.pop(name, None) is not None:

@@ -18,6 +18,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from gpusched.loop import LoopCommand
+from gpusched.process_metrics import stop_serving
 from kube.agent import agent as topology_agent
 from kube.agent.agent import Health, TopologyAgent
 from kube.agent.server import serve
@@ -77,6 +78,4 @@ class Command(LoopCommand):
         try:
             self.run_loop(step, loop=options["loop"])
         finally:
-            if server is not None:
-                server.shutdown()
-                server.server_close()
+            stop_serving(server)
