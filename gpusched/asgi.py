@@ -16,7 +16,6 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns as dashboard_routes  # noqa: E402
-from scheduling.routing import websocket_urlpatterns  # noqa: E402
 
 # Debug serves the apps' static folders here; production serves the collected files from its
 # middleware (gpusched/staticfiles.py).
@@ -25,8 +24,6 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, *dashboard_routes]))
-        ),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(dashboard_routes))),
     }
 )

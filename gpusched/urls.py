@@ -17,5 +17,6 @@ urlpatterns = [
     path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
 ]
 
-# Unknown paths under /api/ answer in the API error shape; others get the usual page.
-handler404 = "api.views.fallbacks.not_found"
+# Unknown paths and crashes: the API's error shape under /api/, the dashboard's pages elsewhere.
+handler404 = "gpusched.error_pages.not_found"
+handler500 = "gpusched.error_pages.server_error"

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from kube.adopt import placement_on
-from kube.scheduler import topology_annotation
+from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError

@@ -245,3 +245,52 @@ class NrtSource:
         changed = bool(self.by_node)
         self.by_node, self.version = {}, None
         return changed
+
+
+class PeriodicList:
+    """A collection that changes rarely and is read whole (pod groups, disruption budgets,
+    priority classes): listed every `interval_s` rather than watched. A collection the cluster
+    does not serve (its CRD not installed: 404) is simply empty."""
+
+    def __init__(
+        self,
+        name: str,
+        list_func: Callable[..., Any],
+        *,
+        interval_s: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.list_func = list_func
+        self.interval_s = interval_s
+        self.monotonic = monotonic
+        self.request_timeout_s = request_timeout_s
+        self.items: dict[str, Object] = {}
+        self.served = False
+        self._listed_at: float | None = None
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """List again when due (or forced); True when anything changed. A failed list keeps the
+        last view and is tried again next time."""
+        recent = self._listed_at is not None and (
+            self.monotonic() - self._listed_at < self.interval_s
+        )
+        if recent and not force:
+            return False
+        self._listed_at = self.monotonic()
+        try:
+            response = self.list_func(
+                _preload_content=False, _request_timeout=self.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                logger.warning("%s: list failed: %s", self.name, exc.status)
+                return False
+            changed, self.items, self.served = bool(self.items), {}, False
+            return changed
+        doc = json.loads(response.data)
+        items = {object_key(obj): obj for obj in doc.get("items") or []}
+        changed = items != self.items
+        self.items, self.served = items, True
+        return changed

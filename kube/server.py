@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from django.db import close_old_connections, connection
 
 from kube import extender
+from kube import metrics as extender_metrics
 from kube.extender import ExtenderError
 
 logger = logging.getLogger(__name__)
@@ -56,32 +58,35 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             return
         raw = self.rfile.read(length) if length else b""
         verb = self.path.removeprefix("/extender/")
-        if verb not in ("filter", "prioritize", "bind"):
+        if verb not in extender_metrics.VERBS:
             self._reply(404, {"Error": f"no such extender verb {self.path}"})
             return
+        started = time.perf_counter()
+        status, body = self._answer(verb, raw)
+        extender_metrics.record_request(verb, status, body, time.perf_counter() - started)
+        self._reply(status, body)
+
+    def _answer(self, verb: str, raw: bytes) -> tuple[int, object]:
         try:
             doc = json.loads(raw or b"null")
         except (ValueError, UnicodeDecodeError) as exc:
             problem = f"request body is not JSON: {exc}"
             if verb == "filter":
-                self._reply(200, extender.filter_result(error=problem))
-            else:
-                self._reply(400 if verb == "prioritize" else 200, {"Error": problem})
-            return
+                return 200, extender.filter_result(error=problem)
+            return (400 if verb == "prioritize" else 200), {"Error": problem}
         service = extender.get()
         try:
             if verb == "filter":
-                self._reply(200, service.filter(doc))
-            elif verb == "prioritize":
-                self._reply(200, service.prioritize(doc))
-            else:
-                self._reply(200, service.bind(doc))
+                return 200, service.filter(doc)
+            if verb == "prioritize":
+                return 200, service.prioritize(doc)
+            return 200, service.bind(doc)
         except ExtenderError as exc:
-            self._reply(400, {"Error": str(exc)})
+            return 400, {"Error": str(exc)}
         except Exception as exc:  # the database away: say so, reconnect next time
             logger.exception("extender %s failed", verb)
             close_old_connections()
-            self._reply(503, {"Error": f"extender unavailable: {exc}"})
+            return 503, {"Error": f"extender unavailable: {exc}"}
 
     def _reply(self, status: int, body: object) -> None:
         data = json.dumps(body).encode()

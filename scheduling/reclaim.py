@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.conf import settings
 
+from scheduling.cluster_state import ClusterState
 from scheduling.core.reclaim import (
     DEFAULT_GRACE_S,
     DEFAULT_MARGIN,
@@ -33,7 +34,6 @@ from scheduling.core.reclaim import (
 )
 from scheduling.core.types import MILLI_PER_GPU, ServiceClass, SharingMode
 from scheduling.models import GpuAssignment
-from scheduling.selectors import ClusterState
 from telemetry.selectors import gpu_busy_p95
 
 REFRESH_EVERY_S = 15.0  # as often as dcgm-exporter is scraped
@@ -90,7 +90,8 @@ class ReclaimFeed:
         lendable = np.zeros_like(snapshot.gpu_lendable)
         for (node, index), gpu in gpus.items():
             row = snapshot.index.get(node)
-            if row is not None:
+            # A GPU the node no longer reports (kept as absent) has no column to lend from.
+            if row is not None and index < snapshot.gpu_count[row]:
                 lendable[row, index] = lendable_milli(gpu, self.margin)
         snapshot.refresh_reclaimable(lendable)
         return self.tracker.victims(gpus, now.timestamp())

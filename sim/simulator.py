@@ -19,6 +19,7 @@ from django.utils import timezone
 from scheduling import services
 from scheduling.core.types import SharingMode
 from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
+from scheduling.pod_template import PodTemplate
 from sim.arrivals import Arrival, ArrivalStream, arrivals_for
 from sim.cluster import build_nodes
 from sim.spec import ClusterSpec
@@ -125,7 +126,7 @@ class Simulator:
             )
             self._tenants[arrival.tenant] = tenant
         shape = arrival.shape
-        template = services.PodTemplate(
+        template = PodTemplate(
             cpu_milli=shape.cpu_milli,
             memory_mib=shape.memory_mib,
             gpus=shape.gpus,

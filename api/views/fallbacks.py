@@ -1,14 +1,18 @@
-"""Django-level fallbacks for the API's URL space."""
+"""Django-level fallbacks for the API's URL space, in the API's error shape (JSON): a path under
+/api/ that no route matches, and a crash that the API's exception handler let through."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views import defaults
+from django.http import HttpRequest, JsonResponse
 
 
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """handler404: a path under /api/ that no route matches gets the API's error shape (JSON);
-    every other path Django's own page."""
-    if request.path.startswith("/api/"):
-        return JsonResponse({"message": "Not found.", "extra": {}}, status=404)
-    return defaults.page_not_found(request, exception)
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse({"message": "Not found.", "extra": {}}, status=404)
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"message": "Internal server error.", "extra": {}}, status=500)

@@ -5,7 +5,7 @@ switched), and say what happened.
 - A probe that fails (nvidia-smi missing, hung, exiting non-zero, printing what cannot be parsed,
   or two outputs that disagree) writes nothing: the last good annotation stays. It is counted,
   logged and reported by a Warning event `GPUTopologyProbeFailed` on the Node (again only when the
-  error changes), and readiness drops until a probe succeeds.
+  error changes); the step's report carries the error (the command makes the agent unready).
 - A rewrite is reported by a Normal event `GPUTopologyUpdated` saying what changed.
 - Facts equal to the annotation's (formatting aside) write nothing: a quiet node costs one GET.
 """
@@ -13,7 +13,6 @@ switched), and say what happened.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,34 +74,6 @@ class StepReport:
     error: str = ""
 
 
-class Health:
-    """What /healthz and /readyz answer from (read by the server thread)."""
-
-    def __init__(self, *, stale_after_s: float, monotonic: Callable[[], float]) -> None:
-        self.stale_after_s = stale_after_s
-        self.monotonic = monotonic
-        self._lock = threading.Lock()
-        self._stepped_at = monotonic()
-        self._ready = False
-        self._error = "no probe yet"
-
-    def stepped(self, report: StepReport) -> None:
-        with self._lock:
-            self._stepped_at = self.monotonic()
-            self._ready = not report.error
-            self._error = report.error
-
-    def live(self) -> tuple[bool, dict[str, object]]:
-        """Alive while steps keep coming (a hung step stops them)."""
-        with self._lock:
-            age = self.monotonic() - self._stepped_at
-        return age <= self.stale_after_s, {"lastStepAgeSeconds": round(age, 3)}
-
-    def ready(self) -> tuple[bool, dict[str, object]]:
-        with self._lock:
-            return self._ready, {"error": self._error} if self._error else {}
-
-
 class TopologyAgent:
     def __init__(
         self,
@@ -112,7 +83,6 @@ class TopologyAgent:
         annotation: str = DEFAULT_ANNOTATION,
         nvidia_smi: str = "nvidia-smi",
         timeout_s: float = 30.0,
-        health: Health | None = None,
         clock: Callable[[], datetime] = timezone.now,
     ) -> None:
         self.api = api
@@ -120,17 +90,11 @@ class TopologyAgent:
         self.annotation = annotation
         self.nvidia_smi = nvidia_smi
         self.timeout_s = timeout_s
-        self.health = health or Health(stale_after_s=float("inf"), monotonic=time.monotonic)
         self.clock = clock
         self._reported_error = ""
         self._node_uid = ""
 
     def run_once(self) -> StepReport:
-        report = self._step()
-        self.health.stepped(report)
-        return report
-
-    def _step(self) -> StepReport:
         try:
             info = probe(self.node, executable=self.nvidia_smi, timeout_s=self.timeout_s)
         except ProbeError as exc:

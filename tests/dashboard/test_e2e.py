@@ -22,9 +22,9 @@ from django.db import connections
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
+from scheduling.database_side import database_cycle
 from scheduling.models import Pod, Tenant
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from tests.dashboard.servers import web_server
 from tests.scheduling import factories
 
@@ -129,7 +129,7 @@ def setup_cluster() -> tuple[list[str], Tenant]:
 
 def schedule() -> str:
     """One scheduler cycle; returns the node the e2e pod was bound to."""
-    report = SchedulerWorker(Framework(load_profile("topology")), identity="e2e").run_once()
+    report = database_cycle(Framework(load_profile("topology")), identity="e2e").run_once()
     assert report.bound == 1, report
     pod = Pod.objects.get(workload__name="e2e-train")
     return pod.allocations.get(active=True).node.name

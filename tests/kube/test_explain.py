@@ -16,7 +16,7 @@ from tests.kube import objects
 from tests.kube.helpers import DEPLOY
 
 EXAMPLES = DEPLOY / "examples"
-SEEDS_PROFILE = str(DEPLOY / "scheduler-profile.yaml")
+SEEDS_PROFILE = str(DEPLOY / "examples" / "seed-profile.yaml")
 
 
 def explain(nodes: Path, pod: Path, *extra: str) -> tuple[str, str]:
@@ -35,7 +35,7 @@ def explain_json(nodes: Path, pod: Path, *extra: str) -> dict[str, Any]:
 
 def test_the_seeds_annotation_and_pod_through_the_seeds_profile() -> None:
     nodes_file = EXAMPLES / "explain-nodes.yaml"
-    doc = explain_json(nodes_file, EXAMPLES / "gpu-pod.yaml", "--profile", SEEDS_PROFILE)
+    doc = explain_json(nodes_file, EXAMPLES / "seed-pod.yaml", "--profile", SEEDS_PROFILE)
     assert set(doc) == {"pod", "feasible", "chosen", "nodes"}
     assert doc["pod"] == "ml-team/llama-ft-0" and doc["feasible"] == 2
     nodes = doc["nodes"]
@@ -64,7 +64,7 @@ def test_the_seeds_annotation_and_pod_through_the_seeds_profile() -> None:
 
 def test_the_text_output_reads_the_decision() -> None:
     out, err = explain(
-        EXAMPLES / "explain-nodes.yaml", EXAMPLES / "gpu-pod.yaml", "--profile", SEEDS_PROFILE
+        EXAMPLES / "explain-nodes.yaml", EXAMPLES / "seed-pod.yaml", "--profile", SEEDS_PROFILE
     )
     first, *rows = out.splitlines()
     assert first == "pod ml-team/llama-ft-0: 2/3 nodes feasible; chosen gpu-b, GPUs 0,1,2,3"

@@ -10,7 +10,7 @@ from kube.leader import LeaseElector, LeaseLost
 from kube.models import KubePod
 from tests.kube import objects
 from tests.kube.fakeapi import MICRO_TIME, FakeKube
-from tests.kube.helpers import Clock, scheduler
+from tests.kube.helpers import Clock, elector_of, scheduler
 
 
 def elector(fake: FakeKube, identity: str, clock: Clock) -> LeaseElector:
@@ -145,8 +145,7 @@ def test_a_leader_past_its_renew_deadline_does_not_bind(fake: FakeKube) -> None:
     fake.add_pod(objects.pod("late", gpus=1))
 
     # The API server stops answering lease calls; the renew deadline passes.
-    assert a.elector is not None
-    a.elector.api = _Unreachable()  # type: ignore[assignment]
+    elector_of(a).api = _Unreachable()  # type: ignore[assignment]
     clock.advance(11)
     with pytest.raises(LeaseLost):
         a.run_once()

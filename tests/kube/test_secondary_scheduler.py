@@ -9,7 +9,7 @@ from kube.models import KubePod
 from scheduling.models import Allocation, Gpu, Node, Pod
 from tests.kube import objects
 from tests.kube.fakeapi import FakeKube
-from tests.kube.helpers import Clock, scheduler
+from tests.kube.helpers import Clock, scheduler, side_of
 
 WHOLE_NODE = {"gpusched.io/topology-policy": "none"}
 
@@ -144,20 +144,23 @@ def test_watch_resumes_from_its_resource_version_and_relists_after_410(fake: Fak
     fake.add_node(objects.node("gpu-a"))
     sched = scheduler(fake)
     sched.run_once()
-    assert (sched.pods.lists, sched.pods.watches) == (1, 0)
+    assert (side_of(sched).pods.lists, side_of(sched).pods.watches) == (1, 0)
 
     fake.add_pod(objects.pod("p1", gpus=1))
     assert sched.run_once().bound == 1
-    assert (sched.pods.lists, sched.pods.watches) == (1, 1)  # a watch, not a new list
+    assert (side_of(sched).pods.lists, side_of(sched).pods.watches) == (
+        1,
+        1,
+    )  # a watch, not a new list
     watch_paths = [p for m, p in fake.requests if "watch=" in p and "/pods" in p]
     assert "resourceVersion=" in watch_paths[-1]
 
     fake.compact()  # the version the watch resumes from is gone: 410, then a relist
     fake.add_pod(objects.pod("p2", gpus=1))
     sched.run_once()
-    assert sched.pods.expired == 1 and sched.pods.resource_version is None
+    assert side_of(sched).pods.expired == 1 and side_of(sched).pods.resource_version is None
     report = sched.run_once()
-    assert sched.pods.lists == 2
+    assert side_of(sched).pods.lists == 2
     assert report.bound == 1
     assert fake.pod("ml-team", "p2")["spec"]["nodeName"] == "gpu-a"
 
@@ -202,7 +205,7 @@ def test_pods_bound_by_others_are_counted_where_they_run(fake: FakeKube) -> None
 
     report = scheduler(fake).run_once()
 
-    assert report.pods_adopted == 1 and report.bound == 1
+    assert report.side_counts["pods_adopted"] == 1 and report.bound == 1
     assert fake.pod("ml-team", "mine")["spec"]["nodeName"] == "gpu-b"
     adopted = KubePod.objects.get(name="foreign")
     assert not adopted.owned and adopted.pod.phase == Pod.Phase.RUNNING
@@ -237,7 +240,7 @@ def test_topology_from_node_resource_topology_v1alpha1(fake: FakeKube) -> None:
     )
     sched = scheduler(fake)
     sched.run_once()
-    assert sched.nrt.version == "v1alpha1"
+    assert side_of(sched).nrt.version == "v1alpha1"
     node = Node.objects.get(name="pcie")
     assert node.topology["gpu_numa"] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert node.topology["numa_cpus"] == [64, 64]

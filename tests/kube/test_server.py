@@ -6,16 +6,22 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kube import extender
 from kube.server import make_server
+from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
+from tests.test_observability import running, scrape_until, value
+from tests.test_process_probes import probe, wait_for_probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,3 +70,39 @@ def test_filter_and_prioritize_over_one_keep_alive_connection(port: int) -> None
     response = connection.getresponse()
     assert response.status == 200 and json.loads(response.read()) == {"status": "ok"}
     connection.close()
+
+
+def test_runextender_serves_metrics_of_the_calls_it_answers(tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    argv = ["runextender", "--host", "127.0.0.1", "--port", str(port)]
+    # The port from the environment: what a manifest may set instead of the flag.
+    env = {"GPUSCHED_METRICS_PORT": str(metrics_port)}
+    with running(argv, log=tmp_path / "extender.log", env=env):
+        wait_for_probe(metrics_port, "/readyz", 200, state=f"serving on port {port}")
+        assert probe(metrics_port, "/healthz") == (200, {"status": "ok"})
+        pod = objects.pod("p", gpus=1, scheduler="default-scheduler")
+        calls = [
+            ("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["gpu-x"]}),  # unknown node
+            ("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["gpu-x"]}),
+            ("prioritize", {"Pod": pod}),  # no node list: a 400
+        ]
+        for verb, args in calls:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/extender/{verb}",
+                data=json.dumps(args).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            try:
+                urllib.request.urlopen(request, timeout=10).read()
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 400
+        series = scrape_until(
+            f"http://127.0.0.1:{metrics_port}/metrics",
+            lambda s: (
+                value(s, "gpusched_extender_requests_total", verb="prioritize", outcome="error")
+                == 1
+            ),
+        )
+    assert value(series, "gpusched_extender_requests_total", verb="filter", outcome="ok") == 2
+    assert value(series, "gpusched_extender_requests_total", verb="bind", outcome="ok") == 0
+    assert value(series, "gpusched_extender_request_duration_seconds_count", verb="filter") == 2

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from kube.scheduler import KubeScheduler
 from kube.topology_warnings import KNOWN_REASON, UNKNOWN_REASON
+from scheduling.cycle import SchedulingCycle
 from scheduling.metrics import registry
 from tests.kube import objects
 from tests.kube.fakeapi import FakeKube
@@ -30,7 +30,7 @@ def unknown_nodes(reason: str) -> float | None:
     return registry.get_sample_value("gpusched_nodes_topology_unknown", {"reason": reason})
 
 
-def until(sched: KubeScheduler, done: Callable[[], bool], tries: int = 50) -> None:
+def until(sched: SchedulingCycle, done: Callable[[], bool], tries: int = 50) -> None:
     """Cycles until the informers have delivered the change (a watch round may come first)."""
     for _ in range(tries):
         sched.run_once()

@@ -4,22 +4,22 @@ servers, the fake API server through the official client, the agent's own health
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
+from gpusched.process_metrics import LoopHealth, serve_metrics, stop_serving
 from kube.agent import agent as agent_module
-from kube.agent.agent import PROBE_FAILED, UPDATED, Health, TopologyAgent
-from kube.agent.server import serve
+from kube.agent.agent import PROBE_FAILED, UPDATED, TopologyAgent
 from kube.api import KubeApi
 from kube.translate import node_spec
 from scheduling.core.topology import parse_nvidia_smi_topo
 from scheduling.core.topology_info import parse_topology_info
 from tests.builders import TOPOLOGY_NAMES
+from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.agent.conftest import NvidiaSmi, query_csv, recorded, without_gpu
 from tests.kube.fakeapi import FakeKube
@@ -28,11 +28,9 @@ from tests.kube.helpers import kubeconfig
 KEY = "gpu-topology.nvidia.com/info"
 
 
-def make_agent(fake: FakeKube, node: str = "gpu-a", health: Health | None = None) -> TopologyAgent:
+def make_agent(fake: FakeKube, node: str = "gpu-a") -> TopologyAgent:
     api = KubeApi(fake.api_client(), reporting_instance="agent-0", reporting_controller="agent")
-    return TopologyAgent(
-        api, node, timeout_s=10, health=health, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    return TopologyAgent(api, node, timeout_s=10, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def written(fake: FakeKube, node: str = "gpu-a") -> str | None:
@@ -134,8 +132,7 @@ def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
     fake: FakeKube, nvidia_smi: NvidiaSmi, fault: str, message: str
 ) -> None:
     fake.add_node(objects.node("gpu-a", topology={}))
-    health = Health(stale_after_s=60, monotonic=lambda: 0.0)
-    agent = make_agent(fake, health=health)
+    agent = make_agent(fake)
     nvidia_smi.serve(recorded("dgx-h100"), query_csv(8))
     assert agent.run_once().written
     good = written(fake)
@@ -153,41 +150,30 @@ def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
     assert written(fake) == good and len(fake.node_patches) == 1  # the last good one stays
     assert agent_events(fake) == [("Normal", UPDATED), ("Warning", PROBE_FAILED)]  # once
     assert probes("failed") - failed_before == 2
-    assert health.ready() == (False, {"error": first.error})
-    assert health.live()[0]  # still stepping: alive, not ready
 
     nvidia_smi.serve(recorded("dgx-h100"), query_csv(8))
-    assert not agent.run_once().written and health.ready() == (True, {})
+    recovered = agent.run_once()
+    assert not recovered.written and not recovered.error
 
 
-def test_health_and_metrics_endpoint(fake: FakeKube, nvidia_smi: NvidiaSmi) -> None:
-    clock = [0.0]
-    health = Health(stale_after_s=30, monotonic=lambda: clock[0])
-    server = serve(health, agent_module.registry, "127.0.0.1", 0)
+def test_the_agents_metrics_are_served_beside_the_loops_probes(
+    fake: FakeKube, nvidia_smi: NvidiaSmi
+) -> None:
+    health = LoopHealth(stuck_after_s=30)
+    server = serve_metrics(agent_module.registry, health, "127.0.0.1", free_port())
+    assert server is not None
     base = f"http://127.0.0.1:{server.server_address[1]}"
-
-    def get(path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(base + path, timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
     try:
-        assert get("/healthz")[0] == 200
-        assert get("/readyz") == (503, '{"status": "failing", "error": "no probe yet"}')
         fake.add_node(objects.node("gpu-a", topology={}))
         nvidia_smi.serve(recorded("t4-2gpu"), query_csv(2, model="Tesla T4"))
-        make_agent(fake, health=health).run_once()
-        assert get("/readyz")[0] == 200
-        status, text = get("/metrics")
-        assert status == 200 and "gpusched_topology_agent_gpus 2.0" in text
+        make_agent(fake).run_once()
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert "gpusched_topology_agent_gpus 2.0" in text
         assert "gpusched_topology_agent_annotation_writes_total" in text
-        clock[0] = 31.0  # no step for longer than allowed: a hung agent is not alive
-        assert get("/healthz")[0] == 503
+        assert 'gpusched_topology_agent_probes_total{result="ok"}' in text
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
 
 
 def test_the_command_runs_one_step_for_node_name(
@@ -204,3 +190,20 @@ def test_the_command_runs_one_step_for_node_name(
         "--query-gpu=index,uuid,pci.bus_id,name,memory.total,mig.mode.current"
         " --format=csv,noheader",
     ]
+
+
+def test_the_command_fails_a_step_whose_probe_failed_and_writes_nothing(
+    fake: FakeKube, nvidia_smi: NvidiaSmi, tmp_path: Path
+) -> None:
+    fake.add_node(objects.node("gpu-b", gpus=2, topology={}))
+    nvidia_smi.fail("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+    with pytest.raises(CommandError, match="exit status 9: NVIDIA-SMI has failed"):
+        call_command(
+            "topologyagent",
+            "--once",
+            "--node",
+            "gpu-b",
+            "--kubeconfig",
+            str(kubeconfig(tmp_path, fake.url)),
+        )
+    assert not fake.node_patches

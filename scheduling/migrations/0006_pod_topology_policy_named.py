@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0003_reclaim"),
+        ("scheduling", "0005_liveness"),
     ]
 
     operations = [

@@ -1,0 +1,33 @@
+"""What one ingest cycle did: the ingester prints it (a line or JSON) and its metrics count it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CycleReport:
+    at: str
+    source: str
+    ok: bool = False
+    gpus: int = 0
+    nodes: int = 0
+    samples: int = 0
+    skipped: int = 0
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    stale_marked: int = 0
+    minutes_rolled: int = 0
+    raw_pruned: int = 0
+    fetch_s: float = 0.0
+    store_s: float = 0.0
+    total_s: float = 0.0
+
+    def line(self) -> str:
+        state = "ok" if self.ok else "FAILED"
+        text = (
+            f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
+            f"{self.samples} samples, {self.skipped} lines skipped, {self.stale_marked} nodes "
+            f"marked stale, {self.total_s:.3f} s"
+        )
+        return text + "".join(f"\n  error: {error}" for error in self.errors)
