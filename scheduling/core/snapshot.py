@@ -63,6 +63,7 @@ class ClusterSnapshot:
         self.topology_known: BoolArray = np.array(
             [node.topology is not None or not node.gpus for node in self.nodes], dtype=np.bool_
         )
+        self.any_topology_guessed = not bool(self.topology_known.all())
         self.max_numa = max((t.numa_count for t in topologies), default=1)
         # GPU columns: as many as the largest node has, so 8-GPU clusters keep 8-wide arrays.
         g = self.gpu_slots = max((len(node.gpus) for node in self.nodes), default=1) or 1

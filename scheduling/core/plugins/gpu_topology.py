@@ -130,8 +130,9 @@ class GPUTopology:
         ranks = snapshot.best_set_rank(
             snapshot.full_free_mask, pod.gpus, wanted.requirement, candidates
         )
-        guessed = ~snapshot.topology_known[candidates]
-        ranks[guessed] = np.minimum(ranks[guessed], RANK_NODE)
+        if snapshot.any_topology_guessed:
+            guessed = ~snapshot.topology_known[candidates]
+            ranks[guessed] = np.minimum(ranks[guessed], RANK_NODE)
         scores: FloatArray = ranks.astype(np.float64)
         return scores
 
