@@ -290,16 +290,7 @@ class KubeApi:
         return CreateOutcome(201, json.loads(response.data or b"{}"))
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response: Any = self.core.read_namespaced_config_map(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        doc: dict[str, Any] = json.loads(response.data)
-        return doc
+        return self._read(self.core.read_namespaced_config_map, name, namespace)
 
     def delete_config_map(self, namespace: str, name: str) -> bool:
         """Delete it and, through the garbage collector, everything it owns (background)."""
@@ -319,17 +310,7 @@ class KubeApi:
         return True
 
     def read_node(self, name: str) -> dict[str, Any] | None:
-        """The Node as JSON, None when it does not exist; other API errors raise ApiException."""
-        try:
-            response: Any = self.core.read_node(
-                name, _preload_content=False, _request_timeout=self.timeout_s
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        doc: dict[str, Any] = json.loads(response.data)
-        return doc
+        return self._read(self.core.read_node, name)
 
     def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
         """Set (None: remove) annotations of a Node with a strategic-merge patch, which leaves
@@ -338,10 +319,13 @@ class KubeApi:
         self.core.patch_node(name, patch, _preload_content=False, _request_timeout=self.timeout_s)
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(self.core.read_namespaced_pod, name, namespace)
+
+    def _read(self, read: Callable[..., Any], *names: str) -> dict[str, Any] | None:
+        """An object as JSON, None when it does not exist; other API errors raise
+        ApiException."""
         try:
-            response: Any = self.core.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
-            )
+            response: Any = read(*names, _preload_content=False, _request_timeout=self.timeout_s)
         except ApiException as exc:
             if exc.status == 404:
                 return None
