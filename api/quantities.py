@@ -1,7 +1,9 @@
 """Kubernetes resource names and quantities as the API accepts them, in the units the scheduler
 counts: `cpu` in milli-CPU, `memory` in MiB, `nvidia.com/gpu` whole GPUs (in quotas: milli-GPU,
 so GPU shares count), `gpusched.io/gpu-milli` a share of one GPU in 1..999,
-`nvidia.com/mig-<profile>` MIG instances, `pods` a count."""
+`nvidia.com/mig-<profile>` MIG instances, `pods` a count. Any other valid resource name (extended
+resources such as `example.com/credits`, `ephemeral-storage`, `hugepages-<size>`) is counted
+against queue quota in the units of scheduling.core.queueing.resources, which parses it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from decimal import Decimal
 
 from kubernetes.utils import parse_quantity
 
+from scheduling.core.queueing import resources as queue_resources
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 
 CPU = "cpu"
@@ -36,6 +39,25 @@ def mig_profile(resource: str) -> str | None:
     if not resource.startswith(MIG_RESOURCE_PREFIX):
         return None
     return resource[len(MIG_RESOURCE_PREFIX) :]
+
+
+def counted_only(resource: str) -> bool:
+    """A valid resource name the scheduler counts against quota but does not place (module doc)."""
+    return (
+        queue_resources.is_extended(resource)
+        and queue_resources.resource_name_error(resource) is None
+    )
+
+
+def extended_amount(resource: str, value: object) -> int:
+    """One pod's request of a counted-only resource, in the queues' canonical units."""
+    text = str(value).strip() if isinstance(value, str | int | float) else ""
+    if not text or len(text) > MAX_TEXT or isinstance(value, bool):
+        raise QuantityError(f"{str(value)[:MAX_TEXT]!r} is not a quantity (e.g. '8', '1k')")
+    try:
+        return queue_resources.parse_quantity(resource, value)
+    except queue_resources.QuantityError as exc:
+        raise QuantityError(str(exc)) from None
 
 
 def known_resource(resource: str, *, quota: bool = False) -> bool:
@@ -110,6 +132,8 @@ def pod_amount(resource: str, value: object) -> int:
 
 def quota_amount(resource: str, value: object) -> int:
     """A quota or limit of `resource` in canonical units: GPUs in milli-GPUs (shares count)."""
+    if counted_only(resource):
+        return extended_amount(resource, value)
     amount = parse(value)
     if resource == GPU_RESOURCE:
         return _bounded(math.ceil(amount * 1000), MAX_GPUS * 10**6, "milli-GPUs")

@@ -8,9 +8,9 @@ its pods must be placed together. Pure: pods and group objects in, references an
   (scheduling.x-k8s.io/v1alpha1) in the pod's namespace, `spec.minMember`.
 - Volcano: annotation `scheduling.k8s.io/group-name` naming a PodGroup (scheduling.volcano.sh/
   v1beta1), `spec.minMember` (the seeds' example pod carries it).
-- the Kubernetes PodGroup API (gang scheduling, alpha since v1.35): `spec.schedulingGroup.
-  podGroupName` naming a PodGroup (scheduling.k8s.io/v1alpha2) whose `spec.schedulingPolicy` is
-  `gang: {minCount}` (or `basic`: no gang).
+- the Kubernetes PodGroup API (gang scheduling, KEP-4671: alpha in v1.35, beta in v1.37):
+  `spec.schedulingGroup.podGroupName` naming a PodGroup (scheduling.k8s.io v1beta1, else
+  v1alpha2) whose `spec.schedulingPolicy` is `gang: {minCount}` (or `basic`: no gang).
 
 Sources: docs/kubernetes.md ("Pods, tenants, queues and gangs").
 """
@@ -31,19 +31,19 @@ KUEUE, COSCHEDULING, VOLCANO, KUBERNETES = "kueue", "coscheduling", "volcano", "
 
 @dataclass(frozen=True)
 class GroupKind:
-    """A kind of pod-group object: where it is served and where its quorum is written."""
+    """A kind of pod-group object: where it is served (the first version a cluster serves)."""
 
     name: str
     group: str
-    version: str
+    versions: tuple[str, ...]
     plural: str
 
 
 # The group objects the side lists (Kueue's groups need none: the count is on the pods).
 GROUP_OBJECTS: dict[str, GroupKind] = {
-    COSCHEDULING: GroupKind(COSCHEDULING, "scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-    VOLCANO: GroupKind(VOLCANO, "scheduling.volcano.sh", "v1beta1", "podgroups"),
-    KUBERNETES: GroupKind(KUBERNETES, "scheduling.k8s.io", "v1alpha2", "podgroups"),
+    COSCHEDULING: GroupKind(COSCHEDULING, "scheduling.x-k8s.io", ("v1alpha1",), "podgroups"),
+    VOLCANO: GroupKind(VOLCANO, "scheduling.volcano.sh", ("v1beta1",), "podgroups"),
+    KUBERNETES: GroupKind(KUBERNETES, "scheduling.k8s.io", ("v1beta1", "v1alpha2"), "podgroups"),
 }
 
 
@@ -91,9 +91,7 @@ def quorum(
     obj = objects.get(ref.key)
     kind = GROUP_OBJECTS[ref.kind]
     if obj is None:
-        raise GroupError(
-            f"PodGroup {ref.namespace}/{ref.name} ({kind.group}/{kind.version}) does not exist"
-        )
+        raise GroupError(f"PodGroup {ref.namespace}/{ref.name} ({kind.group}) does not exist")
     spec = obj.get("spec") or {}
     if ref.kind == KUBERNETES:
         policy = spec.get("schedulingPolicy") or {}

@@ -48,6 +48,7 @@ class Informer:
         list_func: Callable[..., Any],
         *,
         field_selector: str | None = None,
+        read_func: Callable[[str, str], Object | None] | None = None,
         page_size: int = 500,
         watch_timeout_s: int = 300,
         request_timeout_s: float = 30.0,
@@ -55,6 +56,7 @@ class Informer:
         self.name = name
         self.list_func = list_func
         self.field_selector = field_selector
+        self.read_func = read_func
         self.page_size = page_size
         self.watch_timeout_s = watch_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -146,6 +148,9 @@ class Informer:
                 self.resource_version = str(version)
             return
         key = object_key(obj)
+        read = self.read_func
+        if kind == "DELETED" and self.field_selector and read is not None:
+            obj = self._final_state(obj, read)
         with self._lock:
             if kind == "DELETED":
                 self.items.pop(key, None)
@@ -155,6 +160,25 @@ class Informer:
                 self._changes[key] = (obj, False)
             if version:
                 self.resource_version = str(version)
+
+    def _final_state(self, obj: Object, read: Callable[[str, str], Object | None]) -> Object:
+        """An object that leaves the field selector arrives as DELETED with its *previous*
+        content (the API server's watch cache does so); read what it became, if it still
+        exists, so a pod that finished is seen Succeeded rather than deleted while Running."""
+        meta = obj.get("metadata") or {}
+        try:
+            current = read(str(meta.get("namespace") or ""), str(meta.get("name")))
+        except ApiException as exc:
+            logger.info(
+                "%s: reading %s after it left the selector: %s",
+                self.name,
+                meta.get("name"),
+                exc.status,
+            )
+            return obj
+        if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+            return obj
+        return current
 
     # --- consumers ----------------------------------------------------------------------------
 

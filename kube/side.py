@@ -97,6 +97,7 @@ class KubernetesSide:
             "pods",
             self.api.core.list_pod_for_all_namespaces,
             field_selector=ACTIVE_PODS,
+            read_func=self.api.read_pod,
             watch_timeout_s=self.watch_timeout_s,
         )
         self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
@@ -107,16 +108,19 @@ class KubernetesSide:
             interval_s=self.list_interval_s,
         )
         self.group_objects = {
-            kind: PeriodicList(
-                f"{kind.group}/{kind.plural}",
-                partial(
-                    self.api.custom.list_cluster_custom_object,
-                    kind.group,
-                    kind.version,
-                    kind.plural,
-                ),
-                interval_s=self.list_interval_s,
-            )
+            kind: [
+                PeriodicList(
+                    f"{kind.group}/{version}/{kind.plural}",
+                    partial(
+                        self.api.custom.list_cluster_custom_object,
+                        kind.group,
+                        version,
+                        kind.plural,
+                    ),
+                    interval_s=self.list_interval_s,
+                )
+                for version in kind.versions
+            ]
             for kind in GROUP_OBJECTS.values()
         }
         self.materializer = Materializer(self.api, self.scheduler_name)
@@ -172,8 +176,9 @@ class KubernetesSide:
         counts: dict[str, int] = {}
         self._sync_nodes(counts, now, full=full)
         self.budgets.refresh()
-        for source in self.group_objects.values():
-            source.refresh()
+        for sources in self.group_objects.values():
+            for source in sources:
+                source.refresh()
         self._sync_pods(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
         current = self.pods.snapshot()
@@ -277,8 +282,8 @@ class KubernetesSide:
                 continue
             ref = groups.group_of(obj)
             if ref is None:
-                kube_services.workload_mirror(name=info.name, members=[info], min_count=None)
-                counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + 1
+                if self._mirror([info], info.name, None, now):
+                    counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + 1
             else:
                 grouped[ref.key] = ref
         for ref in grouped.values():
@@ -328,8 +333,8 @@ class KubernetesSide:
             return len(fresh)
         objects = {
             groups.object_ref(kind.name, obj).key: obj
-            for kind in GROUP_OBJECTS.values()
-            for obj in self.group_objects[kind].items.values()
+            for kind, sources in self.group_objects.items()
+            for obj in next((s.items for s in sources if s.served), {}).values()
         }
         try:
             needed = groups.quorum(ref, fresh[0][1], objects)
@@ -345,10 +350,20 @@ class KubernetesSide:
                     now,
                 )
             return 0
-        kube_services.workload_mirror(
-            name=ref.name, members=[i for i, _ in fresh], min_count=needed
-        )
-        return len(fresh)
+        return len(fresh) if self._mirror([i for i, _ in fresh], ref.name, needed, now) else 0
+
+    def _mirror(
+        self, members: list[PodInfo], name: str, min_count: int | None, now: datetime
+    ) -> bool:
+        """Mirror pods as one workload; what the database refuses (a WorkloadPriorityClass
+        label naming no class) is told on the pods instead."""
+        try:
+            kube_services.workload_mirror(name=name, members=members, min_count=min_count)
+        except services.ServiceError as exc:
+            for info in members:
+                self._tell(info, f"gpusched cannot schedule this pod: {exc}", now)
+            return False
+        return True
 
     def _held_node(self, pod: Pod) -> str | None:
         allocation = pod.allocations.filter(active=True).select_related("node").first()

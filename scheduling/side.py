@@ -74,7 +74,6 @@ class Waiting:
     """A pod that did not get a node this cycle, and what to tell its owner."""
 
     pod: Pod
-    decision: Decision
     message: str
     nominated_node: str = ""  # the node a preemption is emptying for it
 

@@ -31,6 +31,7 @@ from api.views.common import (
     quantity_map,
     query_of,
 )
+from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import ServiceClass, TaintEffect, TopologyPolicy, TopologyScope
 from scheduling.models import Pod, Workload
 
@@ -77,6 +78,24 @@ class PodSetSerializer(StrictSerializer):
     template = PodTemplateSerializer()
 
 
+PRIORITY_GROUPS = {"kueue.x-k8s.io": "WorkloadPriorityClass", "scheduling.k8s.io": "PriorityClass"}
+
+
+class PriorityClassRefSerializer(StrictSerializer):
+    """Kueue's Workload spec.priorityClassRef."""
+
+    group = serializers.ChoiceField(choices=sorted(PRIORITY_GROUPS))
+    kind = serializers.ChoiceField(choices=sorted(PRIORITY_GROUPS.values()))
+    name = dns_label()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if PRIORITY_GROUPS[attrs["group"]] != attrs["kind"]:
+            raise serializers.ValidationError(
+                {"kind": [f"group {attrs['group']} has kind {PRIORITY_GROUPS[attrs['group']]}"]}
+            )
+        return attrs
+
+
 class PodCountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     pending = serializers.IntegerField()
@@ -120,6 +139,11 @@ class WorkloadSerializer(serializers.Serializer):
     queueName = serializers.CharField()
     priority = serializers.IntegerField()
     priorityClassName = serializers.CharField(allow_blank=True)
+    priorityClassRef = PriorityClassRefSerializer(allow_null=True)
+    active = serializers.BooleanField(
+        help_text="Kueue's spec.active: false evicts the workload (InactiveWorkload) and keeps "
+        "it from admission"
+    )
     serviceClass = serializers.CharField()
     podSets = WorkloadPodSetSerializer(many=True)
     maximumExecutionTimeSeconds = serializers.IntegerField(allow_null=True)
@@ -181,6 +205,8 @@ def workload_doc(w: Workload, namespace: str, pods: Mapping[str, int]) -> dict[s
         "queueName": w.queue_name,
         "priority": w.priority,
         "priorityClassName": w.priority_class_name,
+        "priorityClassRef": _priority_ref(w),
+        "active": w.active,
         "serviceClass": w.service_class,
         "podSets": w.pod_sets,
         "createdAt": w.created_at,
@@ -198,6 +224,14 @@ def workload_doc(w: Workload, namespace: str, pods: Mapping[str, int]) -> dict[s
             "conditions": _conditions(w, pods),
         },
     }
+
+
+def _priority_ref(w: Workload) -> dict[str, str] | None:
+    if not w.priority_class_name:
+        return None
+    kind = w.priority_class_kind or "WorkloadPriorityClass"
+    group = next(g for g, k in PRIORITY_GROUPS.items() if k == kind)
+    return {"group": group, "kind": kind, "name": w.priority_class_name}
 
 
 def _workload_response(w: Workload, code: int = status.HTTP_200_OK) -> Response:
@@ -221,7 +255,13 @@ class WorkloadCreateApi(TenantApi):
             default=None,
             help_text="default: the priority class's value",
         )
-        priorityClassName = dns_label(required=False, default="")
+        priorityClassName = dns_label(
+            required=False,
+            default="",
+            help_text="a WorkloadPriorityClass, else a PriorityClass, of that name",
+        )
+        priorityClassRef = PriorityClassRefSerializer(required=False, allow_null=True, default=None)
+        active = serializers.BooleanField(default=True)
         serviceClass = serializers.ChoiceField(
             choices=[c.value for c in ServiceClass], default=ServiceClass.BATCH.value
         )
@@ -237,6 +277,14 @@ class WorkloadCreateApi(TenantApi):
                     f"{total} pods in one workload; at most {MAX_PODS_PER_WORKLOAD}"
                 )
             return value
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            ref = attrs.get("priorityClassRef")
+            if ref and attrs.get("priorityClassName") not in ("", ref["name"]):
+                raise serializers.ValidationError(
+                    {"priorityClassName": ["give priorityClassName or priorityClassRef, not both"]}
+                )
+            return attrs
 
     @extend_schema(
         operation_id="workload_create",
@@ -263,13 +311,16 @@ class WorkloadCreateApi(TenantApi):
         key = request.headers.get("Idempotency-Key", "").strip() or None
         if key is not None and len(key) > 255:
             raise InvalidInput.one("Idempotency-Key", "at most 255 characters")
+        ref = data["priorityClassRef"]
         workload, created = api_services.workload_create(
             tenant=tenant,
             name=data["name"],
             pod_sets=data["podSets"],
             queue_name=data.get("queueName"),
             priority=data["priority"],
-            priority_class_name=data["priorityClassName"],
+            priority_class_name=ref["name"] if ref else data["priorityClassName"],
+            priority_class_kind=ref["kind"] if ref else "",
+            active=data["active"],
             service_class=data["serviceClass"],
             maximum_execution_time_s=data["maximumExecutionTimeSeconds"],
             idempotency_key=key,
@@ -349,6 +400,27 @@ class WorkloadDetailApi(TenantApi):
     def get(self, request: Request, name: str) -> Response:
         return _workload_response(selectors.workload_get(self.tenant(request), name))
 
+    class PatchSerializer(StrictSerializer):
+        active = serializers.BooleanField(
+            help_text="false: evict and hold the workload (Kueue's deactivation); true: queue it "
+            "again"
+        )
+
+    @extend_schema(
+        operation_id="workload_update",
+        summary="Deactivate or reactivate a workload (Kueue's spec.active)",
+        request=PatchSerializer,
+        responses=documented(WorkloadSerializer, 400, 403, 404, 409),
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        workload = selectors.workload_get(self.tenant(request), name)
+        serializer = WorkloadDetailApi.PatchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        active = serializer.validated_data["active"]
+        return _workload_response(
+            api_services.workload_set_active(workload=workload, active=active)
+        )
+
 
 class WorkloadCancelApi(TenantApi):
     @extend_schema(
@@ -414,6 +486,8 @@ def _pod_requests(pod: Pod) -> dict[str, str]:
         out["gpusched.io/gpu-milli"] = str(pod.gpu_milli)
     if pod.mig_count:
         out[f"nvidia.com/mig-{pod.mig_profile}"] = str(pod.mig_count)
+    for resource, amount in sorted((pod.extended_resources or {}).items()):
+        out[resource] = format_quantity(resource, int(amount))
     return out
 
 

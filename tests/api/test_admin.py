@@ -37,11 +37,11 @@ def test_create_tenant_conflicts_and_validation(admin, team_a) -> None:
     assert taken.status_code == 409
     bad = admin.post(
         "/api/v1/admin/tenants",
-        {"name": "x", "quota": {"pods": "3"}, "hard": {"nvidia.com/gpu": "-1"}},
+        {"name": "x", "quota": {"gpus": "3"}, "hard": {"nvidia.com/gpu": "-1"}},
         format="json",
     )
     assert bad.status_code == 400
-    assert set(bad.json()["extra"]["fields"]) == {"quota.pods", "hard.nvidia.com/gpu"}
+    assert set(bad.json()["extra"]["fields"]) == {"quota.gpus", "hard.nvidia.com/gpu"}
     assert not Tenant.objects.filter(name="x").exists()
 
 

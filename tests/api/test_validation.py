@@ -38,7 +38,8 @@ def _gpu(value: Any) -> Callable[[dict[str, Any]], None]:
 
 CASES = [
     # (change, field path, words in the message)
-    (_requests(**{"amd.com/gpu": "1"}), f"{REQ}.amd.com/gpu", "unknown resource"),
+    (_requests(gpu="1"), f"{REQ}.gpu", "unknown resource"),
+    (_requests(**{"example.com/credits": "1.5"}), f"{REQ}.example.com/credits", "whole number"),
     (_gpu("9"), f"{REQ}.nvidia.com/gpu", "no node of model NVIDIA-H100-80GB-HBM3 has more than 8"),
     (_gpu("-1"), f"{REQ}.nvidia.com/gpu", "must not be negative"),
     (_requests(cpu="-500m"), f"{REQ}.cpu", "must not be negative"),

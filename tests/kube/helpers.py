@@ -14,7 +14,7 @@ from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import SchedulingCycle
-from tests.kube.fakeapi import FakeKube
+from sim.kubernetes.simulated import SimulatedKubernetes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -58,7 +58,7 @@ class Clock:
 
 
 def scheduler(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
     identity: str = "gpusched-0",
     *,
     lease: bool = True,

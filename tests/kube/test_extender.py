@@ -14,8 +14,8 @@ from kube import extender
 from kube.api import KubeApi
 from kube.models import KubePod
 from scheduling.models import Allocation
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.urls("tests.kube.urls")]
@@ -24,7 +24,7 @@ TAINT = [{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}]
 
 
 @pytest.fixture
-def cluster(fake: FakeKube) -> Iterator[FakeKube]:
+def cluster(fake: SimulatedKubernetes) -> Iterator[SimulatedKubernetes]:
     """gpu-a: 6 of 8 GPUs held by a pod the default scheduler placed; gpu-b: free; tainted: free
     but tainted. Mirrored into the database by one secondary-scheduler cycle."""
     for node in (
@@ -64,7 +64,7 @@ def post(path: str, body: object) -> tuple[int, Any]:
     return response.status_code, response.json()
 
 
-def test_filter_with_node_names_when_node_cache_capable(cluster: FakeKube) -> None:
+def test_filter_with_node_names_when_node_cache_capable(cluster: SimulatedKubernetes) -> None:
     status, reply = post(
         "/extender/filter",
         {"Pod": pod_json(), "Nodes": None, "NodeNames": ["gpu-a", "gpu-b", "tainted", "ghost"]},
@@ -86,7 +86,7 @@ def test_filter_with_node_names_when_node_cache_capable(cluster: FakeKube) -> No
     assert reply["FailedAndUnresolvableNodes"]["tainted"] == "node(s) had untolerated taint"
 
 
-def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: FakeKube) -> None:
+def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: SimulatedKubernetes) -> None:
     nodes = [objects.node("gpu-a"), objects.node("gpu-b"), objects.node("fresh")]
     status, reply = post(
         "/extender/filter",
@@ -106,7 +106,7 @@ def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: FakeKube) -
     assert set(reply["FailedNodes"]) == {"gpu-a"}
 
 
-def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: FakeKube) -> None:
+def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: SimulatedKubernetes) -> None:
     status, reply = post(
         "/extender/prioritize",
         {
@@ -122,7 +122,7 @@ def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: FakeKube) 
     assert max(scores.values()) == 10 and scores["ghost"] == 0
 
 
-def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: FakeKube) -> None:
+def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: SimulatedKubernetes) -> None:
     _, reply = post(
         "/extender/prioritize",
         {"Pod": pod_json(gpus=4), "Nodes": None, "NodeNames": ["gpu-b", "gpu-a"]},
@@ -157,7 +157,7 @@ def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: FakeKube) 
     ],
 )
 def test_bad_input_is_a_clear_error_never_a_500(
-    cluster: FakeKube, body: object, message: str
+    cluster: SimulatedKubernetes, body: object, message: str
 ) -> None:
     data = body if isinstance(body, str) else json.dumps(body)
     client = Client()
@@ -170,7 +170,9 @@ def test_bad_input_is_a_clear_error_never_a_500(
     assert Client().get("/extender/filter").status_code == 405
 
 
-def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(cluster: FakeKube) -> None:
+def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(
+    cluster: SimulatedKubernetes,
+) -> None:
     created = cluster.add_pod(pod_json("serve-0", gpus=2, uid=""))
     uid = created["metadata"]["uid"]
     status, reply = post(

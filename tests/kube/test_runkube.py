@@ -10,9 +10,9 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.dashboard.servers import free_port
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import kubeconfig, seeds_profile_text
 from tests.test_observability import running, scrape_until, value
 from tests.test_process_probes import probe
@@ -20,7 +20,7 @@ from tests.test_process_probes import probe
 pytestmark = pytest.mark.django_db
 
 
-def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
+def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:
     profile = tmp_path / "profile.yaml"
     profile.write_text(seeds_profile_text())
     call_command(
@@ -38,7 +38,7 @@ def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
 
 
 def test_runkube_once_binds_pending_pods_and_releases_the_lease(
-    fake: FakeKube, tmp_path: Path
+    fake: SimulatedKubernetes, tmp_path: Path
 ) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("p", gpus=2))
@@ -64,7 +64,7 @@ def test_losing_the_lease_ends_the_command() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_runkube_serves_its_metrics_and_probes(tmp_path: Path, fake: FakeKube) -> None:
+def test_runkube_serves_its_metrics_and_probes(tmp_path: Path, fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("p", gpus=2))
     profile = tmp_path / "profile.yaml"

@@ -7,8 +7,8 @@ import pytest
 
 from kube.models import KubePod
 from scheduling.models import Allocation, Gpu, Node, Pod
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import Clock, scheduler, side_of
 
 WHOLE_NODE = {"gpusched.io/topology-policy": "none"}
@@ -16,7 +16,9 @@ WHOLE_NODE = {"gpusched.io/topology-policy": "none"}
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(fake: FakeKube) -> None:
+def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("cpu-only", gpus=0))
     fake.add_pod(
@@ -50,7 +52,9 @@ def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(fake: FakeKube
     assert Gpu.objects.filter(used_milli=1000).count() == 4
 
 
-def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(fake: FakeKube) -> None:
+def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("gated", gpus=1, gates=["kueue.x-k8s.io/admission"]))
     fake.add_pod(objects.pod("theirs", gpus=1, scheduler="default-scheduler"))
@@ -65,7 +69,7 @@ def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(fake: Fak
     assert fake.pod("ml-team", "theirs")["spec"].get("nodeName") is None
 
 
-def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: FakeKube) -> None:
+def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     # A whole-node pod opts out of GPUTopologyAware's one-NUMA-node default for multi-GPU pods.
@@ -95,7 +99,7 @@ def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: FakeKube) -> 
 
 
 def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition_once(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
 ) -> None:
     clock = Clock()
     fake.add_node(objects.node("gpu-a"))
@@ -127,7 +131,7 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition_once(
     assert len(fake.events) == 1 and len(fake.status_patches) == 1
 
 
-def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: FakeKube) -> None:
+def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("odd", extra={"gpusched.io/gpu-milli": "1500"}))
     sched = scheduler(fake)
@@ -140,7 +144,9 @@ def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: FakeKube) -
     assert not fake.bindings
 
 
-def test_watch_resumes_from_its_resource_version_and_relists_after_410(fake: FakeKube) -> None:
+def test_watch_resumes_from_its_resource_version_and_relists_after_410(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     sched = scheduler(fake)
     sched.run_once()
@@ -165,7 +171,7 @@ def test_watch_resumes_from_its_resource_version_and_relists_after_410(fake: Fak
     assert fake.pod("ml-team", "p2")["spec"]["nodeName"] == "gpu-a"
 
 
-def test_finished_and_deleted_pods_give_their_gpus_back(fake: FakeKube) -> None:
+def test_finished_and_deleted_pods_give_their_gpus_back(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("first", gpus=8, annotations=WHOLE_NODE))
     fake.add_pod(objects.pod("second", gpus=8, annotations=WHOLE_NODE))
@@ -195,7 +201,7 @@ def test_finished_and_deleted_pods_give_their_gpus_back(fake: FakeKube) -> None:
     assert Gpu.objects.filter(used_milli__gt=0).count() == 0
 
 
-def test_pods_bound_by_others_are_counted_where_they_run(fake: FakeKube) -> None:
+def test_pods_bound_by_others_are_counted_where_they_run(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     foreign = objects.pod("foreign", gpus=6, scheduler="default-scheduler", node_name="gpu-a")
@@ -212,7 +218,7 @@ def test_pods_bound_by_others_are_counted_where_they_run(fake: FakeKube) -> None
     assert Gpu.objects.filter(node__name="gpu-a", used_milli=1000).count() == 6
 
 
-def test_mig_mixed_strategy_pods_get_mig_slots(fake: FakeKube) -> None:
+def test_mig_mixed_strategy_pods_get_mig_slots(fake: SimulatedKubernetes) -> None:
     mig_node = objects.node(
         "a100-mig",
         gpus=0,
@@ -231,10 +237,10 @@ def test_mig_mixed_strategy_pods_get_mig_slots(fake: FakeKube) -> None:
     assert len(slots) == 2 and all(s.startswith("0:") for s in slots)
 
 
-def test_topology_from_node_resource_topology_v1alpha1(fake: FakeKube) -> None:
+def test_topology_from_node_resource_topology_v1alpha1(fake: SimulatedKubernetes) -> None:
     fake.nrt_versions = ("v1alpha1",)
     fake.add_node(objects.node("pcie", topology={}))  # no usable annotation
-    fake.nrt["pcie"] = objects.nrt("pcie", [(64, 4), (64, 4)], version="v1alpha1")
+    fake.set_nrt(objects.nrt("pcie", [(64, 4), (64, 4)], version="v1alpha1"))
     fake.add_pod(
         objects.pod("numa", gpus=4, annotations={"gpusched.io/topology-policy": "restricted"})
     )

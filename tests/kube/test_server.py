@@ -16,9 +16,9 @@ import pytest
 
 from kube import extender
 from kube.server import make_server
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.dashboard.servers import free_port
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
 from tests.test_observability import running, scrape_until, value
 from tests.test_process_probes import probe, wait_for_probe
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def port(fake: FakeKube) -> Iterator[int]:
+def port(fake: SimulatedKubernetes) -> Iterator[int]:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     fake.add_pod(objects.pod("busy", gpus=6, scheduler="default-scheduler", node_name="gpu-a"))

@@ -11,8 +11,8 @@ import pytest
 from kube.topology_warnings import KNOWN_REASON, UNKNOWN_REASON
 from scheduling.cycle import SchedulingCycle
 from scheduling.metrics import registry
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import scheduler
 
 pytestmark = [pytest.mark.django_db]
@@ -39,7 +39,7 @@ def until(sched: SchedulingCycle, done: Callable[[], bool], tries: int = 50) -> 
     raise AssertionError("the change never arrived")
 
 
-def node_events(fake: FakeKube) -> list[tuple[str, str, str]]:
+def node_events(fake: SimulatedKubernetes) -> list[tuple[str, str, str]]:
     return [
         (e["metadata"]["namespace"], e["type"], e["reason"])
         for e in fake.events
@@ -48,7 +48,7 @@ def node_events(fake: FakeKube) -> list[tuple[str, str, str]]:
 
 
 def test_a_node_without_topology_is_reported_once_and_again_when_facts_arrive(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
 ) -> None:
     fake.add_node(objects.node("gpu-a", topology={"gpuIds": "broken"}))
     fake.add_node(objects.node("gpu-b"))  # the seeds' annotation: nothing to report

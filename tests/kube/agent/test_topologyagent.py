@@ -18,29 +18,31 @@ from kube.api import KubeApi
 from kube.translate import node_spec
 from scheduling.core.topology import parse_nvidia_smi_topo
 from scheduling.core.topology_info import parse_topology_info
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.builders import TOPOLOGY_NAMES
 from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.agent.conftest import NvidiaSmi, query_csv, recorded, without_gpu
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import kubeconfig
 
 KEY = "gpu-topology.nvidia.com/info"
 
 
-def make_agent(fake: FakeKube, node: str = "gpu-a") -> TopologyAgent:
+def make_agent(fake: SimulatedKubernetes, node: str = "gpu-a") -> TopologyAgent:
     api = KubeApi(fake.api_client(), reporting_instance="agent-0", reporting_controller="agent")
     return TopologyAgent(api, node, timeout_s=10, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
 
 
-def written(fake: FakeKube, node: str = "gpu-a") -> str | None:
-    with fake.lock:
-        annotations = fake.collections["nodes"][node]["metadata"].get("annotations") or {}
-    value = annotations.get(KEY)
+def written(fake: SimulatedKubernetes, node: str = "gpu-a") -> str | None:
+    value = (node_doc(fake, node)["metadata"].get("annotations") or {}).get(KEY)
     return value if isinstance(value, str) else None
 
 
-def agent_events(fake: FakeKube) -> list[tuple[str, str]]:
+def node_patches(fake: SimulatedKubernetes) -> list[str]:
+    return [path for method, path in fake.requests if method == "PATCH" and "/nodes/" in path]
+
+
+def agent_events(fake: SimulatedKubernetes) -> list[tuple[str, str]]:
     return [(e["type"], e["reason"]) for e in fake.events if e["reportingController"] == "agent"]
 
 
@@ -53,7 +55,7 @@ def probes(result: str) -> float:
 
 @pytest.mark.parametrize("name", TOPOLOGY_NAMES)
 def test_the_annotation_written_is_the_topology_of_the_same_topo_output(
-    fake: FakeKube, nvidia_smi: NvidiaSmi, name: str
+    fake: SimulatedKubernetes, nvidia_smi: NvidiaSmi, name: str
 ) -> None:
     text = recorded(name)
     expected = parse_nvidia_smi_topo(text)
@@ -79,13 +81,12 @@ def test_the_annotation_written_is_the_topology_of_the_same_topo_output(
     assert facts.topology_source == "annotation" and facts.spec.topology == expected
 
 
-def node_doc(fake: FakeKube, name: str = "gpu-a") -> objects.Obj:
-    with fake.lock:
-        return dict(fake.collections["nodes"][name])
+def node_doc(fake: SimulatedKubernetes, name: str = "gpu-a") -> objects.Obj:
+    return fake.get_object("nodes", "", name)
 
 
 def test_unchanged_facts_write_nothing_and_a_changed_output_rewrites(
-    fake: FakeKube, nvidia_smi: NvidiaSmi
+    fake: SimulatedKubernetes, nvidia_smi: NvidiaSmi
 ) -> None:
     node = objects.node("gpu-a", topology={})
     node["metadata"]["annotations"]["example.com/owner"] = "lab"
@@ -94,7 +95,7 @@ def test_unchanged_facts_write_nothing_and_a_changed_output_rewrites(
     nvidia_smi.serve(recorded("pcie-8gpu-2socket"), query_csv(8))
     assert agent.run_once().written
     assert not agent.run_once().written  # the same facts: one GET, no PATCH
-    assert len(fake.node_patches) == 1
+    assert len(node_patches(fake)) == 1
 
     # A driver upgrade that changes the links (here: NVLink bridges appear).
     nvidia_smi.serve(recorded("pcie-8gpu-nvbridge"), query_csv(8))
@@ -112,7 +113,7 @@ def test_unchanged_facts_write_nothing_and_a_changed_output_rewrites(
     assert agent.run_once().written
     value = written(fake)
     assert value is not None and parse_topology_info(value).gpus[0].mig
-    assert len(fake.node_patches) == 4
+    assert len(node_patches(fake)) == 4
     notes = [e["note"] for e in fake.events if e["reason"] == UPDATED]
     changed = "GPUs 8 -> 7, GPU identities or MIG mode, links or NUMA/switch placement"
     assert notes[2] == f"rewritten: {changed} (7 GPUs)"
@@ -129,7 +130,7 @@ def test_unchanged_facts_write_nothing_and_a_changed_output_rewrites(
     ],
 )
 def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
-    fake: FakeKube, nvidia_smi: NvidiaSmi, fault: str, message: str
+    fake: SimulatedKubernetes, nvidia_smi: NvidiaSmi, fault: str, message: str
 ) -> None:
     fake.add_node(objects.node("gpu-a", topology={}))
     agent = make_agent(fake)
@@ -147,7 +148,7 @@ def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
     first, second = agent.run_once(), agent.run_once()
 
     assert message in first.error and not first.written and not second.written
-    assert written(fake) == good and len(fake.node_patches) == 1  # the last good one stays
+    assert written(fake) == good and len(node_patches(fake)) == 1  # the last good one stays
     assert agent_events(fake) == [("Normal", UPDATED), ("Warning", PROBE_FAILED)]  # once
     assert probes("failed") - failed_before == 2
 
@@ -157,7 +158,7 @@ def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
 
 
 def test_the_agents_metrics_are_served_beside_the_loops_probes(
-    fake: FakeKube, nvidia_smi: NvidiaSmi
+    fake: SimulatedKubernetes, nvidia_smi: NvidiaSmi
 ) -> None:
     health = LoopHealth(stuck_after_s=30)
     server = serve_metrics(agent_module.registry, health, "127.0.0.1", free_port())
@@ -177,7 +178,10 @@ def test_the_agents_metrics_are_served_beside_the_loops_probes(
 
 
 def test_the_command_runs_one_step_for_node_name(
-    fake: FakeKube, nvidia_smi: NvidiaSmi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake: SimulatedKubernetes,
+    nvidia_smi: NvidiaSmi,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake.add_node(objects.node("gpu-b", gpus=2, topology={}))
     nvidia_smi.serve(recorded("t4-2gpu"), query_csv(2, model="Tesla T4"))
@@ -193,7 +197,7 @@ def test_the_command_runs_one_step_for_node_name(
 
 
 def test_the_command_fails_a_step_whose_probe_failed_and_writes_nothing(
-    fake: FakeKube, nvidia_smi: NvidiaSmi, tmp_path: Path
+    fake: SimulatedKubernetes, nvidia_smi: NvidiaSmi, tmp_path: Path
 ) -> None:
     fake.add_node(objects.node("gpu-b", gpus=2, topology={}))
     nvidia_smi.fail("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
@@ -206,4 +210,4 @@ def test_the_command_fails_a_step_whose_probe_failed_and_writes_nothing(
             "--kubeconfig",
             str(kubeconfig(tmp_path, fake.url)),
         )
-    assert not fake.node_patches
+    assert not node_patches(fake)

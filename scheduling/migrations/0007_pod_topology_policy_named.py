@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0005_liveness"),
+        ("scheduling", "0006_kueue_compatibility"),
     ]
 
     operations = [
