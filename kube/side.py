@@ -590,7 +590,7 @@ def kubernetes_cycle(
 ) -> SchedulingCycle:
     """The scheduling cycle on the Kubernetes side (what `runkube` runs); `options` go to the
     side where it has them (watch_timeout_s, background, resync_s, ...), else to the cycle."""
-    cache = ClusterCache()
+    cache = options.pop("cache", None) or ClusterCache()
     lease = KubernetesLease(elector)
     side_fields = {f.name for f in fields(KubernetesSide)}
     side = KubernetesSide(
