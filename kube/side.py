@@ -44,6 +44,7 @@ from kube.informer import Change, Informer, NrtSource, PeriodicList
 from kube.leader import KubernetesLease, LeaseElector, LeaseLost
 from kube.materialize import POD_UID_ANNOTATION, Materializer
 from kube.models import KubePod
+from kube.topology_warnings import TopologyWarnings
 from kube.translate import PodInfo, TranslationError, node_spec, pod_info, to_request
 from scheduling import services
 from scheduling.cache import ClusterCache
@@ -105,6 +106,7 @@ class KubernetesSide:
             watch_timeout_s=self.watch_timeout_s,
         )
         self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
+        self.topology_warnings = TopologyWarnings(self.api)
         self.budgets = PeriodicList(
             "poddisruptionbudgets",
             self.api.policy.list_pod_disruption_budget_for_all_namespaces,
@@ -177,7 +179,7 @@ class KubernetesSide:
         if full:
             self._resync_at, self._seen_lists = monotonic + self.resync_s, lists
         counts: dict[str, int] = {}
-        self._sync_nodes(counts, full=full)
+        self._sync_nodes(counts, now, full=full)
         self.budgets.refresh()
         for sources in self.group_objects.values():
             for source in sources:
@@ -188,7 +190,7 @@ class KubernetesSide:
         protected = protected_uids(self.budgets.items.values(), current.values())
         return SideSync(protected=_pod_uids(protected), counts=counts)
 
-    def _sync_nodes(self, counts: dict[str, int], *, full: bool) -> None:
+    def _sync_nodes(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
         nrt_changed = self.nrt.refresh()
         changes: dict[str, Change] = self.nodes.drain()
         if full or nrt_changed:
@@ -202,6 +204,7 @@ class KubernetesSide:
             if deleted:
                 kube_services.node_gone(name=name)
                 self._registered.pop(name, None)
+                self.topology_warnings.forget(name)
                 counts["nodes_gone"] = counts.get("nodes_gone", 0) + 1
                 continue
             try:
@@ -211,6 +214,7 @@ class KubernetesSide:
                 continue
             for warning in facts.warnings:
                 self._warn_once(f"node:{warning}", "%s", warning)
+            self.topology_warnings.observe(obj, facts, now)
             if self._registered.get(name) != facts.spec:
                 kube_services.node_apply(spec=facts.spec)
                 self._registered[name] = facts.spec

@@ -151,7 +151,7 @@ def pod_object(name: str, pod: PodRequest) -> dict[str, Any]:
         limits[GPU_RESOURCE] = str(pod.gpus)
     if pod.gpu_milli:
         limits[GPU_MILLI_RESOURCE] = str(pod.gpu_milli)
-    annotations = {ANNOTATION_POLICY: pod.topology_policy.value}
+    annotations = {ANNOTATION_POLICY: pod.topology_policy.value} if pod.topology_policy else {}
     if pod.topology_scope is not None:
         annotations[ANNOTATION_SCOPE] = pod.topology_scope.value
     requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi", **limits}

@@ -72,7 +72,6 @@ class Command(LoopCommand):
                 server.shutdown()
                 server.server_close()
 
-
     def _arrivals(self, spec: ClusterSpec, options: dict[str, Any]) -> None:
         arrivals = Arrivals(spec, started_at=timezone.now(), speed=options["speed"])
 
