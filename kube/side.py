@@ -132,6 +132,7 @@ class KubernetesSide:
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
         self._reported: dict[str, str] = {}  # pod uid -> the last reason told (pods not mirrored)
+        self._quarantine_told: dict[str, str] = {}  # node -> the quarantine reason told
         self._resync_at = 0.0
         self._seen_lists = (0, 0)
         self._stop = threading.Event()
@@ -186,9 +187,40 @@ class KubernetesSide:
                 source.refresh()
         self._sync_pods(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
+        self._tell_quarantine(now)
         current = self.pods.snapshot()
         protected = protected_uids(self.budgets.items.values(), current.values())
         return SideSync(protected=_pod_uids(protected), counts=counts)
+
+    def _tell_quarantine(self, now: datetime) -> None:
+        """A Node event when the scheduler stops trusting a node's recorded state (quarantine,
+        decided by the cycle after the previous sync), and when it trusts it again."""
+        current = dict(
+            Node.objects.filter(source=Node.Source.KUBERNETES)
+            .exclude(quarantine_reason="")
+            .values_list("name", "quarantine_reason")
+        )
+        nodes = self.nodes.snapshot()
+        for name in sorted(set(current) | set(self._quarantine_told)):
+            reason = current.get(name, "")
+            if self._quarantine_told.get(name, "") == reason:
+                continue
+            uid = str(((nodes.get(name) or {}).get("metadata") or {}).get("uid") or "")
+            self.api.node_event(
+                node=name,
+                uid=uid,
+                kind="Warning" if reason else "Normal",
+                reason="Quarantined" if reason else "QuarantineLifted",
+                action="Scheduling",
+                note=f"gpusched places nothing here: {reason}"
+                if reason
+                else "gpusched trusts this node's recorded state again",
+                now=now,
+            )
+            if reason:
+                self._quarantine_told[name] = reason
+            else:
+                self._quarantine_told.pop(name, None)
 
     def _sync_nodes(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
         nrt_changed = self.nrt.refresh()
