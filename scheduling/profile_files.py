@@ -1,13 +1,20 @@
-"""Scheduler profiles shipped with gpusched (scheduling/profiles/*.yaml), by name or path."""
+"""Scheduler profiles shipped with gpusched (scheduling/profiles/*.yaml), by name or path.
+
+A file may also be the ConfigMap that deploy/ mounts into the scheduler (`data: {profile.yaml:
+...}`), so the profile an admin deployed is the profile the offline tools read.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.profiles import Profile, load_profiles
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+CONFIG_MAP_KEY = "profile.yaml"
 
 
 def available() -> list[str]:
@@ -21,4 +28,17 @@ def load_profile(name_or_path: str) -> Profile:
         path = PROFILE_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         raise ProfileError(f"no profile {name_or_path!r} (shipped: {', '.join(available())})")
-    return load_profiles(path.read_text())[0]
+    return load_profiles(_profile_text(path.read_text()))[0]
+
+
+def _profile_text(text: str) -> str:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # load_profiles names the YAML error
+    if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+        data = doc.get("data") or {}
+        if not isinstance(data, dict) or not isinstance(data.get(CONFIG_MAP_KEY), str):
+            raise ProfileError(f"ConfigMap without data.{CONFIG_MAP_KEY!r}")
+        return str(data[CONFIG_MAP_KEY])
+    return text

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0006_kueue_compatibility"),
+        ("scheduling", "0007_pod_topology_policy_named"),
     ]
 
     operations = [
