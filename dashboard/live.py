@@ -32,6 +32,7 @@ from scheduling.events import (
     PodPhaseChanged,
     PodUnschedulable,
     QueuesChanged,
+    QueueSourceChanged,
     UnknownEvent,
     WorkloadChanged,
     WorkloadEvicted,
@@ -229,13 +230,13 @@ class PlacementsView(LiveView):
 
 
 class QueuesView(LiveView):
-    """Queues page: cluster queues (quota, use, borrowing, fair share), local queues, and the
-    workloads waiting for quota or nodes with position and reason; estimated starts are sampled
-    (they move with the clock)."""
+    """Queues page: where the queues come from, cluster queues (quota, use, borrowing, fair
+    share), local queues, and the workloads waiting for quota or nodes with position and reason;
+    estimated starts are sampled (they move with the clock)."""
 
     name = "queues"
     sample_every = 5.0
-    HANDLES = QUEUE_EVENTS
+    HANDLES = QUEUE_EVENTS | {QueueSourceChanged}
 
     def build(self) -> State:
         pending, _ = selectors.pending_workloads()
@@ -244,6 +245,7 @@ class QueuesView(LiveView):
             "local_queues": selectors.local_queues(),
             "pending": pending,
             "summary": {"all": selectors.queue_summary()},
+            "source": {"current": selectors.queue_source()},
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:

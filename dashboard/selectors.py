@@ -665,6 +665,18 @@ def queue_summary() -> Doc:
     }
 
 
+def queue_source() -> Doc:
+    """Where the queues come from, and why the cluster's Kueue objects are refused if they are."""
+    source = queue_selectors.queue_source()
+    return {
+        "kind": source.kind,
+        "applied_at": _iso(source.applied_at),
+        "error": source.error,
+        "error_since": _iso(source.error_since),
+        "notes": list(source.notes),
+    }
+
+
 # --- tenants ----------------------------------------------------------------------------------
 
 

@@ -125,6 +125,7 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.scheduling = client.SchedulingV1Api(api_client)
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s

@@ -20,8 +20,17 @@ from django.db import transaction
 from kube.models import KubePod
 from kube.translate import PodInfo
 from scheduling import events, services
+from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.types import NodeSpec
-from scheduling.models import Allocation, Node, Pod, PriorityClass, Tenant, Workload
+from scheduling.models import (
+    Allocation,
+    Node,
+    Pod,
+    PriorityClass,
+    QueueSource,
+    Tenant,
+    Workload,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +59,16 @@ def tenant_for_namespace(namespace: str) -> Tenant:
     return services.tenant_create(name=name[:63], namespace=namespace)
 
 
-def workload_mirror(*, name: str, members: Sequence[PodInfo], min_count: int | None) -> list[Pod]:
+def workload_mirror(
+    *,
+    name: str,
+    members: Sequence[PodInfo],
+    min_count: int | None,
+    workload_classes: bool = True,
+) -> list[Pod]:
     """Pods pending for us as one Pending workload (a gang when `min_count` is set), each pod a
-    Pod row of its own name and shape, mapped to its uid."""
+    Pod row of its own name and shape, mapped to its uid. `workload_classes`: gpusched admits, so
+    Kueue's priority-class label gives the priority (beside Kueue it does not: _priority_of)."""
     first = members[0]
     tenant = tenant_for_namespace(first.namespace)
     with transaction.atomic():
@@ -65,7 +81,7 @@ def workload_mirror(*, name: str, members: Sequence[PodInfo], min_count: int | N
             name=unique,
             pod_sets=[_pod_set(members, min_count)],
             queue_name=first.queue_name[:63],
-            **_priority_of(first),
+            **_priority_of(first, workload_classes=workload_classes),
             preemption_policy=_preemption_policy(first),
             service_class=first.service_class,
             origin=Workload.Origin.MIRRORED,
@@ -139,11 +155,13 @@ def _priority(info: PodInfo) -> int | None:
     return None
 
 
-def _priority_of(info: PodInfo) -> dict[str, Any]:
+def _priority_of(info: PodInfo, *, workload_classes: bool) -> dict[str, Any]:
     """workload_submit's priority arguments: with Kueue's label `kueue.x-k8s.io/priority-class`
     its WorkloadPriorityClass gives the priority (one that does not exist is a ServiceError naming
-    it), else the pod's own."""
-    if info.workload_priority_class:
+    it), else the pod's own. Without `workload_classes` (beside Kueue, whose WorkloadPriorityClass
+    orders only its own queues, "without affecting the pod's priority": Kueue's
+    site/content/en/docs/concepts/workload_priority_class.md) always the pod's own."""
+    if info.workload_priority_class and workload_classes:
         return {
             "priority": None,
             "priority_class_name": info.workload_priority_class[:63],
@@ -156,19 +174,26 @@ def _preemption_policy(info: PodInfo) -> str:
     return info.preemption_policy or PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
 
 
-def workload_mirror_admitted(*, info: PodInfo) -> Pod:
+def workload_mirror_admitted(*, info: PodInfo, workload_classes: bool = True) -> Pod:
     """A pod whose placement someone else decides (bound by another scheduler, or by kube-scheduler
     with gpusched as its extender), as a one-pod workload admitted at once (quota is not ours to
-    refuse), mapped to its uid (not ours to place)."""
+    refuse, nor is its priority: a WorkloadPriorityClass its label names that gpusched does not
+    know leaves it the pod's own), mapped to its uid (not ours to place)."""
     assert info.ask is not None
     tenant = tenant_for_namespace(info.namespace)
+    known = (
+        workload_classes
+        and PriorityClass.objects.filter(
+            name=info.workload_priority_class, kind=PriorityClass.Kind.WORKLOAD
+        ).exists()
+    )
     with transaction.atomic():
         workload = services.workload_submit(
             tenant=tenant,
             name=f"{info.name[:200]}-{info.uid[:8]}",
             pod_sets=[services.PodSetSpec(POD_SET, 1, info.ask, members=((info.name, info.ask),))],
             queue_name=info.queue_name[:63],
-            **_priority_of(info),
+            **_priority_of(info, workload_classes=known),
             preemption_policy=_preemption_policy(info),
             service_class=info.service_class,
             origin=Workload.Origin.MIRRORED,
@@ -187,6 +212,24 @@ def workload_mirror_admitted(*, info: PodInfo) -> Pod:
             resource_version=info.resource_version,
         )
     return pod
+
+
+def queues_mirror(
+    *, config: QueueConfig, fair_sharing: bool, notes: Sequence[str], now: datetime
+) -> services.QueuesReplaced:
+    """Kueue's objects in the cluster as the queues (kube.kueue), and the source's state, in one
+    transaction: the API and the dashboard never show a source that disagrees with its queues."""
+    with transaction.atomic():
+        replaced = services.queues_replace(config=config, fair_sharing=fair_sharing)
+        kept = [
+            f"ClusterQueue {name} is gone from the cluster: kept, admitting nothing, until its "
+            "admitted workloads are gone (Kueue's resource-in-use finalizer)"
+            for name in replaced.terminating
+        ]
+        services.queue_source_record(
+            kind=QueueSource.Kind.CLUSTER, now=now, applied=True, notes=[*notes, *kept]
+        )
+    return replaced
 
 
 def kube_pod_link(*, pod: Pod, info: PodInfo) -> KubePod:

@@ -7,6 +7,7 @@ a secondary scheduler, placing the pods whose `spec.schedulerName` is the profil
   everything else; pods bound by anyone are counted where they run; finished, deleted or evicted
   pods release what they hold once they are gone. Submitted workloads (the REST API) become real
   pods (kube.materialize). Disruption budgets say which running pods may not be evicted now.
+  Kueue's queue objects are the queues where they exist, or Kueue admits (kube.kueue).
 - placeable: the pending pods that exist, are ours, are not gated and not being deleted.
 - evict: the Eviction API (policy/v1); a 429 (a disruption budget) refuses it; an accepted pod
   terminates for its grace period and holds what it holds until it is gone; a `Preempted` event
@@ -41,6 +42,7 @@ from kube.api import BindOutcome, KubeApi
 from kube.disruption import protected_uids
 from kube.groups import GROUP_OBJECTS, GroupError, GroupRef
 from kube.informer import Change, Informer, NrtSource, PeriodicList
+from kube.kueue import GPUSCHED, KueueObjects
 from kube.leader import KubernetesLease, LeaseElector, LeaseLost
 from kube.materialize import POD_UID_ANNOTATION, Materializer
 from kube.models import KubePod
@@ -89,6 +91,8 @@ class KubernetesSide:
     nrt_interval_s: float = 30.0
     list_interval_s: float = 5.0
     watch_timeout_s: int = 300
+    admission: str = GPUSCHED  # or kube.kueue.KUEUE: Kueue admits, gpusched places
+    kueue_config: str = ""  # "namespace/name" of Kueue's manager ConfigMap (admission fair sharing)
     still_leading: Callable[[], bool] = field(default=lambda: True)
 
     name = "kubernetes"
@@ -129,6 +133,12 @@ class KubernetesSide:
             for kind in GROUP_OBJECTS.values()
         }
         self.materializer = Materializer(self.api, self.scheduler_name)
+        self.kueue = KueueObjects(
+            self.api,
+            admission=self.admission,
+            manager_config=self.kueue_config,
+            interval_s=self.list_interval_s,
+        )
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
         self._reported: dict[str, str] = {}  # pod uid -> the last reason told (pods not mirrored)
@@ -167,6 +177,10 @@ class KubernetesSide:
         """Trust nothing mirrored: the next sync compares everything (a new leader's term)."""
         self._resync_at = 0.0
 
+    @property
+    def queues_admit(self) -> bool:
+        return self.kueue.queues_admit
+
     # --- 2. sync --------------------------------------------------------------------------------
 
     def sync(self, now: datetime) -> SideSync:
@@ -179,8 +193,10 @@ class KubernetesSide:
         full = monotonic >= self._resync_at or lists != self._seen_lists
         if full:
             self._resync_at, self._seen_lists = monotonic + self.resync_s, lists
+            self.kueue.resync()
         counts: dict[str, int] = {}
         self._sync_nodes(counts, now, full=full)
+        counts.update(self.kueue.sync(now))
         self.budgets.refresh()
         for sources in self.group_objects.values():
             for source in sources:
@@ -403,7 +419,12 @@ class KubernetesSide:
         """Mirror pods as one workload; what the database refuses (a WorkloadPriorityClass
         label naming no class) is told on the pods instead."""
         try:
-            kube_services.workload_mirror(name=name, members=members, min_count=min_count)
+            kube_services.workload_mirror(
+                name=name,
+                members=members,
+                min_count=min_count,
+                workload_classes=self.queues_admit,
+            )
         except services.ServiceError as exc:
             for info in members:
                 self._tell(info, f"gpusched cannot schedule this pod: {exc}", now)
@@ -439,7 +460,9 @@ class KubernetesSide:
                 )
                 continue
             if kube_pod is None:
-                pod = kube_services.workload_mirror_admitted(info=info)
+                pod = kube_services.workload_mirror_admitted(
+                    info=info, workload_classes=self.queues_admit
+                )
                 request = pod_request(pod)
             snapshot.assume(request, placement)
             decision = Decision(

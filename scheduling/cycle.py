@@ -7,8 +7,9 @@ it directly and the commands (`runscheduler`, `runkube`) only loop and sleep.
     state, in which a node whose recorded state contradicts its capacity is quarantined (nothing
     is placed there, the rest schedules on) and reported.
  3. Admit: an admission cycle over the cluster queues (quota, flavors, fair sharing, cohort
-    trees; without any cluster queue everything is admitted); deactivated workloads and drained
-    queues are evicted, then the victims of quota preemption, before anything is admitted.
+    trees; without any cluster queue, or where the cluster admitted already, everything is
+    admitted); deactivated workloads and drained queues are evicted, then the victims of quota
+    preemption, before anything is admitted.
  4. Reclaim: what idle owners may lend, and the lent pods whose owners use it again.
  5. Take a batch of pending pods the side can place, in the profile's queue order, whole gangs.
  6. Snapshot: nodes, GPUs and allocations, kept current from the outbox, with DCGM's load.
@@ -220,6 +221,8 @@ class SchedulingCycle:
 
     def _admit(self, now: datetime, report: CycleReport) -> tuple[int, int]:
         """Returns (workloads admitted, workloads evicted for them or by deactivation)."""
+        if not self.side.queues_admit:  # admitted in the cluster already (beside Kueue)
+            return self._admit_without_queues(now, report)
         # Admission fair sharing: LocalQueue usage history moves on Kueue's sampling interval.
         services.local_queue_usage_sample(now=now)
         setup = selectors.queue_setup()

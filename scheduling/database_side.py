@@ -21,6 +21,7 @@ LEASE_NAME = "gpusched-scheduler"
 class DatabaseSide:
     name = "database"
     evictions_free_at_once = True
+    queues_admit = True
 
     def sync(self, now: datetime) -> SideSync:
         return SideSync()

@@ -80,7 +80,8 @@ class WorkloadEvicted(EventPayload):
 
 @dataclass(frozen=True)
 class QueuesChanged(EventPayload):
-    """Queue configuration was applied (names of what was created or updated)."""
+    """Queue configuration was applied (names of what was created or updated, and of what a
+    mirror of the cluster's objects removed: "ClusterQueue a", "LocalQueue ns/b", ...)."""
 
     TYPE: ClassVar[str] = "queues.changed"
     flavors: list[str] = field(default_factory=list)
@@ -88,6 +89,17 @@ class QueuesChanged(EventPayload):
     local_queues: list[str] = field(default_factory=list)
     priority_classes: list[str] = field(default_factory=list)
     cohorts: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueueSourceChanged(EventPayload):
+    """Where the queues come from changed (models.QueueSource), or why the cluster's Kueue
+    objects are refused (`error`, "" when they are not)."""
+
+    TYPE: ClassVar[str] = "queues.source"
+    kind: str
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         WorkloadChanged,
         WorkloadEvicted,
         QueuesChanged,
+        QueueSourceChanged,
         LocalQueueUsageSampled,
         PodBound,
         PodUnschedulable,

@@ -79,6 +79,13 @@ pod_schedule_seconds = Histogram(
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
     registry=registry,
 )
+queue_objects_refused = Gauge(
+    "gpusched_queue_objects_refused",
+    "1 while the Kueue objects read from the Kubernetes cluster are refused: the last good "
+    "queues stay and scheduling goes on; the reason is in /api/v1/admin/clusterqueues "
+    "(queueSource) and on the dashboard's queues page.",
+    registry=registry,
+)
 
 # Every labelled series exists from the start, so rate() and absent() see a zero, not nothing.
 for _result in ATTEMPT_RESULTS:
@@ -135,3 +142,9 @@ def record_eviction(reason: str, workloads: int = 1) -> None:
     eviction path outside the cycle report calls this itself."""
     if workloads:
         evictions.labels(reason=reason).inc(workloads)
+
+
+def record_queue_objects(*, refused: bool) -> None:
+    """Whether the cluster's Kueue objects are refused now (kube.kueue, outside the cycle
+    report: the side reads them)."""
+    queue_objects_refused.set(1 if refused else 0)

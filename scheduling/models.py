@@ -218,6 +218,29 @@ class AdmissionFairSharingSettings(models.Model):
         return f"half-life {self.usage_half_life_s}s, every {self.usage_sampling_interval_s}s"
 
 
+class QueueSource(models.Model):
+    """Where the queues come from, as the Kubernetes side last found (one row; none: `applyqueues`
+    and the REST API, the database side's only source)."""
+
+    class Kind(models.TextChoices):
+        DATABASE = "database"  # applyqueues and the REST API
+        CLUSTER = "cluster"  # Kueue's objects in the Kubernetes cluster, mirrored whole
+        KUEUE = "kueue"  # Kueue admits; gpusched reads no queue objects and only places
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.DATABASE)
+    applied_at = models.DateTimeField(null=True, blank=True)  # the cluster's objects, last applied
+    # Why the cluster's objects are refused now ("" when they are not): the last good queues stay.
+    error = models.TextField(blank=True, default="")
+    error_since = models.DateTimeField(null=True, blank=True)
+    # What the last apply left out or kept back (a LocalQueue naming no ClusterQueue, a removed
+    # ClusterQueue kept until its admitted workloads are gone).
+    notes = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind}{': ' + self.error if self.error else ''}"
+
+
 class LocalQueue(models.Model):
     """A namespace's (tenant's) entry point to a cluster queue; workloads name it in queue_name."""
 

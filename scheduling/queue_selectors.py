@@ -1,5 +1,6 @@
 """Reads for pages and the API about Kueue's cohort trees and admission fair sharing: each
-cohort's quota and use, each fair-shared LocalQueue's decayed usage and rank."""
+cohort's quota and use, each fair-shared LocalQueue's decayed usage and rank; and where the queues
+come from."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from datetime import datetime
 from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, in_base_units, weighted_usage
 from scheduling.core.queueing.resources import format_base_units, format_quantity
-from scheduling.models import LocalQueue, Workload
+from scheduling.models import LocalQueue, QueueSource, Workload
 from scheduling.selectors import admitted_workloads, parse_usage, queue_setup, quota_book
+
+
+def queue_source() -> QueueSource:
+    """Where the queues come from (models.QueueSource); no row: the database (applyqueues and
+    the REST API)."""
+    return QueueSource.objects.first() or QueueSource()
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,13 @@ class ClusterSide(Protocol):
     # terminates first.
     evictions_free_at_once: bool
 
+    @property
+    def queues_admit(self) -> bool:
+        """Whether gpusched's queues admit this side's workloads. False: the cluster's own
+        admission controller (Kueue) admitted every pod before the side sees it, so workloads are
+        admitted as they come and no queue is read or acted on (kube.kueue)."""
+        ...
+
     def sync(self, now: datetime) -> SideSync:
         """Bring what changed outside gpusched into the database."""
         ...

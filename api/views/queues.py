@@ -213,7 +213,27 @@ class ClusterQueueListApi(AdminApi):
                 "resources, in Kubernetes quantities",
             )
 
+        class SourceSerializer(serializers.Serializer):
+            kind = serializers.ChoiceField(
+                choices=["database", "cluster", "kueue"],
+                help_text="database: applyqueues and this API; cluster: Kueue's objects in the "
+                "Kubernetes cluster, mirrored whole; kueue: Kueue admits and gpusched only places",
+            )
+            appliedAt = serializers.DateTimeField(
+                allow_null=True, help_text="the cluster's objects, last applied"
+            )
+            error = serializers.CharField(
+                allow_blank=True,
+                help_text="why the cluster's objects are refused now (the last good queues stay)",
+            )
+            errorSince = serializers.DateTimeField(allow_null=True)
+            notes = serializers.ListField(
+                child=serializers.CharField(),
+                help_text="what the last apply left out or kept back",
+            )
+
         items = ClusterQueueSerializer(many=True)
+        queueSource = SourceSerializer(help_text="where the queues come from")
 
     @extend_schema(
         operation_id="admin_cluster_queue_list",
@@ -222,7 +242,18 @@ class ClusterQueueListApi(AdminApi):
     )
     def get(self, request: Request) -> Response:
         items = [_cluster_queue_doc(*row) for row in selectors.cluster_queues()]
-        return Response(ClusterQueueListApi.OutputSerializer({"items": items}).data)
+        source = queue_selectors.queue_source()
+        doc = {
+            "items": items,
+            "queueSource": {
+                "kind": source.kind,
+                "appliedAt": source.applied_at,
+                "error": source.error,
+                "errorSince": source.error_since,
+                "notes": source.notes,
+            },
+        }
+        return Response(ClusterQueueListApi.OutputSerializer(doc).data)
 
 
 def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[str, Any]:

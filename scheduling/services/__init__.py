@@ -4,6 +4,7 @@ events (scheduling.events). One module per concern:
     tenants, nodes      what the cluster and the admins register
     workloads           submit, admit without queues, cancel, why they wait
     queues              Kueue-shaped queue configuration; admission (quota reserved)
+    queue_sources       queues mirrored whole from a cluster (replace-style), the source's state
     fair_sharing        admission fair sharing: LocalQueue usage history, entry penalties
     evictions           admitted workloads losing their quota and pods, back to their queues
     binding             placements committed in batched transactions
@@ -23,6 +24,11 @@ from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
 from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
+from scheduling.services.queue_sources import (
+    QueuesReplaced,
+    queue_source_record,
+    queues_replace,
+)
 from scheduling.services.queues import (
     WorkloadAdmission,
     cluster_queue_fields,
@@ -46,6 +52,7 @@ from scheduling.services.workloads import (
 __all__ = [
     "CommitResult",
     "PodSetSpec",
+    "QueuesReplaced",
     "ServiceError",
     "WorkloadAdmission",
     "allocations_release",
@@ -65,7 +72,9 @@ __all__ = [
     "pods_terminated",
     "pods_unschedulable",
     "queue_admit",
+    "queue_source_record",
     "queues_apply",
+    "queues_replace",
     "reservations_expire",
     "resource_groups_json",
     "tenant_create",

@@ -3,7 +3,7 @@ queue."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,104 +30,124 @@ from scheduling.services.workloads import workload_event
 def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
     """Create or update flavors, cohorts, cluster queues, local queues, priority classes and the
     admission fair sharing settings (Kueue-shaped objects, scheduling.core.queueing.kueue_objects).
-    Names are kept; nothing is deleted."""
+    Names are kept; nothing is deleted (a mirror of a cluster's objects: queue_sources)."""
     stored_parents = {
         name: parent
         for name, parent in Cohort.objects.exclude(
             name__in=[c.name for c in config.cohorts]
         ).values_list("name", "parent_name")
     }
+    check_config(
+        config,
+        known_flavors=frozenset(ResourceFlavor.objects.values_list("name", flat=True)),
+        known_parents=stored_parents,
+        known_queues=frozenset(ClusterQueue.objects.values_list("name", flat=True)),
+    )
+    with transaction.atomic():
+        names = config_write(config)
+        events.publish(events.QueuesChanged(**names))
+    return names
+
+
+def check_config(
+    config: QueueConfig,
+    *,
+    known_flavors: frozenset[str] = frozenset(),
+    known_parents: Mapping[str, str] | None = None,
+    known_queues: frozenset[str] = frozenset(),
+) -> None:
+    """What one configuration must hold, with what is stored besides it: flavors and cohort
+    parents exist and make trees, LocalQueues name ClusterQueues that exist, one global default
+    priority class at most."""
     try:
-        config.check_references(
-            frozenset(ResourceFlavor.objects.values_list("name", flat=True)), stored_parents
-        )
+        config.check_references(known_flavors, known_parents)
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
-    known_queues = {cq.name for cq in config.cluster_queues} | set(
-        ClusterQueue.objects.values_list("name", flat=True)
-    )
+    queues = known_queues | {cq.name for cq in config.cluster_queues}
     for lq in config.local_queues:
-        if lq.cluster_queue not in known_queues:
+        if lq.cluster_queue not in queues:
             raise ServiceError(
                 f"LocalQueue {lq.namespace}/{lq.name}: ClusterQueue {lq.cluster_queue!r} "
                 "does not exist"
             )
     if sum(1 for pc in config.priority_classes if pc.global_default) > 1:
         raise ServiceError("only one priority class may be the global default")
-    with transaction.atomic():
-        for flavor in config.flavors:
-            ResourceFlavor.objects.update_or_create(
-                name=flavor.name,
-                defaults={
-                    "node_labels": dict(flavor.node_labels),
-                    "node_taints": [
-                        {"key": t.key, "value": t.value, "effect": t.effect.value}
-                        for t in flavor.node_taints
-                    ],
-                    "tolerations": [toleration_json(t) for t in flavor.tolerations],
-                },
+
+
+def config_write(config: QueueConfig) -> dict[str, list[str]]:
+    """Create or update every object of a checked configuration (inside the caller's
+    transaction); the names written, by kind."""
+    for flavor in config.flavors:
+        ResourceFlavor.objects.update_or_create(
+            name=flavor.name,
+            defaults={
+                "node_labels": dict(flavor.node_labels),
+                "node_taints": [
+                    {"key": t.key, "value": t.value, "effect": t.effect.value}
+                    for t in flavor.node_taints
+                ],
+                "tolerations": [toleration_json(t) for t in flavor.tolerations],
+            },
+        )
+    for cohort in config.cohorts:
+        Cohort.objects.update_or_create(
+            name=cohort.name,
+            defaults={
+                "parent_name": cohort.parent,
+                "resource_groups": resource_groups_json(cohort.resource_groups),
+                "fair_sharing_weight": cohort.weight,
+            },
+        )
+    for cq in config.cluster_queues:
+        ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
+    rows = {
+        row.name: row
+        for row in ClusterQueue.objects.filter(
+            name__in={lq.cluster_queue for lq in config.local_queues}
+        )
+    }
+    for lq in config.local_queues:
+        LocalQueue.objects.update_or_create(
+            namespace=lq.namespace,
+            name=lq.name,
+            defaults={
+                "cluster_queue": rows[lq.cluster_queue],
+                "fair_sharing_weight": lq.weight,
+                "stop_policy": lq.stop_policy.value,
+            },
+        )
+    for pc in config.priority_classes:
+        if pc.global_default:
+            PriorityClass.objects.exclude(name=pc.name, kind=pc.kind.value).update(
+                global_default=False
             )
-        for cohort in config.cohorts:
-            Cohort.objects.update_or_create(
-                name=cohort.name,
-                defaults={
-                    "parent_name": cohort.parent,
-                    "resource_groups": resource_groups_json(cohort.resource_groups),
-                    "fair_sharing_weight": cohort.weight,
-                },
-            )
-        for cq in config.cluster_queues:
-            ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
-        rows = {
-            row.name: row
-            for row in ClusterQueue.objects.filter(
-                name__in={lq.cluster_queue for lq in config.local_queues}
-            )
-        }
-        for lq in config.local_queues:
-            LocalQueue.objects.update_or_create(
-                namespace=lq.namespace,
-                name=lq.name,
-                defaults={
-                    "cluster_queue": rows[lq.cluster_queue],
-                    "fair_sharing_weight": lq.weight,
-                    "stop_policy": lq.stop_policy.value,
-                },
-            )
-        for pc in config.priority_classes:
-            if pc.global_default:
-                PriorityClass.objects.exclude(name=pc.name, kind=pc.kind.value).update(
-                    global_default=False
-                )
-            PriorityClass.objects.update_or_create(
-                name=pc.name,
-                kind=pc.kind.value,
-                defaults={
-                    "value": pc.value,
-                    "preemption_policy": pc.preemption_policy.value,
-                    "description": pc.description[:256],
-                    "global_default": pc.global_default,
-                },
-            )
-        fair = config.admission_fair_sharing
-        if fair is not None:
-            AdmissionFairSharingSettings.objects.update_or_create(
-                pk=1,
-                defaults={
-                    "usage_half_life_s": fair.usage_half_life_s,
-                    "usage_sampling_interval_s": fair.usage_sampling_interval_s,
-                    "resource_weights": dict(fair.resource_weights),
-                },
-            )
-        names = {
-            "flavors": [f.name for f in config.flavors],
-            "cohorts": [c.name for c in config.cohorts],
-            "cluster_queues": [cq.name for cq in config.cluster_queues],
-            "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
-            "priority_classes": [pc.name for pc in config.priority_classes],
-        }
-        events.publish(events.QueuesChanged(**names))
-    return names
+        PriorityClass.objects.update_or_create(
+            name=pc.name,
+            kind=pc.kind.value,
+            defaults={
+                "value": pc.value,
+                "preemption_policy": pc.preemption_policy.value,
+                "description": pc.description[:256],
+                "global_default": pc.global_default,
+            },
+        )
+    fair = config.admission_fair_sharing
+    if fair is not None:
+        AdmissionFairSharingSettings.objects.update_or_create(
+            pk=1,
+            defaults={
+                "usage_half_life_s": fair.usage_half_life_s,
+                "usage_sampling_interval_s": fair.usage_sampling_interval_s,
+                "resource_weights": dict(fair.resource_weights),
+            },
+        )
+    return {
+        "flavors": [f.name for f in config.flavors],
+        "cohorts": [c.name for c in config.cohorts],
+        "cluster_queues": [cq.name for cq in config.cluster_queues],
+        "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
+        "priority_classes": [pc.name for pc in config.priority_classes],
+    }
 
 
 def resource_groups_json(groups: Sequence[ResourceGroup]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -125,16 +126,17 @@ TABLE: tuple[Resource, ...] = (
       ("pg", "podgroup-v1beta1"), returns_deleted_object=True, custom=True),
     R("scheduling.volcano.sh", ("v1beta1",), "queues", "Queue", False, ("status",), ("q",),
       returns_deleted_object=True, custom=True),
-    R("kueue.x-k8s.io", ("v1beta2",), "resourceflavors", "ResourceFlavor", False, (), ("rf",),
+    # Kueue: v1beta2 since 0.15, v1beta1 before (and still served beside it).
+    R("kueue.x-k8s.io", KUEUE_VERSIONS, "resourceflavors", "ResourceFlavor", False, (), ("rf",),
       returns_deleted_object=True, custom=True),
-    R("kueue.x-k8s.io", ("v1beta2",), "clusterqueues", "ClusterQueue", False, ("status",),
+    R("kueue.x-k8s.io", KUEUE_VERSIONS, "clusterqueues", "ClusterQueue", False, ("status",),
       ("cq",), returns_deleted_object=True, custom=True),
-    R("kueue.x-k8s.io", ("v1beta2",), "localqueues", "LocalQueue", True, ("status",), ("lq",),
+    R("kueue.x-k8s.io", KUEUE_VERSIONS, "localqueues", "LocalQueue", True, ("status",), ("lq",),
       returns_deleted_object=True, custom=True),
-    R("kueue.x-k8s.io", ("v1beta2",), "cohorts", "Cohort", False, ("status",),
+    R("kueue.x-k8s.io", KUEUE_VERSIONS, "cohorts", "Cohort", False, ("status",),
       returns_deleted_object=True, custom=True),
-    R("kueue.x-k8s.io", ("v1beta2",), "workloadpriorityclasses", "WorkloadPriorityClass", False,
-      returns_deleted_object=True, custom=True),
+    R("kueue.x-k8s.io", KUEUE_VERSIONS, "workloadpriorityclasses", "WorkloadPriorityClass",
+      False, returns_deleted_object=True, custom=True),
     R("topology.node.k8s.io", ("v1alpha2", "v1alpha1"), "noderesourcetopologies",
       "NodeResourceTopology", False, (), ("node-res-topo",), returns_deleted_object=True,
       custom=True),

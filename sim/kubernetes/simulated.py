@@ -15,11 +15,12 @@ from sim.kubernetes import controllers
 from sim.kubernetes.http import ApiServer
 from sim.kubernetes.kinds.scheduling import SYSTEM_CLASSES
 from sim.kubernetes.registry import Registry
-from sim.kubernetes.resources import named
+from sim.kubernetes.resources import TABLE, named
 from sim.kubernetes.state import StateHelpers
 from sim.kubernetes.store import Storage
 
 Obj = dict[str, Any]
+KUEUE_GROUP = "kueue.x-k8s.io"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -114,3 +115,15 @@ class SimulatedKubernetes(StateHelpers):
     @nrt_versions.setter
     def nrt_versions(self, versions: tuple[str, ...]) -> None:
         self.server.served[named("noderesourcetopologies").key] = versions
+
+    @property
+    def kueue_versions(self) -> tuple[str, ...]:
+        """The versions Kueue's queue objects are served at: `()` is a cluster without Kueue's
+        CRDs (every request 404), `("v1beta1",)` a Kueue before 0.15."""
+        return self.server.served[named("clusterqueues").key]
+
+    @kueue_versions.setter
+    def kueue_versions(self, versions: tuple[str, ...]) -> None:
+        for resource in TABLE:
+            if resource.group == KUEUE_GROUP:
+                self.server.served[resource.key] = versions

@@ -7,10 +7,11 @@ import copy
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.models import Pod, Workload
+from scheduling.models import Pod, QueueSource, Workload
 from tests.api.conftest import LLAMA, onboard, run_scheduler, submit
 
 pytestmark = pytest.mark.django_db
@@ -178,3 +179,26 @@ def test_cohorts_and_admission_fair_sharing_are_shown(admin, cluster) -> None:
     assert float(fair_a["consumedResources"]["nvidia.com/gpu"]) > 0
     assert (fair_a["rank"], fair_b["rank"]) == (2, 1)
     assert fair_b["consumedResources"] == {}
+
+
+def test_the_cluster_queues_say_where_the_queues_come_from_and_why_they_are_refused(
+    admin,
+) -> None:
+    assert admin.get("/api/v1/admin/clusterqueues").json()["queueSource"] == {
+        "kind": "database",
+        "appliedAt": None,
+        "error": "",
+        "errorSince": None,
+        "notes": [],
+    }
+    now = timezone.now()
+    services.queue_source_record(
+        kind=QueueSource.Kind.CLUSTER, now=now, applied=True, notes=["LocalQueue a/b left out"]
+    )
+    services.queue_source_record(
+        kind=QueueSource.Kind.CLUSTER, now=now, error="clusterqueues[0] (ClusterQueue x): ..."
+    )
+    source = admin.get("/api/v1/admin/clusterqueues").json()["queueSource"]
+    assert source["kind"] == "cluster" and source["error"].startswith("clusterqueues[0]")
+    assert source["appliedAt"] and source["errorSince"]
+    assert source["notes"] == ["LocalQueue a/b left out"]

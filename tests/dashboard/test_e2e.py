@@ -18,12 +18,13 @@ import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db import connections
+from django.utils import timezone
 
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle
-from scheduling.models import Pod, Tenant
+from scheduling.models import Pod, QueueSource, Tenant
 from scheduling.profile_files import load_profile
 from tests.dashboard.servers import web_server
 from tests.scheduling import factories
@@ -127,6 +128,17 @@ def setup_cluster() -> tuple[list[str], Tenant]:
     return [node.name for node in nodes], tenant
 
 
+def refuse_cluster_queues() -> None:
+    now = timezone.now()
+    services.queue_source_record(kind=QueueSource.Kind.CLUSTER, now=now, applied=True)
+    services.queue_source_record(
+        kind=QueueSource.Kind.CLUSTER,
+        now=now,
+        error="clusterqueues[0] (ClusterQueue team).spec.admissionChecks: Kueue's admission "
+        "checks are not supported by gpusched",
+    )
+
+
 def schedule() -> str:
     """One scheduler cycle; returns the node the e2e pod was bound to."""
     report = database_cycle(Framework(load_profile("topology")), identity="e2e").run_once()
@@ -184,6 +196,10 @@ def test_admin_watches_a_placement_appear_live(browser: Any, artifacts: Path) ->
 
         page.goto(f"{base}/queues/")
         page.wait_for_selector("#local-queues table")
+        # The Kubernetes side finds the cluster's Kueue objects broken: the page says so, live.
+        in_thread(refuse_cluster_queues)
+        page.wait_for_selector("#queue-source .refused")
+        assert "admissionChecks" in page.inner_text("#queue-source")
         page.screenshot(path=str(artifacts / "06-queues.png"), full_page=True)
 
         page.goto(f"{base}/tenants/")

@@ -244,6 +244,20 @@ def alert_cases() -> Iterator[dict[str, Any]]:
     healed = {**quarantine, f"gpusched_nodes_quarantined{SCHEDULER_A}": "2 2 0x8"}
     yield case("8m", "GpuschedNodesQuarantined", healed)
 
+    # The leader refuses the cluster's Kueue objects for more than 10 minutes; fixed, it stops.
+    refused = {
+        f"gpusched_scheduler_leader{SCHEDULER_A}": "1x20",
+        f"gpusched_queue_objects_refused{SCHEDULER_A}": "0 1x19",
+        f"gpusched_scheduler_leader{SCHEDULER_B}": "0x20",
+        f"gpusched_queue_objects_refused{SCHEDULER_B}": "0x20",
+    }
+    yield case("9m", "GpuschedQueueObjectsRefused", refused)
+    summary = "The cluster's Kueue objects are refused; the last good queues stay."
+    firing = expected("GpuschedQueueObjectsRefused", summary=summary)
+    yield case("12m", "GpuschedQueueObjectsRefused", refused, firing)
+    fixed = {**refused, f"gpusched_queue_objects_refused{SCHEDULER_A}": "0 1x10 0x9"}
+    yield case("14m", "GpuschedQueueObjectsRefused", fixed)
+
     # Pods wait, GPUs are free, and the bind counter has not moved for 15 minutes.
     waiting = {
         f'gpusched_pods{{phase="Pending", {WEB[1:]}': "3x30",

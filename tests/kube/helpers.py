@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -14,6 +15,7 @@ from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import SchedulingCycle
+from scheduling.profile_files import load_profile
 from sim.kubernetes.simulated import SimulatedKubernetes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -80,6 +82,23 @@ def scheduler(
     options = {"clock": now} if now is not None else {}
     return kubernetes_cycle(
         api, framework(), elector, identity=identity, watch_timeout_s=5, **options
+    )
+
+
+def gpusched_cycle(
+    fake: SimulatedKubernetes, clock: Clock | None = None, **options: Any
+) -> SchedulingCycle:
+    """The cycle with gpusched's own profile (schedulerName `gpusched`), without a lease;
+    `options` go to kubernetes_cycle (`admission="kueue"`, `list_interval_s=0`, ...)."""
+    api = KubeApi(fake.api_client(), reporting_instance="gpusched-test")
+    return kubernetes_cycle(
+        api,
+        Framework(load_profile("gpusched")),
+        None,
+        identity="gpusched-test",
+        watch_timeout_s=5,
+        clock=(clock or Clock()).now,
+        **options,
     )
 
 

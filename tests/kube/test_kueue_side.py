@@ -41,6 +41,13 @@ spec: {clusterQueue: team}
 """
 
 
+def applied(fake: SimulatedKubernetes) -> None:
+    """QUEUES as `applyqueues` applies them, in a cluster without Kueue's CRDs (with them, the
+    cluster's objects would be the queues: tests/kube/test_kueue_cluster.py)."""
+    fake.kueue_versions = ()
+    services.queues_apply(config=parse_documents(list(yaml.safe_load_all(QUEUES))))
+
+
 def queued_pod(name: str, credits: str, *, priority_class: str = "") -> dict:
     doc = objects.pod(name, gpus=1, extra={"example.com/credits": credits})
     doc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
@@ -52,7 +59,7 @@ def queued_pod(name: str, credits: str, *, priority_class: str = "") -> dict:
 def test_kueue_quotas_and_priority_classes_act_on_kubernetes_pods(
     fake: SimulatedKubernetes,
 ) -> None:
-    services.queues_apply(config=parse_documents(list(yaml.safe_load_all(QUEUES))))
+    applied(fake)
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(queued_pod("first", "6"))
     fake.add_pod(queued_pod("late-but-urgent", "6", priority_class="urgent"))
@@ -71,10 +78,27 @@ def test_kueue_quotas_and_priority_classes_act_on_kubernetes_pods(
 
 
 def test_a_pod_naming_an_unknown_priority_class_is_told_why(fake: SimulatedKubernetes) -> None:
-    services.queues_apply(config=parse_documents(list(yaml.safe_load_all(QUEUES))))
+    applied(fake)
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(queued_pod("p", "1", priority_class="nope"))
     scheduler(fake).run_once()
     assert fake.pod("ml-team", "p")["spec"].get("nodeName") is None
     assert not Workload.objects.exists()
     assert any("WorkloadPriorityClass 'nope' does not exist" in e["note"] for e in fake.events)
+
+
+def test_a_running_pod_naming_an_unknown_priority_class_is_counted_with_its_own_priority(
+    fake: SimulatedKubernetes,
+) -> None:
+    """Its placement and priority were decided elsewhere: refusing the label would leave what
+    it holds uncounted (and must never stop the sync)."""
+    applied(fake)
+    fake.add_node(objects.node("gpu-a"))
+    doc = objects.pod("elsewhere", gpus=2, node_name="gpu-a", phase="Running")
+    doc["metadata"]["labels"] = {"kueue.x-k8s.io/priority-class": "nope"}
+    doc["spec"]["priority"] = 5
+    fake.add_pod(doc)
+    report = scheduler(fake).run_once()
+    assert report.side_counts.get("pods_adopted") == 1
+    workload = Workload.objects.get(pods__name="elsewhere")
+    assert (workload.priority, workload.priority_class_name) == (5, "")

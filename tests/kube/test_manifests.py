@@ -16,6 +16,7 @@ import pytest
 import yaml
 from django.urls import resolve
 
+from kube.kueue import MANAGER_CONFIG
 from kube.management.commands.runkube import LEASE_NAME
 from kube.translate import pod_info
 from scheduling.core.framework import EXTENSION_POINTS
@@ -173,7 +174,23 @@ def test_rbac_is_least_privilege() -> None:
         ("", "configmaps", "create", ""),
         ("", "configmaps", "get", ""),
         ("", "configmaps", "delete", ""),
+        # Kueue's queue objects and the PriorityClasses, listed (kube.kueue).
+        ("kueue.x-k8s.io", "resourceflavors", "list", ""),
+        ("kueue.x-k8s.io", "clusterqueues", "list", ""),
+        ("kueue.x-k8s.io", "cohorts", "list", ""),
+        ("kueue.x-k8s.io", "localqueues", "list", ""),
+        ("kueue.x-k8s.io", "workloadpriorityclasses", "list", ""),
+        ("scheduling.k8s.io", "priorityclasses", "list", ""),
     }
+    # Kueue's manager ConfigMap, by name, in its own namespace (optional: deploy/examples/).
+    assert rules("Role", "gpusched-scheduler-kueue-config") == {
+        ("", "configmaps", "get", "kueue-manager-config"),
+    }
+    binding = named("RoleBinding", "gpusched-scheduler-kueue-config")
+    assert f"{binding['metadata']['namespace']}/kueue-manager-config" == MANAGER_CONFIG
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpusched-scheduler", "namespace": "gpu-system"}
+    ]
     assert rules("Role", "gpusched-scheduler-lease") == {
         ("coordination.k8s.io", "leases", "create", ""),
         ("coordination.k8s.io", "leases", "get", "gpusched-scheduler"),

@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
+from scheduling.models import QueueSource
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.dashboard.servers import free_port
 from tests.kube import objects
@@ -20,7 +21,7 @@ from tests.test_process_probes import probe
 pytestmark = pytest.mark.django_db
 
 
-def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:
+def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str, *extra: str) -> None:
     profile = tmp_path / "profile.yaml"
     profile.write_text(seeds_profile_text())
     call_command(
@@ -34,6 +35,7 @@ def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:
         "gpu-system",
         "--identity",
         identity,
+        *extra,
     )
 
 
@@ -52,6 +54,28 @@ def test_runkube_once_binds_pending_pods_and_releases_the_lease(
     run(tmp_path, fake, "runkube-b")
     assert fake.pod("ml-team", "q")["spec"]["nodeName"] == "gpu-a"
     assert fake.leases["gpu-system/gpusched-scheduler"]["spec"]["leaseTransitions"] == 1
+
+
+def test_runkube_beside_kueue_places_what_kueue_ungated_and_reads_no_queue(
+    fake: SimulatedKubernetes, tmp_path: Path
+) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    fake.add_pod(objects.pod("gated", gpus=2, gates=["kueue.x-k8s.io/admission"]))
+    fake.add_pod(objects.pod("admitted", gpus=2))
+    run(tmp_path, fake, "runkube-a", "--admission", "kueue")
+    assert fake.pod("ml-team", "admitted")["spec"]["nodeName"] == "gpu-a"
+    assert "nodeName" not in fake.pod("ml-team", "gated")["spec"]
+    assert QueueSource.objects.get().kind == "kueue"
+    assert not [path for _, path in fake.requests if "kueue.x-k8s.io" in path]
+
+
+def test_runkube_refuses_a_kueue_config_it_would_not_read(
+    fake: SimulatedKubernetes, tmp_path: Path
+) -> None:
+    with pytest.raises(CommandError, match="not NAMESPACE/NAME"):
+        run(tmp_path, fake, "runkube-a", "--kueue-config", "kueue-manager-config")
+    with pytest.raises(CommandError, match="--admission gpusched"):
+        run(tmp_path, fake, "runkube-a", "--admission", "kueue", "--kueue-config", "a/b")
 
 
 def test_losing_the_lease_ends_the_command() -> None:

@@ -11,44 +11,32 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from kube.api import KubeApi
 from kube.models import KubePod
-from kube.side import kubernetes_cycle
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
 from scheduling.cycle import SchedulingCycle
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.pod_template import PodTemplate
-from scheduling.profile_files import load_profile
 from sim.kubernetes.simulated import SimulatedKubernetes
 from telemetry.models import GpuLatest
 from tests.kube import objects
 from tests.kube.helpers import Clock, side_of
+from tests.kube.helpers import gpusched_cycle as cycle
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 NS = "ml-team"
 
 
-def cycle(fake: SimulatedKubernetes, clock: Clock | None = None) -> SchedulingCycle:
-    api = KubeApi(fake.api_client(), reporting_instance="gpusched-test")
-    return kubernetes_cycle(
-        api,
-        Framework(load_profile("gpusched")),
-        None,
-        identity="gpusched-test",
-        watch_timeout_s=5,
-        clock=(clock or Clock()).now,
-    )
-
-
 def pod(name: str, **kwargs: Any) -> dict[str, Any]:
     return objects.pod(name, scheduler="gpusched", **kwargs)
 
 
-def quota(gpus: int) -> None:
+def quota(fake: SimulatedKubernetes, gpus: int) -> None:
+    """`gpus` of quota for the namespace, applied as `applyqueues` does: the cluster has no Kueue
+    CRDs, so its queues are the database's (kube.kueue)."""
+    fake.kueue_versions = ()
     docs = [
         {
             "kind": "ResourceFlavor",
@@ -92,7 +80,7 @@ def node_of(fake: SimulatedKubernetes, name: str) -> str | None:
 
 def test_a_pod_beyond_quota_stays_pending_with_the_reason_once(fake) -> None:
     fake.add_node(objects.node("gpu-a"))
-    quota(4)
+    quota(fake, 4)
     fake.add_pod(pod("first", gpus=4))
     fake.add_pod(pod("second", gpus=4))
     sched = cycle(fake)

@@ -36,7 +36,12 @@ def test_every_payload_type_reads_back_as_itself() -> None:
         events.WorkloadEvicted: events.WorkloadEvicted(
             uid="u", tenant="t", name="w", queue="q", cluster_queue="cq", reason="r", pods=["p"]
         ),
-        events.QueuesChanged: events.QueuesChanged(flavors=["a100"], cohorts=["org"]),
+        events.QueuesChanged: events.QueuesChanged(
+            flavors=["a100"], cohorts=["org"], removed=["LocalQueue ns/gone"]
+        ),
+        events.QueueSourceChanged: events.QueueSourceChanged(
+            kind="cluster", error="clusterqueues[0] (ClusterQueue a): ..."
+        ),
         events.LocalQueueUsageSampled: events.LocalQueueUsageSampled(local_queues=["ns/q"]),
         events.PodBound: events.PodBound(
             uid="u",

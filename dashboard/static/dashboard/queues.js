@@ -3,6 +3,7 @@
   "use strict";
 
   const socket = document.currentScript.dataset.socket;
+  const source = document.getElementById("queue-source");
   const stats = document.getElementById("stats");
   const cqs = document.getElementById("cluster-queues");
   const lqs = document.getElementById("local-queues");
@@ -49,9 +50,11 @@
       lqs.innerHTML = '<div class="empty"><strong>No local queues in use.</strong>Tenants submit into a local queue of their namespace.</div>';
       return;
     }
+    const kueueAdmits = ((state.source || {}).current || {}).kind === "kueue";
+    const unknown = kueueAdmits ? '<span class="note" title="Kueue admits: its queues are not read">Kueue\'s</span>' : '<span class="badge warn" title="Workloads name a LocalQueue that does not exist">missing</span>';
     const rows = docs.map((lq) => {
       const w = lq.workloads;
-      const cq = lq.cluster_queue ? GS.esc(lq.cluster_queue) : '<span class="badge warn" title="Workloads name a LocalQueue that does not exist">missing</span>';
+      const cq = lq.cluster_queue ? GS.esc(lq.cluster_queue) : unknown;
       const f = lq.fair_usage;
       const consumed = f ? Object.entries(f.consumed).map(([r, v]) => `${GS.esc(RESOURCE[r] || r)} ${GS.esc(v)}`).join(", ") || "none" : "";
       const fair = f ? `<span class="badge muted" title="Admitted first: lowest decayed usage (weight ${GS.esc(String(f.weight))})">#${f.rank}</span> ${f.usage === null ? "∞" : GS.esc(String(f.usage))}<div class="note">${consumed}</div>` : '<span class="note">—</span>';
@@ -85,6 +88,21 @@
     pending.innerHTML = `<table class="grid"><thead><tr><th class="num" title="Place in its cluster queue (or among admitted workloads waiting for nodes)">#</th><th>Workload</th><th>Tenant</th><th>Queue</th><th class="num">Priority</th><th>Asks for</th><th>Why it waits</th><th>Waiting</th><th>Est. start</th></tr></thead><tbody>${rows.join("")}</tbody></table>${more}`;
   }
 
+  const SOURCE = {
+    database: "Queues from <code>applyqueues</code> and the REST API.",
+    cluster: "Queues are the Kubernetes cluster's Kueue objects, mirrored whole.",
+    kueue: "Kueue admits: gpusched reads no queue objects and places the pods Kueue has ungated.",
+  };
+
+  function renderSource(state) {
+    const s = (state.source || {}).current;
+    if (!s) return;
+    const applied = s.kind === "cluster" && s.applied_at ? ` <span class="note">Last applied ${GS.ago(s.applied_at)}.</span>` : "";
+    const refused = s.error ? `<div class="refused" role="alert"><span class="badge warn">Refused</span> <span class="note">(first ${GS.ago(s.error_since)})</span> <span class="reason">${GS.esc(s.error)}</span><div class="note">The last good queues stay in force; scheduling goes on.</div></div>` : "";
+    const notes = (s.notes || []).map((n) => `<div class="note">${GS.esc(n)}</div>`).join("");
+    source.innerHTML = `<div>${SOURCE[s.kind] || GS.esc(s.kind)}${applied}</div>${notes}${refused}`;
+  }
+
   function renderStats(state) {
     const s = (state.summary || {}).all;
     if (!s) return;
@@ -97,6 +115,7 @@
   }
 
   function render(state) {
+    renderSource(state);
     renderStats(state);
     renderClusterQueues(state);
     renderLocalQueues(state);

@@ -6,6 +6,11 @@ read). Replicas elect one leader with a coordination.k8s.io Lease; a replica tha
 with status 1 (like kube-scheduler), so its Deployment restarts it as a standby. SIGTERM/SIGINT
 finish the current cycle and give the lease up, so a standby takes over at once.
 
+Admission (`--admission`): `gpusched` (the default) admits with gpusched's queues, which are
+Kueue's objects in the cluster when its CRDs are installed (`--kueue-config NAMESPACE/NAME` also
+reads admissionFairSharing from Kueue's manager ConfigMap), else those of `applyqueues`; `kueue`
+runs beside Kueue: Kueue admits, gpusched places the pods Kueue has ungated (kube/kueue.py).
+
 Connection: the pod's service account in a cluster, else `--kubeconfig` / KUBECONFIG /
 ~/.kube/config (`--context` to pick one). With --metrics-port, the scheduler's Prometheus metrics
 (scheduling/metrics.py) are served on that port with /healthz (the loop turns) and /readyz (the
@@ -27,6 +32,7 @@ from django.core.management.base import CommandError, CommandParser
 from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube.api import KubeApi, connect, own_namespace
+from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling import metrics, profile_files
@@ -69,6 +75,20 @@ class Command(LoopCommand):
         )
         parser.add_argument("--identity", default="", help="default: <hostname>_<uuid>")
         parser.add_argument("--json", action="store_true", help="one JSON line per busy cycle")
+        parser.add_argument(
+            "--admission",
+            choices=ADMISSION_MODES,
+            default=GPUSCHED,
+            help="who admits: gpusched's queues (Kueue's objects in the cluster if its CRDs are "
+            "installed, else applyqueues'), or Kueue (gpusched places what Kueue ungated)",
+        )
+        parser.add_argument(
+            "--kueue-config",
+            default="",
+            metavar="NAMESPACE/NAME",
+            help=f"Kueue's manager ConfigMap to read admissionFairSharing from (e.g. "
+            f"{MANAGER_CONFIG}); with --admission gpusched",
+        )
         add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -94,13 +114,25 @@ class Command(LoopCommand):
                 retry_period_s=options["retry_period"],
             )
         profile = profile_files.load_profile(options["profile"] or default_profile())
-        scheduler = kubernetes_cycle(
-            api, Framework(profile), elector, identity=identity, batch_size=options["batch"]
-        )
+        if options["kueue_config"] and options["admission"] != GPUSCHED:
+            raise CommandError("--kueue-config is read when gpusched admits (--admission gpusched)")
+        try:
+            scheduler = kubernetes_cycle(
+                api,
+                Framework(profile),
+                elector,
+                identity=identity,
+                batch_size=options["batch"],
+                admission=options["admission"],
+                kueue_config=options["kueue_config"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         side = scheduler.side
         assert isinstance(side, KubernetesSide)
         self.stderr.write(
-            f"runkube: {identity} scheduling pods of schedulerName {side.scheduler_name}"
+            f"runkube: {identity} scheduling pods of schedulerName {side.scheduler_name}, "
+            f"admitted by {side.admission}"
         )
         if options["loop"]:
             side.start()

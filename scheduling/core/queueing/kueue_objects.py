@@ -118,9 +118,12 @@ def parse_cluster_objects(
     local_queues: Sequence[Mapping[str, Any]] = (),
     workload_priority_classes: Sequence[Mapping[str, Any]] = (),
     priority_classes: Sequence[Mapping[str, Any]] = (),
+    configuration: Mapping[str, Any] | None = None,
 ) -> QueueConfig:
     """The queue objects as the Kubernetes API lists them (`items` of each list, as dicts) as
-    one configuration, read exactly as the same objects in YAML would be."""
+    one configuration, read exactly as the same objects in YAML would be; `configuration`: Kueue's
+    manager Configuration (the document in its ConfigMap), of which only admissionFairSharing
+    may be given."""
     lists = (
         ("resourceflavors", "ResourceFlavor", resource_flavors),
         ("clusterqueues", "ClusterQueue", cluster_queues),
@@ -138,6 +141,8 @@ def parse_cluster_objects(
                 if doc.setdefault("kind", kind) != kind:
                     raise QueueConfigError(f"{where}: kind {doc['kind']!r} in the {kind} list")
                 yield where, doc
+        if configuration is not None:
+            yield "configuration", {"kind": "Configuration", **configuration}
 
     return _parse(items())
 
