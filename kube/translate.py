@@ -19,15 +19,14 @@ Nothing here does I/O or touches the database.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any, TypeVar
-
-from kubernetes.utils import parse_quantity
 
 from kube import gfd, nrt
 from kube.nrt import NrtError, NrtInfo
+from scheduling.core import quantity
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.topology import (
     NodeTopology,
@@ -62,7 +61,6 @@ ANNOTATION_GPU_IDS = "gpusched.io/gpu-ids"  # written at bind: "0,1,2,3"
 ANNOTATION_MIG_SLOTS = "gpusched.io/mig-slots"  # written at bind: "<gpu>:<slot>,..."
 ANNOTATION_GPU_SHARE = "gpusched.io/gpu-share-milli"  # written at bind for GPU shares
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-MIB = 1024 * 1024
 # Labels that change without the node changing (GFD rewrites its timestamp every run): left out,
 # so they do not make every node look new every minute.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
@@ -109,8 +107,11 @@ def node_spec(
     return NodeFacts(
         spec=NodeSpec(
             name=name,
-            cpu_milli=int(_quantity(allocatable.get("cpu", "0"), "cpu") * 1000),
-            memory_mib=int(_quantity(allocatable.get("memory", "0"), "memory") // MIB),
+            # What a node offers is rounded down, what a pod asks rounded up.
+            cpu_milli=_units(_node_cpu, _quantity(allocatable.get("cpu", "0"), "cpu"), "cpu"),
+            memory_mib=_units(
+                _node_memory, _quantity(allocatable.get("memory", "0"), "memory"), "memory"
+            ),
             gpus=gpus,
             topology=topology,
             labels=labels,
@@ -127,8 +128,11 @@ def node_spec(
 def _gpu_devices(
     node: str, allocatable: Mapping[str, Any], facts: gfd.GfdFacts, warnings: list[str]
 ) -> tuple[GpuDevice, ...]:
-    whole = int(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE))
-    shared = int(_quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE))
+    whole = _count(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE), GPU_RESOURCE)
+    shared = _count(
+        _quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE),
+        SHARED_GPU_RESOURCE,
+    )
     layouts: list[tuple[str, ...]] = []
     if facts.mig_strategy == "single" and facts.mig_profile:
         # `nvidia.com/gpu` counts MIG devices of one profile: spread them over physical GPUs.
@@ -178,7 +182,7 @@ def _pack_mig(allocatable: Mapping[str, Any], slices_per_gpu: int) -> list[tuple
     for resource, value in allocatable.items():
         if str(resource).startswith(MIG_RESOURCE_PREFIX):
             profile = str(resource)[len(MIG_RESOURCE_PREFIX) :]
-            instances += [profile] * int(_quantity(value, str(resource)))
+            instances += [profile] * _count(_quantity(value, str(resource)), str(resource))
     instances.sort(key=lambda p: (-gfd.profile_slices(p), p))
     gpus: list[list[str]] = []
     free: list[int] = []
@@ -353,8 +357,8 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
 
 def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTemplate:
     requests = effective_requests(spec)
-    gpus = _count(requests.pop(GPU_RESOURCE, Decimal(0)), GPU_RESOURCE)
-    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Decimal(0)), GPU_MILLI_RESOURCE)
+    gpus = _count(requests.pop(GPU_RESOURCE, Fraction(0)), GPU_RESOURCE)
+    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Fraction(0)), GPU_MILLI_RESOURCE)
     if gpu_milli >= MILLI_PER_GPU:
         raise TranslationError(
             f"{GPU_MILLI_RESOURCE} is a share of one GPU (1-999); ask {GPU_RESOURCE} for whole GPUs"
@@ -380,8 +384,8 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
     return PodTemplate(
-        cpu_milli=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
-        memory_mib=math.ceil(requests.get("memory", Decimal(0)) / MIB),
+        cpu_milli=_units(quantity.cpu_milli, requests.get("cpu", Fraction(0)), "cpu"),
+        memory_mib=_units(quantity.memory_mib, requests.get("memory", Fraction(0)), "memory"),
         gpus=gpus,
         gpu_milli=gpu_milli,
         mig_profile=mig_profile,
@@ -394,39 +398,39 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     )
 
 
-def effective_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """The kubelet's sum: regular containers plus restartable init containers (sidecars), at
     least each regular init container plus the sidecars started before it, plus pod overhead."""
-    total: dict[str, Decimal] = {}
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
+    total: dict[str, Fraction] = {}
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
     for container in spec.get("initContainers") or []:
         asked = _container_requests(container)
         if container.get("restartPolicy") == "Always":
             _add(sidecars, asked)
         else:
             for name in set(asked) | set(sidecars):
-                need = asked.get(name, Decimal(0)) + sidecars.get(name, Decimal(0))
-                init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+                need = asked.get(name, Fraction(0)) + sidecars.get(name, Fraction(0))
+                init_peak[name] = max(init_peak.get(name, Fraction(0)), need)
     for container in spec.get("containers") or []:
         _add(total, _container_requests(container))
     _add(total, sidecars)
     for name, peak in init_peak.items():
-        total[name] = max(total.get(name, Decimal(0)), peak)
+        total[name] = max(total.get(name, Fraction(0)), peak)
     _add(total, {k: _quantity(v, k) for k, v in (spec.get("overhead") or {}).items()})
     return total
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
     resources = container.get("resources") or {}
     asked = dict(resources.get("limits") or {})  # requests default to limits
     asked.update(resources.get("requests") or {})
     return {str(k): _quantity(v, str(k)) for k, v in asked.items()}
 
 
-def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+def _add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
     for name, value in more.items():
-        into[name] = into.get(name, Decimal(0)) + value
+        into[name] = into.get(name, Fraction(0)) + value
 
 
 def _required_affinity(affinity: Mapping[str, Any]) -> dict[str, str]:
@@ -508,17 +512,33 @@ def _enum(kind: type[_E], value: str | None, default: _E) -> _E:
         raise TranslationError(f"{value!r} is not one of {allowed}") from None
 
 
-def _quantity(value: object, name: str) -> Decimal:
+def _quantity(value: object, name: str) -> Fraction:
+    """A quantity of resource `name`, by the bounded parser every side uses (counts of devices
+    take plain numbers)."""
     try:
-        amount = parse_quantity(value)
-    except (ValueError, TypeError):
-        raise TranslationError(f"{name}: {value!r} is not a quantity") from None
-    if amount < 0:
-        raise TranslationError(f"{name}: {value!r} is negative")
-    return Decimal(amount)
+        return quantity.parse(value, count=quantity.is_count(name) or name == SHARED_GPU_RESOURCE)
+    except quantity.QuantityError as exc:
+        raise TranslationError(f"{name}: {exc}") from None
 
 
-def _count(value: Decimal, name: str) -> int:
-    if value != value.to_integral_value():
-        raise TranslationError(f"{name} must be a whole number, got {value}")
+def _units(convert: Callable[[Fraction], int], amount: Fraction, name: str) -> int:
+    try:
+        return convert(amount)
+    except quantity.QuantityError as exc:
+        raise TranslationError(f"{name}: {exc}") from None
+
+
+def _node_cpu(amount: Fraction) -> int:
+    return quantity.cpu_milli(amount, round_up=False)
+
+
+def _node_memory(amount: Fraction) -> int:
+    return quantity.memory_mib(amount, round_up=False)
+
+
+def _count(value: Fraction, name: str) -> int:
+    if value.denominator != 1:
+        raise TranslationError(f"{name} must be a whole number, got {float(value):g}")
+    if value > quantity.MAX_QUOTA_COUNT:
+        raise TranslationError(f"{name}: {value} is more than any cluster has")
     return int(value)

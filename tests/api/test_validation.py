@@ -44,7 +44,11 @@ CASES = [
     (_requests(cpu="-500m"), f"{REQ}.cpu", "must not be negative"),
     (_gpu("0.5"), f"{REQ}.nvidia.com/gpu", "gpusched.io/gpu-milli"),
     (_gpu("lots"), f"{REQ}.nvidia.com/gpu", "not a quantity"),
-    (_gpu("Infinity"), f"{REQ}.nvidia.com/gpu", "finite"),
+    (_gpu("Infinity"), f"{REQ}.nvidia.com/gpu", "not a quantity"),
+    # Magnitudes beyond any cluster are refused from the text, before any number is built.
+    (_requests(cpu="1e999990"), f"{REQ}.cpu", "more than any cluster has"),
+    (_requests(memory="1e5000"), f"{REQ}.memory", "more than any cluster has"),
+    (_gpu("4Gi"), f"{REQ}.nvidia.com/gpu", "plain number"),
     (_gpu(True), f"{REQ}.nvidia.com/gpu", "quantity"),
     (_requests(cpu="10000"), f"{REQ}.cpu", "the largest node has 64"),
     (_requests(memory="10Ti"), f"{REQ}.memory", "the largest node has"),

@@ -200,6 +200,10 @@ def test_pod_annotations_shares_and_mig() -> None:
         ({"annotations": {"gpusched.io/topology-policy": "strict"}}, "'strict' is not one of"),
         ({"cpu": "two"}, "cpu: 'two' is not a quantity"),
         ({"extra": {"nvidia.com/gpu": "1.5"}}, "must be a whole number"),
+        # Bounded cost: refused from the text, never converted (the extender answers at once).
+        ({"cpu": "1e600000"}, "cpu: '1e600000' is more than any cluster has"),
+        ({"extra": {"example.com/fpga": "1e999990"}}, "is more than any cluster has"),
+        ({"extra": {"nvidia.com/gpu": "4Gi"}}, "nvidia.com/gpu: a count takes a plain number"),
     ],
 )
 def test_pods_gpusched_cannot_represent_say_why(change: dict[str, object], message: str) -> None:

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from scheduling.core.queueing.resources import CPU, GPU, MEMORY, QuantityError, parse_quantity
+from scheduling.core.quantity import QuantityError
+from scheduling.core.queueing.resources import CPU, GPU, MEMORY, parse_quantity
 from scheduling.core.types import MIG_RESOURCE_PREFIX, Taint, TaintEffect, Toleration
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")

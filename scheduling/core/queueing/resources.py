@@ -9,7 +9,7 @@
   pods at a fair price.
 
 Quantities in YAML follow Kubernetes: `cpu: 500m` or `cpu: 2`, `memory: 64Gi` (a bare number is
-bytes), `nvidia.com/gpu: 16` (or `0.5`).
+bytes), `nvidia.com/gpu: 16` (or `0.5`: a count, never `16Gi`); MIG instances are whole counts.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 
+from scheduling.core import quantity
+from scheduling.core.quantity import QuantityError
 from scheduling.core.types import GPU_RESOURCE, MIG_RESOURCE_PREFIX, MILLI_PER_GPU, PodRequest
 
 CPU = "cpu"
@@ -29,25 +30,6 @@ GPU = GPU_RESOURCE
 MIG_SLICES_PER_GPU = 7
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
-_SUFFIXES = {
-    "": Decimal(1),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "m": Decimal(1) / 1000,
-}
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
-
-
-class QuantityError(ValueError):
-    """A quantity that cannot be read; the message says which and why."""
 
 
 def mig_resource(profile: str) -> str:
@@ -62,24 +44,12 @@ def mig_gpu_milli(profile: str) -> int:
 
 
 def parse_quantity(resource: str, value: object) -> int:
-    """A Kubernetes quantity as the canonical integer of `resource` (see the module doc)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise QuantityError(f"{resource}: quantity must be a number or string, got {value!r}")
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match or match.group(2) not in _SUFFIXES:
-        raise QuantityError(f"{resource}: {value!r} is not a quantity (e.g. 16, 500m, 64Gi)")
+    """A Kubernetes quantity as the canonical integer of `resource` (see the module doc), read by
+    the bounded parser of scheduling/core/quantity.py."""
     try:
-        amount = Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise QuantityError(f"{resource}: {value!r} is not a quantity") from exc
-    if resource in (CPU, GPU):
-        scaled = amount * 1000
-    elif resource == MEMORY:
-        scaled = amount / (2**20)  # bytes (a bare number, or 64Gi = 64 * 2**30) to MiB
-    else:
-        scaled = amount
-    return int(scaled.to_integral_value(rounding="ROUND_CEILING"))
+        return quantity.quota_amount(resource, value)
+    except QuantityError as exc:
+        raise QuantityError(f"{resource}: {exc}") from None
 
 
 def format_quantity(resource: str, amount: int) -> str:
