@@ -23,6 +23,7 @@ from scheduling.core.types import (
 from scheduling.services import PodSetSpec, PodTemplate
 
 _TOKEN = re.compile(r"[-_ ]+")
+MAX_PODS_PER_WORKLOAD = 5000
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ def pod_sets(
     specs: list[PodSetSpec] = []
     stored: list[dict[str, Any]] = []
     seen: set[str] = set()
+    total = sum(int(raw["count"]) for raw in raw_pod_sets)
+    if total > MAX_PODS_PER_WORKLOAD:
+        errors["podSets"].append(f"{total} pods in one workload; at most {MAX_PODS_PER_WORKLOAD}")
     for i, raw in enumerate(raw_pod_sets):
         path = f"podSets[{i}]"
         name = str(raw["name"])

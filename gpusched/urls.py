@@ -17,5 +17,7 @@ urlpatterns = [
     path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
 ]
 
-# Unknown paths under /api/ answer in the API error shape; others get the usual page.
+# Unknown paths and refused requests under /api/ answer in the API error shape; others get the
+# usual page.
+handler400 = "api.views.fallbacks.bad_request"
 handler404 = "api.views.fallbacks.not_found"

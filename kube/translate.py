@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from kube import gfd, nrt
 from kube.nrt import NrtError, NrtInfo
-from scheduling.core import quantity
+from scheduling.core import limits, quantity
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.topology import (
     NodeTopology,
@@ -371,8 +371,12 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     if len(mig) > 1:
         raise TranslationError(f"a pod may ask for one MIG profile, not {sorted(mig)}")
     mig_profile, mig_count = next(iter(mig.items()), ("", 0))
-    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    raw_selector = spec.get("nodeSelector") or {}
+    if not isinstance(raw_selector, Mapping):
+        raise TranslationError("spec.nodeSelector must be a map")
+    selector = {str(k): str(v) for k, v in _bounded_map(raw_selector, "spec.nodeSelector").items()}
     selector.update(_required_affinity(spec.get("affinity") or {}))
+    _bounded_map(selector, "node selector (nodeSelector and required node affinity)")
     single_profile = gfd.mig_profile_of_product(selector.get(gfd.PRODUCT, ""))
     if single_profile and gpus and not mig_count:
         # MIG `single` strategy: nvidia.com/gpu counts MIG devices of the selected product.
@@ -380,6 +384,18 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     models = tuple(
         sorted({m.strip() for m in annotations.get(ANNOTATION_MODELS, "").split(",") if m.strip()})
     )
+    if len(models) > limits.MAX_GPU_MODELS or any(
+        len(m) > limits.MAX_GPU_MODEL_LENGTH for m in models
+    ):
+        raise TranslationError(
+            f"{ANNOTATION_MODELS}: at most {limits.MAX_GPU_MODELS} models of at most "
+            f"{limits.MAX_GPU_MODEL_LENGTH} characters"
+        )
+    raw_tolerations = spec.get("tolerations") or []
+    if len(raw_tolerations) > limits.MAX_TOLERATIONS:
+        raise TranslationError(
+            f"spec.tolerations: at most {limits.MAX_TOLERATIONS} (got {len(raw_tolerations)})"
+        )
     policy = _enum(TopologyPolicy, annotations.get(ANNOTATION_POLICY), TopologyPolicy.NONE)
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
@@ -394,8 +410,19 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
         topology_policy=policy,
         topology_scope=scope,
         node_selector=selector,
-        tolerations=tuple(_tolerations(spec.get("tolerations") or [])),
+        tolerations=tuple(_tolerations(raw_tolerations)),
     )
+
+
+def _bounded_map(doc: Mapping[Any, Any], what: str) -> Mapping[Any, Any]:
+    """`doc` if it keeps to the size limits tenants' maps have on every side
+    (scheduling/core/limits.py), else a TranslationError naming the first problem."""
+    problem = limits.first_problem(
+        limits.map_errors(doc, max_entries=limits.MAX_SELECTOR_ENTRIES), what
+    )
+    if problem:
+        raise TranslationError(problem)
+    return doc
 
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:

@@ -63,7 +63,7 @@ def test_tenant_list_detail_and_policy(admin, team_a, cluster) -> None:
         {"minPerPod": {"cpu": "8"}, "maxPerPod": {"cpu": "4"}},
         format="json",
     )
-    assert bad.status_code == 400
+    assert bad.status_code == 422  # well formed, refused: min above max
     assert "minPerPod.cpu" in bad.json()["extra"]["fields"]
 
 

@@ -214,6 +214,23 @@ def test_pods_gpusched_cannot_represent_say_why(change: dict[str, object], messa
     assert message in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"node_selector": {"k" * 100_000: "v"}}, "spec.nodeSelector 'kkkk"),
+        ({"node_selector": {f"k{i}": "v" for i in range(10_000)}}, "at most 32 entries"),
+        ({"node_selector": {"zone": "v" * 64}}, "at most 63 characters"),
+        ({"annotations": {"gpusched.io/gpu-models": ",".join(map(str, range(17)))}}, "at most 16"),
+    ],
+)
+def test_pods_over_the_size_limits_are_refused_like_the_api_refuses_them(
+    change: dict[str, object], message: str
+) -> None:
+    info = pod_info(objects.pod("big", gpus=1, **change))  # type: ignore[arg-type]
+    assert info.ask is None and message in info.error
+    assert len(info.error) < 500  # an offending key is quoted by its first characters only
+
+
 def test_required_node_affinity_becomes_a_selector_or_is_refused() -> None:
     doc = objects.pod("p", gpus=1)
     term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["eu-1"]}]}
