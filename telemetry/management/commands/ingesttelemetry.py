@@ -47,8 +47,13 @@ class CycleReport:
     gpus: int = 0
     nodes: int = 0
     samples: int = 0
-    skipped: int = 0
+    skipped: int = 0  # exposition lines (or vector items) that could not be read
     skipped_reasons: dict[str, int] = field(default_factory=dict)
+    # Samples read but not stored, by reason: a series naming no storable GPU (gpu "-1", a
+    # label longer than its column), a value outside its field's range (telemetry/dcgm.py).
+    samples_skipped: int = 0
+    samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
+    values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
     errors: list[str] = field(default_factory=list)
     stale_marked: int = 0
     minutes_rolled: int = 0
@@ -61,8 +66,8 @@ class CycleReport:
         state = "ok" if self.ok else "FAILED"
         text = (
             f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
-            f"{self.samples} samples, {self.skipped} lines skipped, {self.stale_marked} nodes "
-            f"marked stale, {self.total_s:.3f} s"
+            f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
+            f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
         )
         return text + "".join(f"\n  error: {error}" for error in self.errors)
 
@@ -175,10 +180,18 @@ class Command(LoopCommand):
                 fetched.parse.skipped,
                 "; ".join(fetched.parse.examples),
             )
+        if fetched.mapping.skipped:
+            logger.warning(
+                "ingesttelemetry: left out samples: %s",
+                ", ".join(f"{reason} ({n})" for reason, n in fetched.mapping.skipped.items()),
+            )
         report.errors.extend(fetched.errors)
         report.samples = fetched.parse.samples
         report.skipped = fetched.parse.skipped
         report.skipped_reasons = dict(fetched.parse.skipped_reasons)
+        report.samples_skipped = sum(fetched.mapping.skipped.values())
+        report.samples_skipped_reasons = dict(fetched.mapping.skipped)
+        report.values_clamped = dict(fetched.mapping.clamped)
         return fetched
 
     def store_step(self, fetched: Fetched, now: datetime, report: CycleReport) -> None:
