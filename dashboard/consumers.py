@@ -4,7 +4,8 @@ A socket is accepted only for a signed-in staff user (the dashboard is for platf
 through AllowedHostsOriginValidator in gpusched/asgi.py, only from the site's own origin. On
 connect it joins its view's group in this process, then asks the tailer for what it missed since
 `?since=<event id>&epoch=<epoch>` (or a snapshot). After that it forwards the tailer's deltas as
-they come, each serialized once for every socket, skipping what the first message already covered;
+they come, each serialized once for every socket (in frames of bounded size, dashboard/frames.py),
+skipping what the first message already covered;
 a gap (a dropped message) or a rebuilt view makes it send a fresh snapshot instead.
 
 Async on purpose: a delta fans out to hundreds of sockets per process, and the consumer never
@@ -109,12 +110,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
             logger.info("dashboard socket missed deltas of %s; sending a snapshot", self.key)
             await self._resync()
             return
-        await self.send(text_data=message["text"])
+        await self._send_all(message["frames"])
         self.cursor = message["to"]
 
     async def live_sample(self, message: dict[str, Any]) -> None:
         if self.key is not None:
-            await self.send(text_data=message["text"])
+            await self._send_all(message["frames"])
 
     async def live_reset(self, message: dict[str, Any]) -> None:
         if self.key is not None and message["epoch"] != self.epoch:
@@ -126,11 +127,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _resync(self) -> None:
         assert self.tailer is not None and self.key is not None
         live = await self.tailer.snapshot(self.key)
-        await self._sent(live, [live.snapshot_text()])
+        await self._sent(live, live.snapshot_frames())
 
-    async def _sent(self, live: Live, messages: list[str]) -> None:
+    async def _sent(self, live: Live, texts: list[str]) -> None:
         self.epoch, self.cursor = live.epoch, live.cursor
-        for text in messages:
+        await self._send_all(texts)
+
+    async def _send_all(self, texts: list[str]) -> None:
+        """Frames in order: the parts of one message are never interleaved with another's
+        (a consumer handles one message at a time; dashboard/frames.py)."""
+        for text in texts:
             await self.send(text_data=text)
 
 
