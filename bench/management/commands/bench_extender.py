@@ -33,7 +33,7 @@ from kube.server import make_server
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import PodRequest
 from scheduling.models import Node
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 
@@ -151,7 +151,7 @@ class Command(BaseCommand):
             raise CommandError(f"the database has {existing} nodes: use a scratch database")
         register_s = time.perf_counter() - started
 
-        framework = Framework(load_profile(options["profile"]))
+        framework = Framework(command_profile(options["profile"]))
         ext = extender.Extender(framework)
         extender.install(ext)
         t0 = time.perf_counter()

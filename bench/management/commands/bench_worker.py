@@ -17,7 +17,7 @@ from django.db import connection
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.models import Pod
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 ],
             )
         worker = SchedulerWorker(
-            Framework(load_profile(options["profile"])), batch_size=options["batch"]
+            Framework(command_profile(options["profile"])), batch_size=options["batch"]
         )
         totals = {"cycles": 0, "snapshot_s": 0.0, "schedule_s": 0.0, "commit_s": 0.0}
         started = time.perf_counter()

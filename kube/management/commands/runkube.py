@@ -72,6 +72,8 @@ class Command(LoopCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.interval = options["interval"]
+        # First: a bad profile ends the command with the key named, before anything connects.
+        profile = profile_files.command_profile(options["profile"] or default_profile())
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4()}"
         api = KubeApi(
             connect(
@@ -92,7 +94,6 @@ class Command(LoopCommand):
                 renew_deadline_s=options["renew_deadline"],
                 retry_period_s=options["retry_period"],
             )
-        profile = profile_files.load_profile(options["profile"] or default_profile())
         scheduler = KubeScheduler(
             api, Framework(profile), elector, identity=identity, batch_size=options["batch"]
         )

@@ -1,7 +1,8 @@
 """`manage.py applyqueues FILE...`: create or update queues from Kueue-shaped YAML documents
 (ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass / PriorityClass), like
-`kubectl apply -f`. Every unknown key is refused with its name and place; nothing is written
-unless every document is valid. A shipped file can be named without its path: `applyqueues demo`.
+`kubectl apply -f`. Every unknown or repeated key is refused with its name and place; nothing is
+written unless every document is valid. A shipped file can be named without its path:
+`applyqueues demo`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import services
+from scheduling.core import yaml_documents
 from scheduling.core.queueing.config import QueueConfig, QueueConfigError, parse_documents
 
 QUEUE_DIR = Path(__file__).resolve().parents[2] / "queues"
@@ -32,9 +33,9 @@ def read_config(paths: list[Path]) -> QueueConfig:
             shipped = ", ".join(sorted(p.stem for p in QUEUE_DIR.glob("*.yaml")))
             raise CommandError(f"no such file {path} (shipped queue files: {shipped})")
         try:
-            docs.extend(yaml.safe_load_all(path.read_text()))
-        except yaml.YAMLError as exc:
-            raise CommandError(f"{path}: not valid YAML: {exc}") from exc
+            docs.extend(yaml_documents.load_all(path.read_text()))
+        except (OSError, UnicodeDecodeError, yaml_documents.YamlError) as exc:
+            raise CommandError(f"{path}: {exc}") from exc
     try:
         return parse_documents(docs)
     except QueueConfigError as exc:

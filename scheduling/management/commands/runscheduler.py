@@ -19,7 +19,7 @@ from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from scheduling import metrics
 from scheduling.core.scheduler import Framework
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from scheduling.worker import LEASE_NAME, CycleReport, SchedulerWorker
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Command(LoopCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self.interval = options["interval"]
         worker = SchedulerWorker(
-            Framework(load_profile(options["profile"])),
+            Framework(command_profile(options["profile"])),
             batch_size=options["batch"],
             lease_duration_s=options["lease_seconds"],
             lease_name=options["lease_name"],
