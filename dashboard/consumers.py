@@ -18,6 +18,7 @@ import logging
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
+import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard.live import view_for
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 # Close codes (4000-4999 are the application's): the browser reconnects on the others.
 CLOSE_SIGNED_OUT = 4401
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": the channel layer is away
+LAYER_ATTEMPTS = 3
+LAYER_ERRORS = (OSError, redis.RedisError)
 
 
 def user_group(user_id: int) -> str:
@@ -61,8 +65,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
         self.tailer = Tailer.for_running_loop()
         self.group = self.tailer.group_for(key)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        try:
+            await self._layer("group_add", self.group)
+            await self._layer("group_add", user_group(user.pk))
+        except LAYER_ERRORS as exc:  # the channel layer's Redis is away: come back later
+            logger.warning("dashboard socket: channel layer unavailable: %s", exc)
+            await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN)
+            self.tailer = None
+            return
         await self.accept()
         websocket_clients.labels(view=self.view).inc()
         self.counted = True
@@ -73,16 +84,31 @@ class LiveConsumer(AsyncWebsocketConsumer):
     def view_key(self, kwargs: dict[str, Any]) -> str:
         return self.view
 
+    async def _layer(self, operation: str, group: str) -> None:
+        """A group operation, tried again on a fresh connection when it fails: after Redis
+        restarts, the layer's pool still holds connections to the old one, and the first use of
+        each fails (it was a 500 handshake for the first socket after an outage)."""
+        for attempt in range(LAYER_ATTEMPTS):
+            try:
+                await getattr(self.channel_layer, operation)(group, self.channel_name)
+                return
+            except LAYER_ERRORS:
+                if attempt == LAYER_ATTEMPTS - 1:
+                    raise
+
     async def disconnect(self, code: int) -> None:
         if self.counted:
             websocket_clients.labels(view=self.view).dec()
             self.counted = False
         if self.tailer is None:
             return
-        await self.channel_layer.group_discard(self.group, self.channel_name)
         user = self.scope.get("user")
-        if user is not None and user.is_authenticated:
-            await self.channel_layer.group_discard(user_group(user.pk), self.channel_name)
+        try:
+            await self._layer("group_discard", self.group)
+            if user is not None and user.is_authenticated:
+                await self._layer("group_discard", user_group(user.pk))
+        except LAYER_ERRORS as exc:  # the groups expire in Redis by themselves
+            logger.info("dashboard socket: leaving its groups failed: %s", exc)
         if self.key is not None:
             self.tailer.detach(self.key)
             self.key = None

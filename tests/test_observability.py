@@ -384,6 +384,13 @@ def test_readyz_is_degraded_not_unready_without_the_channel_layers_redis(client:
         assert client.get("/readyz").status_code == 200
 
 
+def test_the_readme_says_what_readyz_answers_without_redis() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    probes = readme[readme.index("**Probes.**") :].split("\n\n")[0]
+    assert "**200**" in probes and '"status": "degraded"' in probes
+    assert '"failed": ["channel_layer"]' in probes
+
+
 @pytest.mark.django_db
 def test_readyz_fails_when_the_web_extender_cannot_be_built(
     client: Client, settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

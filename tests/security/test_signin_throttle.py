@@ -5,6 +5,7 @@ answered."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.core.cache import cache
@@ -26,7 +27,7 @@ def _fresh_counters(settings) -> Iterator[None]:
     cache.clear()
 
 
-def sign_in(page: str, username: str, password: str, address: str = "10.0.0.1") -> object:
+def sign_in(page: str, username: str, password: str, address: str = "10.0.0.1") -> Any:
     client = Client(REMOTE_ADDR=address)
     return client.post(page, {"username": username, "password": password})
 
