@@ -81,6 +81,7 @@ def _entries(payload: dict[str, Any], state: bool) -> list[tuple[tuple[str, ...]
                     for key, doc in entries.items()
                 ]
             else:  # "del": a list of keys
+                found.append(((name, op), [], len(op)))
                 found += [((name, op), [key], len(key) + 4) for key in entries]
     return found
 

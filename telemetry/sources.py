@@ -18,7 +18,6 @@ import contextlib
 import http.client
 import socket
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -109,10 +108,10 @@ class ScrapeSource:
         kind = http.client.HTTPSConnection if secure else http.client.HTTPConnection
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         connection = kind(parts.hostname or "", parts.port, timeout=self.timeout)
-        watchdog = threading.Timer(self.timeout, _shut_down, (connection,))
+        expired = threading.Event()
+        watchdog = threading.Timer(self.timeout, _shut_down, (connection, expired))
         watchdog.daemon = True
         watchdog.start()
-        started = time.monotonic()
         try:
             connection.request("GET", target, headers={"Accept": "text/plain"})
             response = connection.getresponse()
@@ -126,19 +125,20 @@ class ScrapeSource:
                 if size > self.max_bytes:
                     return "", f"response larger than {self.max_bytes} bytes"
         except Exception as exc:  # every failure of one target is that target's error
-            if time.monotonic() - started >= self.timeout:
+            if expired.is_set() or isinstance(exc, TimeoutError):
                 return "", f"timed out after {self.timeout:g} s"
             return "", f"{type(exc).__name__}: {exc}"
         finally:
             watchdog.cancel()
             connection.close()
-        if time.monotonic() - started >= self.timeout:  # cut off while reading: a partial body
+        if expired.is_set():  # cut off while reading: what came is only part of the body
             return "", f"timed out after {self.timeout:g} s"
         return b"".join(chunks).decode("utf-8", errors="replace"), None
 
 
-def _shut_down(connection: http.client.HTTPConnection) -> None:
-    """Unblock whatever the scrape thread is waiting for on this connection."""
+def _shut_down(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """At the deadline: unblock whatever the scrape thread is waiting for on this connection."""
+    expired.set()
     sock = connection.sock
     if sock is not None:
         with contextlib.suppress(OSError):
