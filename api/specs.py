@@ -20,7 +20,8 @@ from scheduling.core.types import (
     TopologyPolicy,
     TopologyScope,
 )
-from scheduling.services import PodSetSpec, PodTemplate
+from scheduling.pod_template import PodTemplate
+from scheduling.services import PodSetSpec
 
 _TOKEN = re.compile(r"[-_ ]+")
 MAX_PODS_PER_WORKLOAD = 5000

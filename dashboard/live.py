@@ -19,26 +19,44 @@ from typing import Any, ClassVar
 
 from dashboard import selectors
 from dashboard.selectors import Doc
+from scheduling.events import (
+    EVENT_TYPES,
+    AllocationPromoted,
+    AllocationReleased,
+    EventPayload,
+    EventTypes,
+    NodeChanged,
+    NodeQuarantined,
+    PodBound,
+    PodPhaseChanged,
+    PodUnschedulable,
+    QueuesChanged,
+    UnknownEvent,
+    WorkloadChanged,
+    WorkloadEvicted,
+)
 
 State = dict[str, dict[str, Doc]]
 Changes = dict[str, dict[str, Any]]
-EventRow = tuple[int, str, dict[str, Any]]
+EventRow = tuple[int, EventPayload]
+ALL_EVENTS: EventTypes = frozenset(EVENT_TYPES.values())
 
-# The outbox event types of scheduling.events, and what they can touch.
-NODE_EVENTS = frozenset({"node.changed", "pod.bound", "allocation.released"})
-DECISION_EVENTS = frozenset({"pod.bound", "pod.unschedulable"})
-QUEUE_EVENTS = frozenset(
+# What each kind of view is moved by (the rest of the outbox it ignores).
+NODE_EVENTS: EventTypes = frozenset(
+    {NodeChanged, NodeQuarantined, PodBound, AllocationReleased, AllocationPromoted}
+)
+DECISION_EVENTS: EventTypes = frozenset({PodBound, PodUnschedulable})
+QUEUE_EVENTS: EventTypes = frozenset(
     {
-        "queues.changed",
-        "workload.changed",
-        "workload.evicted",
-        "pod.bound",
-        "pod.unschedulable",
-        "pod.phase",
-        "allocation.released",
+        QueuesChanged,
+        WorkloadChanged,
+        WorkloadEvicted,
+        PodBound,
+        PodUnschedulable,
+        PodPhaseChanged,
+        AllocationReleased,
     }
 )
-KNOWN_EVENTS = NODE_EVENTS | DECISION_EVENTS | QUEUE_EVENTS
 
 
 def apply(state: State, changes: Changes) -> State:
@@ -70,18 +88,27 @@ def diff(
     return result
 
 
-def _touched(events: Sequence[EventRow], kinds: frozenset[str], *, unknown: bool = True) -> bool:
-    """Whether any event is of `kinds` (or of a type this module does not know yet: a new event
-    type is treated as "anything may have changed")."""
-    return any(kind in kinds or (unknown and kind not in KNOWN_EVENTS) for _, kind, _ in events)
-
-
 class LiveView:
     """One page's live state. Subclasses set `name` and implement `build()` / `changes()`; views
     with telemetry parts implement `sample()` too."""
 
     name: ClassVar[str]
     sample_every: ClassVar[float | None] = None  # seconds; None: nothing sampled
+    HANDLES: ClassVar[EventTypes]  # the outbox types that can change what the view shows
+    # A type this version cannot read may have changed anything: views whose state it could touch
+    # re-read; a view of immutable records (decisions) does not.
+    REREADS_ON_UNKNOWN: ClassVar[bool] = True
+
+    @classmethod
+    def ignores(cls) -> EventTypes:
+        return ALL_EVENTS - cls.HANDLES
+
+    def concerned(self, events: Sequence[EventRow]) -> bool:
+        return any(
+            type(event) in self.HANDLES
+            or (self.REREADS_ON_UNKNOWN and isinstance(event, UnknownEvent))
+            for _, event in events
+        )
 
     def __init__(self, param: str = "") -> None:
         self.param = param
@@ -114,6 +141,7 @@ class ClusterView(LiveView):
 
     name = "cluster"
     sample_every = 5.0
+    HANDLES = NODE_EVENTS | QUEUE_EVENTS  # the stranded count depends on the whole queue
 
     def build(self) -> State:
         docs = selectors.cluster_nodes()
@@ -124,7 +152,7 @@ class ClusterView(LiveView):
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
-        if not _touched(events, KNOWN_EVENTS):
+        if not self.concerned(events):
             return None
         changes: Changes = {}
         nodes, topologies = state["nodes"], state["topologies"]
@@ -153,6 +181,8 @@ class NodeView(LiveView):
 
     name = "node"
     sample_every = 10.0
+    HANDLES = NODE_EVENTS
+    REREADS_ON_UNKNOWN = False  # an unknown type names no node
 
     def build(self) -> State:
         docs = selectors.cluster_nodes([self.param])
@@ -178,12 +208,14 @@ class PlacementsView(LiveView):
     """Placements page: the newest decisions (bound or not), newest first."""
 
     name = "placements"
+    HANDLES = DECISION_EVENTS
+    REREADS_ON_UNKNOWN = False  # decisions never change once written
 
     def build(self) -> State:
         return {"decisions": selectors.decisions(selectors.decision_ids())}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
-        if not _touched(events, DECISION_EVENTS, unknown=False):
+        if not self.concerned(events):
             return None
         changes: Changes = {}
         shown = state["decisions"]
@@ -201,6 +233,7 @@ class QueuesView(LiveView):
 
     name = "queues"
     sample_every = 5.0
+    HANDLES = QUEUE_EVENTS
 
     def build(self) -> State:
         pending, _ = selectors.pending_workloads()
@@ -212,7 +245,7 @@ class QueuesView(LiveView):
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
-        if not _touched(events, QUEUE_EVENTS):
+        if not self.concerned(events):
             return None
         changes: Changes = {}
         for name, docs in self.build().items():
@@ -230,12 +263,13 @@ class TenantsView(LiveView):
 
     name = "tenants"
     sample_every = 30.0
+    HANDLES = QUEUE_EVENTS
 
     def build(self) -> State:
         return {"tenants": selectors.tenants()}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
-        if not _touched(events, QUEUE_EVENTS):
+        if not self.concerned(events):
             return None
         changes: Changes = {}
         _put(changes, "tenants", diff(state["tenants"], selectors.tenants()))
@@ -247,9 +281,9 @@ class TenantsView(LiveView):
 
 def _nodes_of(events: Sequence[EventRow]) -> set[str]:
     return {
-        payload["node"]
-        for _, kind, payload in events
-        if kind in NODE_EVENTS and payload.get("node")
+        node
+        for _, event in events
+        if type(event) in NODE_EVENTS and (node := getattr(event, "node", ""))
     }
 
 

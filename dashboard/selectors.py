@@ -20,6 +20,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from scheduling import selectors as scheduling_selectors
+from scheduling.cluster_state import topology_from_json
 from scheduling.core.gpu_sets import GpuSetChooser, Requirement
 from scheduling.core.topology import uniform
 from scheduling.core.types import (
@@ -41,7 +42,6 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
-from scheduling.selectors import topology_from_json
 from telemetry import conf as telemetry_conf
 from telemetry import selectors as telemetry
 from telemetry.models import GpuLatest, GpuMinute

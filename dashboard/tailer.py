@@ -42,7 +42,7 @@ from dashboard import conf
 from dashboard.frames import frames
 from dashboard.live import Changes, EventRow, LiveView, State, apply, diff, view_for
 from dashboard.selectors import head_event_id
-from scheduling.models import Event
+from scheduling.events import event_type, read_after
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ class Tailer:
         pushed = more = False
         if self.lives:
             low = min(live.cursor for live in self.lives.values())
-            events = await self._db(_events_after, low, self.batch)
+            events = await self._db(read_after, low, self.batch)
             more = len(events) == self.batch
             for live in list(self.lives.values()):
                 mine = [event for event in events if event[0] > live.cursor]
@@ -320,7 +320,7 @@ class Tailer:
             "epoch": live.epoch,
             "from": first,
             "id": live.cursor,
-            "events": dict(Counter(kind for _, kind, _ in events)),
+            "events": dict(Counter(event_type(event) for _, event in events)),
             "changes": changes,
         }
         texts = frames(delta, "changes")
@@ -401,14 +401,6 @@ class Tailer:
 def _log_failure(task: asyncio.Task[Live]) -> None:
     if not task.cancelled() and task.exception() is not None:
         logger.warning("dashboard: preparing a view failed", exc_info=task.exception())
-
-
-def _events_after(cursor: int, limit: int) -> list[EventRow]:
-    return list(
-        Event.objects.filter(id__gt=cursor)
-        .order_by("id")
-        .values_list("id", "type", "payload")[:limit]
-    )
 
 
 def _is_database_error(exc: BaseException) -> bool:

@@ -16,7 +16,6 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns as dashboard_routes  # noqa: E402
-from scheduling.routing import websocket_urlpatterns  # noqa: E402
 
 # The web process's extender routes (off unless GPUSCHED_WEB_EXTENDER) are built now, so that a
 # bad profile fails /readyz at start instead of the first kube-scheduler call.
@@ -32,8 +31,6 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, *dashboard_routes]))
-        ),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(dashboard_routes))),
     }
 )

@@ -6,7 +6,11 @@ With --loop, a step that fails does not end the worker (controllers requeue with
 than exit): the error is logged with its traceback, every database connection of the process is
 closed so the next step opens a fresh one (the server restarted, a failover, a dropped connection),
 and the next step comes after a backoff (0.5 s, doubling up to `max_backoff`). With --once the
-error is raised as it is."""
+error is raised as it is. A CommandError is the command deciding to end (a scheduler that lost its
+lease): it ends the loop in both modes.
+
+The loop keeps `health` (gpusched/process_metrics.py) up to date for the probes: liveness fails once
+a step or a wait overruns by `--stuck-intervals` intervals, readiness follows the last step."""
 
 from __future__ import annotations
 
@@ -15,9 +19,12 @@ import signal
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
+
+from gpusched.process_metrics import LoopHealth
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +32,15 @@ logger = logging.getLogger(__name__)
 class LoopCommand(BaseCommand):
     default_interval = 1.0
     interval = default_interval
+    # Liveness fails after this many intervals past due; each role sets it so the budget covers
+    # its slowest healthy step (a 5,000-node resync takes 2.6-4.3 s here: docs/benchmarks.md).
+    default_stuck_intervals = 60
     max_backoff = 5.0  # seconds between steps while they keep failing
     failed_steps = 0  # over the life of the command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.health = LoopHealth(stuck_after_s=self.default_stuck_intervals * self.default_interval)
 
     def add_loop_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
@@ -35,6 +49,17 @@ class LoopCommand(BaseCommand):
         parser.add_argument(
             "--interval", type=float, default=self.default_interval, help="idle sleep (seconds)"
         )
+        parser.add_argument(
+            "--stuck-intervals",
+            type=float,
+            default=self.default_stuck_intervals,
+            help="/healthz fails once the loop is this many intervals past due",
+        )
+
+    def configure_loop(self, options: dict[str, Any]) -> None:
+        """Take --interval and --stuck-intervals."""
+        self.interval = options["interval"]
+        self.health.stuck_after_s = options["stuck_intervals"] * self.interval
 
     def run_loop(self, step: Callable[[], float | None], *, loop: bool) -> None:
         """Call `step` until stopped. It returns how long to wait before the next step (None: the
@@ -44,10 +69,14 @@ class LoopCommand(BaseCommand):
         backoff = 0.0
         try:
             while True:
+                self.health.step_started()
                 try:
                     wait = step()
                     backoff = 0.0
-                except Exception:
+                    self.health.step_finished(self.interval if wait is None else wait)
+                except CommandError:
+                    raise
+                except Exception as error:
                     if not loop:
                         raise
                     backoff = min(max(backoff * 2, 0.5), self.max_backoff)
@@ -60,6 +89,7 @@ class LoopCommand(BaseCommand):
                     )
                     _close_connections()
                     wait = backoff
+                    self.health.step_failed(error, wait)
                 if not loop or self.shutdown:
                     return
                 self.sleep(self.interval if wait is None else wait)

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gpusched.web_metrics.request_metrics",  # first: it times everything after it
+    "gpusched.error_pages.debug_not_found",  # debug mode: production's 404 answers, not Django's
     "django.middleware.security.SecurityMiddleware",
     # Production serves the collected static files itself; debug serves the apps' static folders
     # (gpusched/asgi.py).

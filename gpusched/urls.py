@@ -21,7 +21,8 @@ urlpatterns = [
     path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
 ]
 
-# Unknown paths and refused requests under /api/ answer in the API error shape; others get the
-# usual page.
-handler400 = "api.views.fallbacks.bad_request"
-handler404 = "api.views.fallbacks.not_found"
+# Unknown paths, refused requests and crashes: the API's error shape under /api/, the
+# dashboard's pages elsewhere.
+handler400 = "gpusched.error_pages.bad_request"
+handler404 = "gpusched.error_pages.not_found"
+handler500 = "gpusched.error_pages.server_error"

@@ -9,19 +9,29 @@ Outbox lag is this process's: the dashboard tailer of each web process reads the
 tailer has delivered to every view it keeps (ids, so an upper bound on events: a rolled-back
 transaction leaves a gap), and `gpusched_outbox_lag_seconds` the age of the oldest event not yet
 delivered. Both are 0 when no dashboard is open: nothing waits for those events.
+
+Request latency is this process's too (`request_metrics`, the first middleware): per route, the URL
+pattern a request matched (`static` for collected files, `unmatched` for unknown paths), so the
+label has as many values as the URL configuration has patterns, never one per object.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Min, Q, Sum
+from django.http import HttpRequest, HttpResponseBase
 from django.utils import timezone
-from prometheus_client import Gauge
+from django.utils.decorators import sync_and_async_middleware
+from prometheus_client import Counter as CounterMetric
+from prometheus_client import Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from dashboard.tailer import Tailer
@@ -154,6 +164,14 @@ class ClusterCollector:
             pods,
             "phase",
         )
+        oldest = Pod.objects.filter(
+            phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES
+        ).aggregate(created=Min("created_at"))["created"]
+        yield GaugeMetricFamily(
+            "gpusched_pods_pending_oldest_age_seconds",
+            "Age of the oldest pod of an active workload still waiting for a node (0: none waits).",
+            value=_age(oldest) if oldest else 0.0,
+        )
         cordoned = Counter(Node.objects.values_list("cordoned", flat=True))
         yield _gauge(
             "gpusched_nodes",
@@ -253,3 +271,62 @@ websocket_clients = Gauge(
     ["view"],
     registry=registry,
 )
+
+http_request_seconds = Histogram(
+    "gpusched_http_request_duration_seconds",
+    "Web requests from the first middleware to the response, by route (the URL pattern).",
+    ["route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=registry,
+)
+http_requests = CounterMetric(
+    "gpusched_http_requests",
+    "Web requests by route, method and status code.",
+    ["route", "method", "code"],
+    registry=registry,
+)
+
+Handler = Callable[[HttpRequest], HttpResponseBase]
+AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+def route_of(request: HttpRequest) -> str:
+    match = request.resolver_match
+    if match is not None:
+        return match.route or match.view_name
+    return "static" if request.path.lstrip("/").startswith(settings.STATIC_URL) else "unmatched"
+
+
+# Any token is a method to HTTP: the label keeps the standard ones, so a client cannot grow it.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _observe(request: HttpRequest, response: HttpResponseBase, seconds: float) -> None:
+    route = route_of(request)
+    method = request.method if request.method in METHODS else "other"
+    http_request_seconds.labels(route=route).observe(seconds)
+    http_requests.labels(route=route, method=method, code=str(response.status_code)).inc()
+
+
+@sync_and_async_middleware
+def request_metrics(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
+    """Times every request in whichever mode the handler runs (no thread hop under ASGI)."""
+    if iscoroutinefunction(get_response):
+        async_response = get_response
+
+        async def timed_async(request: HttpRequest) -> HttpResponseBase:
+            started = time.perf_counter()
+            response = await async_response(request)
+            _observe(request, response, time.perf_counter() - started)
+            return response
+
+        return timed_async
+    sync_response: Handler = get_response  # type: ignore[assignment]
+
+    def timed(request: HttpRequest) -> HttpResponseBase:
+        started = time.perf_counter()
+        response = sync_response(request)
+        _observe(request, response, time.perf_counter() - started)
+        return response
+
+    return timed

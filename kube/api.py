@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -80,6 +81,31 @@ class BindOutcome:
         return self.status == 404
 
 
+@dataclass(frozen=True)
+class EvictOutcome:
+    status: int  # 201: accepted; 429: a disruption budget forbids it now; 404: gone already
+    message: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def refused(self) -> bool:
+        return self.status == 429
+
+
+@dataclass(frozen=True)
+class CreateOutcome:
+    status: int  # 201: created; 409: it exists already
+    obj: dict[str, Any]
+    message: str = ""
+
+    @property
+    def created(self) -> bool:
+        return 200 <= self.status < 300
+
+
 class KubeApi:
     """Thin adapter: typed calls in, plain results out; ApiException never escapes `bind`."""
 
@@ -91,6 +117,7 @@ class KubeApi:
         self.events = client.EventsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s
 
@@ -180,6 +207,81 @@ class KubeApi:
             )
         except ApiException as exc:
             logger.warning("PodScheduled=False on %s/%s: %s", namespace, name, exc.status)
+            return False
+        return True
+
+    def evict(self, *, namespace: str, name: str, uid: str) -> EvictOutcome:
+        """policy/v1 Eviction: the API server checks the pod's disruption budgets and answers 429
+        when evicting it now would violate one; the uid precondition guards against a pod
+        recreated under the same name."""
+        body = client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+        )
+        try:
+            self.core.create_namespaced_pod_eviction(
+                name, namespace, body, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            return EvictOutcome(int(exc.status or 0), _status_message(exc))
+        return EvictOutcome(201)
+
+    def mark_nominated(self, *, namespace: str, name: str, node: str) -> bool:
+        """status.nominatedNodeName: the node a preemption is emptying for the pod."""
+        patch = {"status": {"nominatedNodeName": node or None}}
+        try:
+            self.core.patch_namespaced_pod_status(
+                name, namespace, patch, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            logger.warning("nominatedNodeName on %s/%s: %s", namespace, name, exc.status)
+            return False
+        return True
+
+    def create(self, obj: dict[str, Any]) -> CreateOutcome:
+        """Create a namespaced core/v1 object (a Pod or a ConfigMap); 409 means it exists."""
+        namespace = obj["metadata"]["namespace"]
+        creators: dict[str, Callable[..., Any]] = {
+            "Pod": self.core.create_namespaced_pod,
+            "ConfigMap": self.core.create_namespaced_config_map,
+        }
+        create = creators[obj["kind"]]
+        try:
+            response: Any = create(
+                namespace, obj, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            return CreateOutcome(int(exc.status or 0), {}, _status_message(exc))
+        return CreateOutcome(201, json.loads(response.data or b"{}"))
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response: Any = self.core.read_namespaced_config_map(
+                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = json.loads(response.data)
+        return doc
+
+    def delete_config_map(self, namespace: str, name: str) -> bool:
+        """Delete it and, through the garbage collector, everything it owns (background)."""
+        try:
+            self.core.delete_namespaced_config_map(
+                name,
+                namespace,
+                body=client.V1DeleteOptions(propagation_policy="Background"),
+                _preload_content=False,
+                _request_timeout=self.timeout_s,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            logger.warning("delete ConfigMap %s/%s: %s", namespace, name, exc.status)
             return False
         return True
 

@@ -37,9 +37,9 @@ from kube import services as kube_services
 from kube.adopt import annotations_for
 from kube.api import KubeApi, connect
 from kube.models import KubePod
-from kube.scheduler import topology_annotation
+from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
-from scheduling import profile_files, selectors
+from scheduling import cluster_state, profile_files, services
 from scheduling.cache import ClusterCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import NormalizeScorePlugin
@@ -47,6 +47,7 @@ from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.status import Code
 from scheduling.core.types import NodeSpec, PodRequest
+from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod
 
 logger = logging.getLogger(__name__)
@@ -213,6 +214,7 @@ class Extender:
     ) -> None:
         self.framework = framework
         self.cache = ClusterCache()
+        self.load_feed = LoadFeed()
         self.api = api
         self.identity = identity
         self.annotation = topology_annotation(framework)
@@ -229,7 +231,7 @@ class Extender:
         self._last_rows = (snapshot, names, rows)
         return rows
 
-    def cluster(self) -> selectors.ClusterState:
+    def cluster(self) -> cluster_state.ClusterState:
         """The cache's state. After a rebuild, the new snapshot's tens of thousands of long-lived
         objects (and everything else alive) are frozen out of the cyclic collector's way, so a
         full collection never walks them in the middle of a request (the p99 on kube-scheduler's
@@ -240,6 +242,8 @@ class Extender:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+        # The same DCGM feed as the scheduler's (refreshed at most every few seconds).
+        self.load_feed.refresh(cluster, timezone.now())
         return cluster
 
     def _evaluate(self, args: ParsedArgs, *, score: bool) -> Verdict:
@@ -247,7 +251,7 @@ class Extender:
             snapshot = self._snapshot(args)
             return evaluate(
                 self.framework,
-                args.pod,
+                self.load_feed.estimate(args.pod),
                 snapshot,
                 args.names,
                 score=score,
@@ -313,20 +317,20 @@ class Extender:
                     raise ExtenderError(f"pod {namespace}/{name} is not uid {uid}")
                 if info.ask is None:
                     raise ExtenderError(info.error)
-                pod = kube_services.pod_submit(info=info, ask=info.ask, owned=False, now=now)
+                pod = kube_services.workload_mirror_admitted(info=info)
             else:
                 pod = mirrored.pod
             if pod.phase != Pod.Phase.PENDING:
                 raise ExtenderError(f"pod {namespace}/{name} is already {pod.phase}")
-            request = selectors.pod_request(pod)
+            request = cluster_state.pod_request(pod)
             one = _one_node_snapshot(cluster, node)
             decision = self.framework.schedule_one(request, one)
             if decision.placement is None:
                 raise ExtenderError(
                     f"pod {namespace}/{name} does not fit on {node}: " + (decision.summary())
                 )
-            sub = selectors.ClusterState(one, cluster.node_ids, cluster.gpu_ids, {})
-            result = kube_services.pods_bind(
+            sub = cluster_state.ClusterState(one, cluster.node_ids, cluster.gpu_ids, {})
+            result = services.placements_commit(
                 cluster=sub, placed=[(pod, decision)], scheduler=self.identity, now=now
             )
             if result.conflicts:
@@ -366,7 +370,7 @@ class Extender:
         return snapshot
 
 
-def _one_node_snapshot(cluster: selectors.ClusterState, node: str) -> ClusterSnapshot:
+def _one_node_snapshot(cluster: cluster_state.ClusterState, node: str) -> ClusterSnapshot:
     spec = cluster.snapshot.nodes[cluster.snapshot.index[node]]
     one = ClusterSnapshot([spec])
     for request, placement in cluster.held.values():

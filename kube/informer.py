@@ -48,6 +48,7 @@ class Informer:
         list_func: Callable[..., Any],
         *,
         field_selector: str | None = None,
+        read_func: Callable[[str, str], Object | None] | None = None,
         page_size: int = 500,
         watch_timeout_s: int = 300,
         request_timeout_s: float = 30.0,
@@ -55,6 +56,7 @@ class Informer:
         self.name = name
         self.list_func = list_func
         self.field_selector = field_selector
+        self.read_func = read_func
         self.page_size = page_size
         self.watch_timeout_s = watch_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -146,6 +148,9 @@ class Informer:
                 self.resource_version = str(version)
             return
         key = object_key(obj)
+        read = self.read_func
+        if kind == "DELETED" and self.field_selector and read is not None:
+            obj = self._final_state(obj, read)
         with self._lock:
             if kind == "DELETED":
                 self.items.pop(key, None)
@@ -155,6 +160,25 @@ class Informer:
                 self._changes[key] = (obj, False)
             if version:
                 self.resource_version = str(version)
+
+    def _final_state(self, obj: Object, read: Callable[[str, str], Object | None]) -> Object:
+        """An object that leaves the field selector arrives as DELETED with its *previous*
+        content (the API server's watch cache does so); read what it became, if it still
+        exists, so a pod that finished is seen Succeeded rather than deleted while Running."""
+        meta = obj.get("metadata") or {}
+        try:
+            current = read(str(meta.get("namespace") or ""), str(meta.get("name")))
+        except ApiException as exc:
+            logger.info(
+                "%s: reading %s after it left the selector: %s",
+                self.name,
+                meta.get("name"),
+                exc.status,
+            )
+            return obj
+        if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+            return obj
+        return current
 
     # --- consumers ----------------------------------------------------------------------------
 
@@ -244,4 +268,53 @@ class NrtSource:
             return changed
         changed = bool(self.by_node)
         self.by_node, self.version = {}, None
+        return changed
+
+
+class PeriodicList:
+    """A collection that changes rarely and is read whole (pod groups, disruption budgets,
+    priority classes): listed every `interval_s` rather than watched. A collection the cluster
+    does not serve (its CRD not installed: 404) is simply empty."""
+
+    def __init__(
+        self,
+        name: str,
+        list_func: Callable[..., Any],
+        *,
+        interval_s: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.list_func = list_func
+        self.interval_s = interval_s
+        self.monotonic = monotonic
+        self.request_timeout_s = request_timeout_s
+        self.items: dict[str, Object] = {}
+        self.served = False
+        self._listed_at: float | None = None
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """List again when due (or forced); True when anything changed. A failed list keeps the
+        last view and is tried again next time."""
+        recent = self._listed_at is not None and (
+            self.monotonic() - self._listed_at < self.interval_s
+        )
+        if recent and not force:
+            return False
+        self._listed_at = self.monotonic()
+        try:
+            response = self.list_func(
+                _preload_content=False, _request_timeout=self.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                logger.warning("%s: list failed: %s", self.name, exc.status)
+                return False
+            changed, self.items, self.served = bool(self.items), {}, False
+            return changed
+        doc = json.loads(response.data)
+        items = {object_key(obj): obj for obj in doc.get("items") or []}
+        changed = items != self.items
+        self.items, self.served = items, True
         return changed

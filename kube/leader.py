@@ -24,6 +24,7 @@ from kubernetes.client import CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectM
 from kubernetes.client.exceptions import ApiException
 
 from kube.times import micro_time, parse_time
+from scheduling.side import Leadership
 
 logger = logging.getLogger(__name__)
 
@@ -214,3 +215,44 @@ class LeaseElector:
         self.holding = False
         self.lost = True
         logger.error("lease %s/%s lost by %s", self.namespace, self.name, self.identity)
+
+
+class KubernetesLease:
+    """The one cycle's Elector on a Lease: renew every retry period (not every cycle), and a leader
+    that lost the lease raises LeaseLost, so the process exits and restarts as a standby, like
+    kube-scheduler. Without an elector (a single replica), it always leads."""
+
+    def __init__(self, elector: LeaseElector | None) -> None:
+        self.elector = elector
+        self._checked_at: float | None = None
+        self._was_leading = False
+
+    def lead(self, now: datetime) -> Leadership:
+        elector = self.elector
+        if elector is None:
+            new_term, self._was_leading = not self._was_leading, True
+            return Leadership(True, new_term)
+        due = (
+            self._checked_at is None
+            or elector.monotonic() - self._checked_at >= elector.retry_period_s
+            or not elector.leading()
+        )
+        if due:
+            self._checked_at = elector.monotonic()
+            elector.try_acquire_or_renew()
+        if elector.lost:
+            self._was_leading = False
+            raise LeaseLost(f"{elector.identity} lost lease {elector.namespace}/{elector.name}")
+        if not elector.leading():
+            self._was_leading = False
+            return Leadership(False)
+        new_term, self._was_leading = not self._was_leading, True
+        return Leadership(True, new_term)
+
+    def still_leading(self) -> bool:
+        """Checked just before every Binding."""
+        return self.elector is None or self.elector.leading()
+
+    def stand_down(self) -> None:
+        if self.elector is not None and not self.elector.lost:
+            self.elector.release()

@@ -18,6 +18,7 @@ import json
 import logging
 import socket
 import ssl
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.db import close_old_connections, connection
 
 from gpusched import jsonbody
 from kube import extender
+from kube import metrics as extender_metrics
 from kube.extender import ExtenderError
 from kube.extender_auth import ExtenderAuth
 
@@ -33,7 +35,6 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024  # 5,000 full v1.Node objects fit easily
 HANDSHAKE_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 120.0  # kube-scheduler's connections idle between pods; Go drops them at 90 s
-VERBS = ("filter", "prioritize", "bind")
 
 
 class ExtenderServer(ThreadingHTTPServer):
@@ -93,12 +94,12 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             self._reply(404, {"Error": f"no such path {self.path}"})
 
     def do_POST(self) -> None:
-        verb = self.path.removeprefix("/extender/")
         authorization = self.headers.get("Authorization", "")
         refused = self.server.auth.admits(authorization, self._certificate())
         if refused:
             where = self.client_address[0]
             logger.warning("extender: refused %s from %s: %s", self.path, where, refused)
+            extender_metrics.refused.inc()
             self._reply(401, {"Error": refused}, close=True)
             return
         try:
@@ -109,31 +110,35 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             self._reply(413, {"Error": f"request body must be 0 to {MAX_BODY} bytes"}, close=True)
             return
         raw = self.rfile.read(length) if length else b""
-        if verb not in VERBS:
+        verb = self.path.removeprefix("/extender/")
+        if verb not in extender_metrics.VERBS:
             self._reply(404, {"Error": f"no such extender verb {self.path}"})
             return
+        started = time.perf_counter()
+        status, body = self._answer(verb, raw)
+        extender_metrics.record_request(verb, status, body, time.perf_counter() - started)
+        self._reply(status, body)
+
+    def _answer(self, verb: str, raw: bytes) -> tuple[int, object]:
         try:
             doc = jsonbody.loads(raw or b"null")
         except jsonbody.BodyError as exc:
             if verb == "filter":
-                self._reply(200, extender.filter_result(error=str(exc)))
-            else:
-                self._reply(400 if verb == "prioritize" else 200, {"Error": str(exc)})
-            return
+                return 200, extender.filter_result(error=str(exc))
+            return (400 if verb == "prioritize" else 200), {"Error": str(exc)}
         try:
             service = extender.get()
             if verb == "filter":
-                self._reply(200, service.filter(doc))
-            elif verb == "prioritize":
-                self._reply(200, service.prioritize(doc))
-            else:
-                self._reply(200, service.bind(doc))
+                return 200, service.filter(doc)
+            if verb == "prioritize":
+                return 200, service.prioritize(doc)
+            return 200, service.bind(doc)
         except ExtenderError as exc:
-            self._reply(400, {"Error": str(exc)})
+            return 400, {"Error": str(exc)}
         except Exception as exc:  # the database away: say so, reconnect next time
             logger.exception("extender %s failed", verb)
             close_old_connections()
-            self._reply(503, {"Error": f"extender unavailable: {exc}"})
+            return 503, {"Error": f"extender unavailable: {exc}"}
 
     def _certificate(self) -> dict[str, Any] | None:
         if isinstance(self.connection, ssl.SSLSocket):

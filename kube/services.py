@@ -1,10 +1,11 @@
-"""Writes for the Kubernetes adapter: Kubernetes nodes and pods mirrored into the shared models,
+"""Writes for the Kubernetes side: the cluster's nodes and pods mirrored into the shared models,
 always through scheduling.services (which publish the outbox events), plus the KubePod mapping.
 
-A pod pending for our schedulerName becomes a one-pod Workload, admitted at once (admission in a
-Kubernetes cluster is Kueue's business, through scheduling gates). A pod someone else bound (or one
-bound before we started) is mirrored too, bound where it runs, so its CPU, memory and GPUs are
-counted.
+Pods pending for our schedulerName become Workloads (origin `mirrored`): one per pod, or one per
+pod group (kube.groups), Pending until admission reserves their quota. A pod someone else bound (or
+one bound before we started) is mirrored too, bound where it runs, so what it holds is counted. A
+workload submitted to gpusched (REST API) becomes real pods (kube.materialize), each linked here to
+its Pod row.
 """
 
 from __future__ import annotations
@@ -16,16 +17,14 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from kube.models import KubePod
-from kube.translate import PodInfo, PodTemplate
+from kube.translate import PodInfo
 from scheduling import events, services
-from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
-from scheduling.models import Allocation, Node, Pod, Tenant, Workload
-from scheduling.selectors import ClusterState
+from scheduling.models import Allocation, Node, Pod, PriorityClass, Tenant, Workload
 
 logger = logging.getLogger(__name__)
 
-POD_SET = "pod"
+POD_SET = "pods"
 
 
 def node_apply(*, spec: NodeSpec) -> Node:
@@ -41,6 +40,8 @@ def node_gone(*, name: str) -> None:
 
 
 def tenant_for_namespace(namespace: str) -> Tenant:
+    """The namespace's tenant; an unknown namespace gets a tenant of its own name (docs/
+    kubernetes.md: its pods still need a LocalQueue once cluster queues are configured)."""
     tenant = Tenant.objects.filter(namespace=namespace).first()
     if tenant is not None:
         return tenant
@@ -48,40 +49,145 @@ def tenant_for_namespace(namespace: str) -> Tenant:
     return services.tenant_create(name=name[:63], namespace=namespace)
 
 
-def pod_submit(*, info: PodInfo, ask: PodTemplate, owned: bool, now: datetime) -> Pod:
-    """Mirror a Kubernetes pod as a one-pod workload, admitted, and map it to its uid."""
+def workload_mirror(*, name: str, members: Sequence[PodInfo], min_count: int | None) -> list[Pod]:
+    """Pods pending for us as one Pending workload (a gang when `min_count` is set), each pod a
+    Pod row of its own name and shape, mapped to its uid."""
+    first = members[0]
+    tenant = tenant_for_namespace(first.namespace)
+    with transaction.atomic():
+        base = name[:200]
+        unique = base
+        if Workload.objects.filter(tenant=tenant, name=unique).exists():
+            unique = f"{base}-{first.uid[:8]}"
+        workload = services.workload_submit(
+            tenant=tenant,
+            name=unique,
+            pod_sets=[_pod_set(members, min_count)],
+            queue_name=first.queue_name[:63],
+            priority=_priority(first),
+            preemption_policy=_preemption_policy(first),
+            service_class=first.service_class,
+            origin=Workload.Origin.MIRRORED,
+        )
+        pods = list(workload.pods.select_related("workload__tenant").order_by("id"))
+        _link(pods, members)
+    return pods
+
+
+def workload_join(*, workload: Workload, members: Sequence[PodInfo]) -> list[Pod]:
+    """Pods of a group whose workload exists already (a later member, or a replacement a
+    controller created for an evicted one)."""
+    with transaction.atomic():
+        pods = services.workload_extend(workload=workload, pod_set=_pod_set(members, None))
+        rows = list(
+            Pod.objects.filter(pk__in=[p.pk for p in pods])
+            .select_related("workload__tenant")
+            .order_by("id")
+        )
+        _link(rows, members)
+    return rows
+
+
+def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodSetSpec:
+    asks = [(m.name, m.ask) for m in members if m.ask is not None]
+    return services.PodSetSpec(
+        name=POD_SET,
+        count=len(asks),
+        template=asks[0][1],
+        min_count=min_count,
+        members=tuple(asks),
+    )
+
+
+def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
+    by_name = {m.name: m for m in members}
+    _cluster_managed(pods)
+    KubePod.objects.bulk_create(
+        [
+            KubePod(
+                uid=by_name[pod.name].uid,
+                namespace=by_name[pod.name].namespace,
+                name=pod.name,
+                pod=pod,
+                scheduler_name=by_name[pod.name].scheduler_name,
+                owned=True,
+                node_name=by_name[pod.name].node_name,
+                resource_version=by_name[pod.name].resource_version,
+            )
+            for pod in pods
+        ]
+    )
+
+
+def _cluster_managed(pods: Sequence[Pod]) -> None:
+    """The cluster runs these pods now: it says when they are gone."""
+    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(cluster_managed=True)
+    for pod in pods:
+        pod.cluster_managed = True
+
+
+def _priority(info: PodInfo) -> int | None:
+    """spec.priority as the API server resolved it; else the named class's value (a cluster
+    without the Priority admission plugin), else the default."""
+    if info.priority is not None:
+        return info.priority
+    if info.priority_class_name:
+        known = PriorityClass.objects.filter(name=info.priority_class_name).first()
+        if known is not None:
+            return known.value
+    return None
+
+
+def _preemption_policy(info: PodInfo) -> str:
+    return info.preemption_policy or PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
+
+
+def workload_mirror_admitted(*, info: PodInfo) -> Pod:
+    """A pod whose placement someone else decides (bound by another scheduler, or by kube-scheduler
+    with gpusched as its extender), as a one-pod workload admitted at once (quota is not ours to
+    refuse), mapped to its uid (not ours to place)."""
+    assert info.ask is not None
     tenant = tenant_for_namespace(info.namespace)
-    template = ask
     with transaction.atomic():
         workload = services.workload_submit(
             tenant=tenant,
             name=f"{info.name[:200]}-{info.uid[:8]}",
-            pod_sets=[services.PodSetSpec(name=POD_SET, count=1, template=template)],
+            pod_sets=[services.PodSetSpec(POD_SET, 1, info.ask, members=((info.name, info.ask),))],
             queue_name=info.queue_name[:63],
-            priority=info.priority,
-            priority_class_name=info.priority_class_name[:63],
+            priority=_priority(info),
+            preemption_policy=_preemption_policy(info),
             service_class=info.service_class,
+            origin=Workload.Origin.MIRRORED,
         )
-        services.workloads_admit(workloads=[workload], now=now)
+        services.workloads_admit(workloads=[workload], now=workload.created_at)
         pod = workload.pods.select_related("workload__tenant").get()
+        _cluster_managed([pod])
         KubePod.objects.create(
             uid=info.uid,
             namespace=info.namespace,
             name=info.name,
             pod=pod,
             scheduler_name=info.scheduler_name,
-            owned=owned,
+            owned=False,
             node_name=info.node_name,
             resource_version=info.resource_version,
         )
     return pod
 
 
-def pods_bind(
-    *, cluster: ClusterState, placed: Sequence[tuple[Pod, Decision]], scheduler: str, now: datetime
-) -> services.CommitResult:
-    """Record placements in the database (the over-commit constraints judge them)."""
-    return services.placements_commit(cluster=cluster, placed=placed, scheduler=scheduler, now=now)
+def kube_pod_link(*, pod: Pod, info: PodInfo) -> KubePod:
+    """A pod gpusched made for a submitted workload, now seen in the cluster."""
+    _cluster_managed([pod])
+    return KubePod.objects.create(
+        uid=info.uid,
+        namespace=info.namespace,
+        name=info.name,
+        pod=pod,
+        scheduler_name=info.scheduler_name,
+        owned=True,
+        node_name=info.node_name,
+        resource_version=info.resource_version,
+    )
 
 
 def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0) -> None:
@@ -90,7 +196,7 @@ def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0)
     """
     with transaction.atomic():
         allocations = Allocation.objects.filter(pod=pod, active=True).select_related("node", "pod")
-        services._release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
+        services.allocations_release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
         Pod.objects.filter(pk=pod.pk).update(
             phase=Pod.Phase.PENDING,
             bound_at=None,
@@ -106,12 +212,21 @@ def pods_started(*, pods: Sequence[Pod], now: datetime) -> None:
     services.pods_start(pods=[p for p in pods if p.phase == Pod.Phase.BOUND], now=now)
 
 
-def pod_gone(*, pod: Pod, succeeded: bool, now: datetime) -> None:
-    """The Kubernetes pod finished or was deleted: release what it holds."""
-    if pod.phase == Pod.Phase.PENDING:
+def pod_gone(*, kube_pod: KubePod, succeeded: bool, now: datetime) -> None:
+    """The Kubernetes pod finished, or was deleted: what it holds is free. An evicted pod of a
+    submitted workload goes back to the queue, to be made again (its link is dropped)."""
+    pod = kube_pod.pod
+    if pod.phase == Pod.Phase.TERMINATING:
+        services.pods_terminated(pods=[pod], now=now)
+        if pod.workload.origin == Workload.Origin.SUBMITTED:
+            kube_pod.delete()  # made again if it waits, forgotten if its workload ended
+    elif pod.phase == Pod.Phase.PENDING:
         workload = pod.workload
-        if workload.state in Workload.ACTIVE_STATES:
+        others = workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).exclude(pk=pod.pk)
+        if workload.state in Workload.ACTIVE_STATES and not others.exists():
             services.workload_cancel(workload=workload, now=now)
+        else:
+            services.pods_finish(pods=[pod], now=now, succeeded=False)
     elif pod.phase in Pod.ACTIVE_PHASES:
         services.pods_finish(pods=[pod], now=now, succeeded=succeeded)
 

@@ -283,10 +283,12 @@ class PodInfo:
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
     gated: bool  # non-empty spec.schedulingGates: not ours to place yet
     deleting: bool  # metadata.deletionTimestamp set
-    priority: int
+    priority: int | None  # spec.priority (set by the API server from the priority class)
     priority_class_name: str
+    preemption_policy: str  # spec.preemptionPolicy ("" when the API server set none)
     service_class: ServiceClass
     queue_name: str
+    labels: Mapping[str, str]
     annotations: Mapping[str, str]
     ask: PodTemplate | None  # None when the pod cannot be represented (see error)
     error: str = ""
@@ -313,7 +315,7 @@ class PodInfo:
         """The core's request (the extender's path; the scheduler reads it back from the DB)."""
         if self.ask is None:
             raise TranslationError(self.error)
-        return to_request(self.uid, self.name, self.namespace, self.priority, self.ask)
+        return to_request(self.uid, self.name, self.namespace, self.priority or 0, self.ask)
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo:
@@ -330,6 +332,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         service_class = _enum(
             ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
         )
+        refuse_unjudged_constraints(spec)
         ask = pod_ask(spec, annotations)
         to_request(str(meta.get("uid", "")) or "?", name, namespace, 0, ask)  # validates
     except (TranslationError, ValueError) as exc:
@@ -345,14 +348,34 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         gated=bool(spec.get("schedulingGates")),
         deleting=bool(meta.get("deletionTimestamp")),
-        priority=int(spec.get("priority") or 0),
+        priority=int(spec["priority"]) if spec.get("priority") is not None else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
+        preemption_policy=str(spec.get("preemptionPolicy") or ""),
         service_class=service_class,
         queue_name=str(labels.get(QUEUE_LABEL) or "default"),
+        labels={str(k): str(v) for k, v in labels.items()},
         annotations=annotations,
         ask=ask,
         error=error,
     )
+
+
+def refuse_unjudged_constraints(spec: Mapping[str, Any]) -> None:
+    """What gpusched cannot judge is refused with the reason, never silently ignored: pod
+    (anti-)affinity and topology spread constraints relate a pod to other pods, which the core's
+    per-node filters do not see."""
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(kind):
+            raise TranslationError(
+                f"spec.affinity.{kind} is not supported by gpusched (it judges nodes, not other "
+                "pods); remove it or use another scheduler"
+            )
+    if spec.get("topologySpreadConstraints"):
+        raise TranslationError(
+            "spec.topologySpreadConstraints is not supported by gpusched (spreading is judged "
+            "against other pods); remove it or use another scheduler"
+        )
 
 
 def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTemplate:

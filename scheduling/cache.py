@@ -15,16 +15,30 @@ from dataclasses import replace
 
 from django.db.models import Max
 
-from scheduling import selectors
+from scheduling import cluster_state, events
+from scheduling.cluster_state import ClusterState
 from scheduling.core.types import Placement, PodRequest
+from scheduling.events import (
+    AllocationPromoted,
+    AllocationReleased,
+    EventTypes,
+    NodeChanged,
+    PodBound,
+    UnknownEvent,
+)
 from scheduling.models import Event
-from scheduling.selectors import ClusterState
 
 RESYNC_S = 300.0
-REBUILD_ON = frozenset({"node.changed"})
 
 
 class ClusterCache:
+    # What moves the snapshot: a node change rebuilds it (as an unknown event does); the rest of
+    # the outbox concerns queues and pages, not what nodes hold.
+    REBUILDS_ON: EventTypes = frozenset({NodeChanged, UnknownEvent})
+    # A release on a quarantined node may have made it consistent: that also rebuilds.
+    HANDLES: EventTypes = frozenset({AllocationReleased, AllocationPromoted, PodBound})
+    IGNORES: EventTypes = frozenset(events.EVENT_TYPES.values()) - REBUILDS_ON - HANDLES
+
     def __init__(
         self, *, resync_s: float = RESYNC_S, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
@@ -52,22 +66,23 @@ class ClusterCache:
 
     def _apply_new_events(self, state: ClusterState) -> bool:
         """False when an event needs a rebuild."""
-        events = list(
-            Event.objects.filter(id__gt=self._cursor)
-            .order_by("id")
-            .values_list("id", "type", "payload")
-        )
-        if any(kind in REBUILD_ON for _, kind, _ in events):
+        new = events.read_after(self._cursor)
+        if any(type(event) in self.REBUILDS_ON for _, event in new):
+            return False
+        if state.quarantined and any(
+            isinstance(event, AllocationReleased) and event.node in state.quarantined
+            for _, event in new
+        ):
             return False
         bound_elsewhere: list[str] = []
-        for event_id, kind, payload in events:
+        for event_id, event in new:
             self._cursor = event_id
-            if kind == "allocation.released":
-                held = state.held.pop(payload["pod_uid"], None)
+            if isinstance(event, AllocationReleased):
+                held = state.held.pop(event.pod_uid, None)
                 if held is not None:
                     state.snapshot.forget(*held)
-            elif kind == "allocation.promoted":
-                held = state.held.get(payload["pod_uid"])
+            elif isinstance(event, AllocationPromoted):
+                held = state.held.get(event.pod_uid)
                 if held is not None and held[1].reclaimed:
                     request, lent = held
                     promoted = replace(lent, reclaimed=False)
@@ -77,10 +92,10 @@ class ClusterCache:
                     state.snapshot.assume(request, promoted)
                     state.snapshot.pods.renumber(request.uid, sequence)
                     state.held[request.uid] = (request, promoted)
-            elif kind == "pod.bound" and payload["uid"] not in state.held:
-                bound_elsewhere.append(payload["uid"])
+            elif isinstance(event, PodBound) and event.uid not in state.held:
+                bound_elsewhere.append(event.uid)
         if bound_elsewhere:  # another writer bound these (a second scheduler): load and hold them
-            for request, placement in selectors.active_placements(pod_uids=bound_elsewhere):
+            for request, placement in cluster_state.active_placements(pod_uids=bound_elsewhere):
                 if request.uid not in state.held:
                     state.snapshot.assume(request, placement)
                     state.held[request.uid] = (request, placement)
@@ -96,7 +111,7 @@ class ClusterCache:
 
     def _rebuild(self) -> ClusterState:
         self._cursor = Event.objects.aggregate(newest=Max("id"))["newest"] or 0
-        self._state = selectors.cluster_state()
+        self._state = cluster_state.cluster_state()
         self._built_at = self.monotonic()
         self.rebuilds += 1
         return self._state

@@ -2,11 +2,16 @@
 change, so a reader tailing Event rows by id sees exactly the committed changes, in commit order.
 
 Each payload is a frozen dataclass whose `TYPE` names it; the row stores `{"type": TYPE,
-...fields}`."""
+...fields}`. Readers get payload objects back (`read`, `read_after`), never raw dicts: every reader
+declares which types it handles and which it ignores (tests/scheduling/test_events.py holds each
+reader to the whole registry), and a row of a type this version does not know (written by a newer
+replica during an upgrade) reads as `UnknownEvent`, which readers treat as "anything may have
+changed"."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from django.db import connection
@@ -33,6 +38,16 @@ class NodeChanged(EventPayload):
     cordoned: bool
     gpus: int
     labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeQuarantined(EventPayload):
+    """The scheduler stopped trusting a node's recorded state (nothing is placed there), or
+    trusts it again (`reason` empty)."""
+
+    TYPE: ClassVar[str] = "node.quarantined"
+    node: str
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,60 @@ class AllocationPromoted(EventPayload):
     pod_uid: str
     node: str
     gpu: int
+
+
+@dataclass(frozen=True)
+class UnknownEvent(EventPayload):
+    """A row this version cannot read (a newer type, or a payload missing required fields)."""
+
+    TYPE: ClassVar[str] = ""
+    type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+EVENT_TYPES: dict[str, type[EventPayload]] = {
+    cls.TYPE: cls
+    for cls in (
+        NodeChanged,
+        NodeQuarantined,
+        WorkloadChanged,
+        WorkloadEvicted,
+        QueuesChanged,
+        PodBound,
+        PodUnschedulable,
+        PodPhaseChanged,
+        AllocationReleased,
+        AllocationPromoted,
+    )
+}
+EventTypes = frozenset[type[EventPayload]]
+
+
+def read(kind: str, payload: Mapping[str, Any]) -> EventPayload:
+    """The payload object of one outbox row."""
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        return UnknownEvent(kind, dict(payload))
+    known = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in payload.items() if k in known})
+    except TypeError:
+        return UnknownEvent(kind, dict(payload))
+
+
+def read_after(cursor: int, limit: int | None = None) -> list[tuple[int, EventPayload]]:
+    """(id, payload) of the rows after `cursor`, in commit order."""
+    rows = Event.objects.filter(id__gt=cursor).order_by("id").values_list("id", "type", "payload")
+    return read_rows(rows[:limit] if limit is not None else rows)
+
+
+def event_type(event: EventPayload) -> str:
+    """The type name a row was written with (an unknown event keeps its own)."""
+    return event.type if isinstance(event, UnknownEvent) else event.TYPE
+
+
+def read_rows(rows: Iterable[tuple[int, str, Mapping[str, Any]]]) -> list[tuple[int, EventPayload]]:
+    return [(event_id, read(kind, payload)) for event_id, kind, payload in rows]
 
 
 def publish(*payloads: EventPayload) -> list[Event]:

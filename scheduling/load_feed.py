@@ -6,17 +6,19 @@ what they request and LoadAware scores neutral."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from scheduling.cluster_state import ClusterState
 from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
-from scheduling.core.types import PodRequest
+from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest
 from scheduling.efficiency import usage_ratios
 from scheduling.models import Allocation
-from scheduling.selectors import ClusterState
+from telemetry import conf as telemetry_conf
 from telemetry.selectors import gpu_loads
 
 REFRESH_EVERY_S = 15.0  # dcgm-exporter is scraped every 15 s by default (wire-formats.md §1)
@@ -66,17 +68,51 @@ class LoadFeed:
             for key, load in gpu_loads(now=now).items()
             if load.busy is not None
         }
-        recent_uids = Allocation.objects.filter(
+        recent_rows = Allocation.objects.filter(
             active=True, bound_at__gte=now - timedelta(seconds=RECENT_S)
-        ).values_list("pod__uid", flat=True)
+        ).values_list("pod__uid", "bound_at")
+        snapshot = state.snapshot
         recent = []
-        for uid in recent_uids:
+        for uid, bound_at in recent_rows:
             held = state.held.get(str(uid))
-            if held is not None:
-                request, placement = held
-                recent.append(
-                    RecentPlacement(placement.node, placement.gpu_indices, request.expected_load)
+            if held is None:
+                continue
+            request, placement = held
+            recent.append(
+                RecentPlacement(
+                    placement.node,
+                    placement.gpu_indices,
+                    request.expected_load,
+                    measured=self._measured_share(snapshot, placement, measurements, now, bound_at),
                 )
-        state.snapshot.refresh_load(*estimated_load(state.snapshot, measurements, recent))
+            )
+        load, age = estimated_load(snapshot, measurements, recent)
+        snapshot.refresh_load(load, age, telemetry_conf.freshness().total_seconds())
         self._snapshot_id = id(state.snapshot)
         self._refreshed_at = self.monotonic()
+
+    @staticmethod
+    def _measured_share(
+        snapshot: ClusterSnapshot,
+        placement: Placement,
+        measurements: Mapping[tuple[str, int], GpuMeasurement],
+        now: datetime,
+        bound_at: datetime | None,
+    ) -> float:
+        """What the last reading of the pod's GPUs already shows of it: nothing if it was taken
+        before the pod was bound, else the pod's part of what its GPUs were busy with (its share
+        of what the GPU's holders hold). dcgm-exporter reports a shared GPU as a whole, so a share
+        is as much as can be told apart."""
+        i = snapshot.index.get(placement.node)
+        if i is None or bound_at is None or not placement.gpu_indices:
+            return 0.0
+        shares = []
+        for gpu in placement.gpu_indices:
+            reading = measurements.get((placement.node, gpu))
+            if reading is None or now - timedelta(seconds=reading.age_s) < bound_at:
+                return 0.0
+            held = MILLI_PER_GPU - max(0, int(snapshot.gpu_free[i, gpu]))
+            shares.append(
+                reading.busy * placement.milli_per_gpu / max(held, placement.milli_per_gpu)
+            )
+        return min(shares)

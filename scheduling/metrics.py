@@ -1,9 +1,9 @@
 """The scheduler process's Prometheus metrics, fed from each cycle's CycleReport.
 
-`runscheduler --metrics-port N` serves `registry` on :N/metrics. Durations are observed for busy
-cycles only (pods attempted, workloads admitted or evicted, reservations reconciled): an idle
-leader polls every half second, and those near-zero cycles would drown the distribution of real
-ones.
+`runscheduler --metrics-port N` and `runkube --metrics-port N` serve `registry` on :N/metrics
+(the same cycle on either cluster side). Durations are observed for busy cycles only (pods
+attempted, workloads admitted or evicted, reservations reconciled): an idle leader polls every
+half second, and those near-zero cycles would drown the distribution of real ones.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from gpusched.process_metrics import role_registry
 
 if TYPE_CHECKING:  # the worker may import this module to call record_eviction
-    from scheduling.worker import CycleReport
+    from scheduling.cycle import CycleReport
 
 registry = role_registry()
 
@@ -53,6 +53,12 @@ leader = Gauge(
     "1 while this process holds the scheduler lease.",
     registry=registry,
 )
+nodes_quarantined = Gauge(
+    "gpusched_nodes_quarantined",
+    "Nodes kept out of placement because their recorded state contradicts their capacity; each "
+    "comes back by itself once consistent (set by the leader every cycle).",
+    registry=registry,
+)
 cycle_seconds = Histogram(
     "gpusched_scheduling_cycle_duration_seconds",
     "Busy scheduling cycles: admission + snapshot + schedule + commit.",
@@ -88,10 +94,20 @@ def is_busy(report: CycleReport) -> bool:
 
 
 def record_cycle(report: CycleReport) -> None:
-    """Count what one `SchedulerWorker.run_once()` did."""
+    """Count what one `SchedulingCycle.run_once()` did, on either cluster side."""
     leader.set(1 if report.leading else 0)
     if not report.leading:
         return
+    _record_leader_work(report)
+    # The attempts last: a scrape (from the server's thread) that sees a cycle's pods counted
+    # sees everything else of that cycle too.
+    attempts.labels(result="scheduled").inc(report.bound)
+    attempts.labels(result="unschedulable").inc(report.unschedulable)
+    attempts.labels(result="conflict").inc(report.conflicts)
+
+
+def _record_leader_work(report: CycleReport) -> None:
+    nodes_quarantined.set(report.quarantined)
     gangs_bound.inc(report.gangs_bound)
     workloads_admitted.inc(report.admitted)
     reservations_reconciled.inc(report.reconciled)
@@ -111,11 +127,6 @@ def record_cycle(report: CycleReport) -> None:
             per_pod = report.schedule_s / report.attempted
             for _ in range(report.attempted):
                 pod_schedule_seconds.observe(per_pod)
-    # The attempts last: a scrape (from the server's thread) that sees a cycle's pods counted
-    # sees everything else of that cycle too.
-    attempts.labels(result="scheduled").inc(report.bound)
-    attempts.labels(result="unschedulable").inc(report.unschedulable)
-    attempts.labels(result="conflict").inc(report.conflicts)
 
 
 def record_eviction(reason: str, workloads: int = 1) -> None:

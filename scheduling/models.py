@@ -5,12 +5,16 @@ Over-commit is impossible at the database level, whatever the number of schedule
   transaction, so a shared GPU can never hold more than one GPU's worth;
 - a GPU held whole has an active `GpuAssignment` with `exclusive=True`, unique per GPU;
 - a MIG slot has at most one active assignment;
-- each node carries `cpu_used_milli` / `memory_used_mib` under CHECK (<= allocatable);
+- each node carries `cpu_used_milli` / `memory_used_mib`, and each of its NUMA nodes
+  `cpu_used_milli` (`NodeNuma`), raised only by a checked update (`used + delta <= capacity`, the
+  row locked by the UPDATE itself): a node may report less capacity than it holds (Kubernetes
+  lowers allocatable under running pods), which must never stop its registration, but nothing
+  more is ever placed on it until it is consistent (it is quarantined: scheduling.cluster_state);
 - a pod has at most one active allocation, and binding moves it from Pending only once;
 - what a shared GPU lends to opportunistic pods out of its owners' idle capacity (reclaim,
   scheduling.core.reclaim) is counted apart, in `lent_milli` under CHECK (0 <= lent <= 1000):
   owners keep their `used_milli`, and a release that leaves more lent than owned moves lent pods
-  onto the free capacity (services._promote_lent).
+  onto the free capacity (services.allocations).
 
 Allocation life cycle: reserved (counted, may expire: a gang still gathering) -> bound -> released.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 
 from scheduling.core.types import ServiceClass, SharingMode, TopologyPolicy, TopologyScope
 
@@ -50,22 +54,45 @@ class Node(models.Model):
     cordoned = models.BooleanField(default=False)
     # {"gpu_numa": [...], "gpu_switch": [...], "links": [[...]], "numa_cpus": [...]}
     topology = models.JSONField(default=dict)
+    # Why the scheduler places nothing here ("" when consistent): the recorded state contradicts
+    # the node's capacity (scheduling.cluster_state); cleared by itself once it no longer does.
+    quarantine_reason = models.CharField(max_length=512, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(cpu_used_milli__gte=0) & Q(cpu_used_milli__lte=F("cpu_milli")),
-                name="node_cpu_not_overcommitted",
+                condition=Q(cpu_used_milli__gte=0), name="node_cpu_used_positive"
             ),
             models.CheckConstraint(
-                condition=Q(memory_used_mib__gte=0) & Q(memory_used_mib__lte=F("memory_mib")),
-                name="node_memory_not_overcommitted",
+                condition=Q(memory_used_mib__gte=0), name="node_memory_used_positive"
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class NodeNuma(models.Model):
+    """One NUMA node's share of its node's CPU (NodeTopology.numa_cpu_shares) and what placements
+    charge to it (Placement.numa_cpu_milli)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="numa")
+    index = models.PositiveSmallIntegerField()
+    cpu_milli = models.PositiveBigIntegerField()
+    cpu_used_milli = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="numa_index_unique_per_node"),
+            models.CheckConstraint(
+                condition=Q(cpu_used_milli__gte=0), name="numa_cpu_used_positive"
+            ),
+        ]
+        ordering = ["node_id", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}/numa{self.index}"
 
 
 class Gpu(models.Model):
@@ -84,6 +111,9 @@ class Gpu(models.Model):
     )  # MIG instance profiles, e.g. ["3g.40gb", "1g.10gb"]
     used_milli = models.IntegerField(default=0)
     lent_milli = models.IntegerField(default=0)
+    # The node still reports it. A GPU gone (unhealthy, removed) is kept, not deleted: the pods
+    # that held it are still recorded against it, and it may come back.
+    present = models.BooleanField(default=True)
 
     class Meta:
         constraints = [
@@ -212,8 +242,17 @@ class Workload(models.Model):
 
     ACTIVE_STATES = (State.PENDING, State.ADMITTED, State.RUNNING)
 
+    class Origin(models.TextChoices):
+        # Submitted to gpusched (REST API, simulator): gpusched owns its pods' lifecycle, so an
+        # evicted workload is requeued and its pods made again.
+        SUBMITTED = "submitted"
+        # Mirrored from pods someone created in a Kubernetes cluster: an evicted pod is gone for
+        # good (its controller, if any, makes a new one), so an evicted workload ends.
+        MIRRORED = "mirrored"
+
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workloads")
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.SUBMITTED)
     name = models.CharField(max_length=253)
     queue_name = models.CharField(max_length=63, default="default")
     priority = models.IntegerField(default=0)
@@ -271,11 +310,14 @@ class Pod(models.Model):
         PENDING = "Pending"  # waiting for a node
         BOUND = "Bound"  # placed; the simulator (or kubelet) starts it
         RUNNING = "Running"
+        # Evicted, and still holding what it holds until the cluster says it is gone
+        # (Kubernetes: its termination grace period); then Pending again (requeued) or Failed.
+        TERMINATING = "Terminating"
         SUCCEEDED = "Succeeded"
         FAILED = "Failed"
         CANCELLED = "Cancelled"
 
-    ACTIVE_PHASES = (Phase.PENDING, Phase.BOUND, Phase.RUNNING)
+    ACTIVE_PHASES = (Phase.PENDING, Phase.BOUND, Phase.RUNNING, Phase.TERMINATING)
     PLACED_PHASES = (Phase.BOUND, Phase.RUNNING)
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -307,6 +349,9 @@ class Pod(models.Model):
     )  # > 0: the pod set is placed all or nothing
     # What the simulator needs to run the pod: {"duration_s": ..., "utilization": {...}}
     simulation = models.JSONField(default=dict, blank=True)
+    # The pod runs in a real cluster (Kubernetes), which says when it is gone: evicted or
+    # cancelled, it keeps what it holds (Terminating) until then. Off in the database world.
+    cluster_managed = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     last_reason = models.CharField(max_length=1024, blank=True, default="")
     last_attempt_at = models.DateTimeField(null=True, blank=True)

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.conf import settings
 
+from scheduling.cluster_state import ClusterState
 from scheduling.core.reclaim import (
     DEFAULT_GRACE_S,
     DEFAULT_MARGIN,
@@ -33,7 +34,6 @@ from scheduling.core.reclaim import (
 )
 from scheduling.core.types import MILLI_PER_GPU, ServiceClass, SharingMode
 from scheduling.models import GpuAssignment
-from scheduling.selectors import ClusterState
 from telemetry.selectors import gpu_busy_p95
 
 REFRESH_EVERY_S = 15.0  # as often as dcgm-exporter is scraped

@@ -176,11 +176,20 @@ ensure_docker_compose() {
     apt_install docker-compose || log "no docker-compose: the compose validation tests will be skipped"
 }
 
+# --- kubectl ----------------------------------------------------------------------------------
+# `kubectl kustomize` builds deploy/ and deploy/monitoring/ (Debian's kubernetes-client; no cluster).
+
+ensure_kubectl() {
+    command -v kubectl >/dev/null && return
+    apt_install kubernetes-client || log "no kubectl: the kustomize build tests will be skipped"
+}
+
 ensure_postgres
 ensure_redis
 ensure_chromium
 ensure_prometheus
 ensure_docker_compose
+ensure_kubectl
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
 ruff check .

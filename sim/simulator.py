@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -19,16 +19,15 @@ from django.utils import timezone
 from scheduling import services
 from scheduling.core.types import SharingMode
 from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
+from scheduling.pod_template import PodTemplate
 from sim.arrivals import Arrival, ArrivalStream, arrivals_for
 from sim.cluster import build_nodes
+from sim.gpu_states import Holder, demand, lost_seconds, mig_instance_state, whole_gpu_states
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
 from telemetry.exposition import GpuState
 
 logger = logging.getLogger(__name__)
-
-IDLE_POWER_W = 60.0
-BUSY_POWER_W = 300.0
 
 
 @dataclass
@@ -97,12 +96,12 @@ class Simulator:
             return []
         lost: dict[int, tuple[Pod, float]] = {}
         for holders in self._holders().values():
-            demand = sum(self._busy(a, now) * a.milli / 1000 for a in holders if a.mig_slot is None)
-            if demand <= 1.0:
+            wanted = demand([self._holder(a, now) for a in holders if a.mig_slot is None])
+            if wanted <= 1.0:
                 continue
             for assignment in holders:
                 pod = assignment.allocation.pod
-                share = elapsed_sim * (1.0 - 1.0 / demand)
+                share = lost_seconds(wanted, elapsed_sim)
                 if share > lost.get(pod.pk, (pod, 0.0))[1]:
                     lost[pod.pk] = (pod, share)
         for pod, seconds in lost.values():
@@ -125,7 +124,7 @@ class Simulator:
             )
             self._tenants[arrival.tenant] = tenant
         shape = arrival.shape
-        template = services.PodTemplate(
+        template = PodTemplate(
             cpu_milli=shape.cpu_milli,
             memory_mib=shape.memory_mib,
             gpus=shape.gpus,
@@ -186,46 +185,23 @@ class Simulator:
             model_name=gpu.model.replace("-", " "),
         )
         if gpu.sharing == SharingMode.MIG.value:
-            held = {a.mig_slot: a for a in holders}
-            states = []
-            for slot, profile in enumerate(gpu.mig_layout):
-                holder = held.get(slot)
-                busy = self._busy(holder, now) if holder else 0.0
-                state = replace(
-                    base,
-                    gpu_util=None,  # unsupported on MIG instances (dcgm-exporter#216)
-                    mem_copy_util=None,
-                    gr_engine_active=busy,
-                    tensor_active=busy * 0.5,
-                    dram_active=busy * 0.6,
-                    fb_used_mib=0.0,
-                    fb_free_mib=float(gpu.memory_mib),
-                    mig_profile=profile,
-                    mig_instance=slot,
-                )
-                states.append(_with_pod(state, holder))
-            return states
-        busy = min(1.0, sum(self._busy(a, now) * a.milli / 1000 for a in holders))
-        fb_used = min(
-            float(gpu.memory_mib),
-            sum(self._memory(a) * a.milli / 1000 * gpu.memory_mib for a in holders),
+            held = {a.mig_slot: self._holder(a, now) for a in holders}
+            return [
+                mig_instance_state(base, gpu.memory_mib, profile, slot, held.get(slot))
+                for slot, profile in enumerate(gpu.mig_layout)
+            ]
+        return whole_gpu_states(base, gpu.memory_mib, [self._holder(a, now) for a in holders])
+
+    def _holder(self, assignment: GpuAssignment, now: datetime) -> Holder:
+        pod = assignment.allocation.pod
+        return Holder(
+            pod=pod.name,
+            namespace=pod.workload.tenant.namespace,
+            uid=str(pod.uid),
+            busy=self._busy(assignment, now),
+            memory=self._memory(assignment),
+            milli=assignment.milli,
         )
-        state = replace(
-            base,
-            gpu_util=round(busy * 100),
-            mem_copy_util=round(busy * 40),
-            gr_engine_active=busy,
-            tensor_active=busy * 0.7,
-            dram_active=busy * 0.5,
-            fb_used_mib=round(fb_used),
-            fb_free_mib=round(gpu.memory_mib - fb_used),
-            power_w=IDLE_POWER_W + BUSY_POWER_W * busy,
-            temp_c=32.0 + 40.0 * busy,
-        )
-        if not holders:
-            return [state]
-        # dcgm-exporter repeats a shared GPU's values once per pod that holds it.
-        return [_with_pod(state, a) for a in holders]
 
     def _busy(self, assignment: GpuAssignment, now: datetime) -> float:
         pod = assignment.allocation.pod
@@ -238,16 +214,3 @@ class Simulator:
         return UtilizationProfile.from_json(
             assignment.allocation.pod.simulation.get("utilization")
         ).memory
-
-
-def _with_pod(state: GpuState, assignment: GpuAssignment | None) -> GpuState:
-    if assignment is None:
-        return state
-    pod = assignment.allocation.pod
-    return replace(
-        state,
-        pod=pod.name,
-        namespace=pod.workload.tenant.namespace,
-        container="main",
-        pod_uid=str(pod.uid),
-    )

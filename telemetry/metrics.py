@@ -5,14 +5,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import Counter, Gauge, Histogram
 
 from gpusched.process_metrics import role_registry
-
-if TYPE_CHECKING:
-    from telemetry.management.commands.ingesttelemetry import CycleReport
+from telemetry.cycle_report import CycleReport
 
 registry = role_registry()
 

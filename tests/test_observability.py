@@ -33,9 +33,9 @@ from scheduling import metrics as scheduler_metrics
 from scheduling import services
 from scheduling.core.queueing.config import parse_documents
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Event, Node, Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from telemetry import services as telemetry_services
 from telemetry.exposition import GpuState
 from tests.dashboard.conftest import (
@@ -126,7 +126,7 @@ def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) ->
     owner = factories.tenant("team-a")
     factories.workload(owner, "fits", gpus=4)
     factories.workload(owner, "waits", gpus=4)  # the queue's quota is taken by "fits"
-    SchedulerWorker(Framework(load_profile("topology")), identity="w1").run_once()
+    database_cycle(Framework(load_profile("topology")), identity="w1").run_once()
     now = timezone.now()
     telemetry_services.samples_ingest(
         gpus=[telemetry_factories.sample("node-x", 0), telemetry_factories.sample("node-x", 1)],
@@ -228,7 +228,7 @@ def test_scheduler_metrics_count_what_a_real_cycle_did() -> None:
     factories.workload(owner, "huge", gpus=16)  # fits on no node
     before = parse(generate_latest(scheduler_metrics.registry).decode())
 
-    report = SchedulerWorker(Framework(load_profile("topology")), identity="w1").run_once()
+    report = database_cycle(Framework(load_profile("topology")), identity="w1").run_once()
     scheduler_metrics.record_cycle(report)
 
     after = parse(generate_latest(scheduler_metrics.registry).decode())

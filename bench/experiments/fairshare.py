@@ -54,7 +54,7 @@ from typing import Any
 
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
-from scheduling.core.queueing.batch import schedule_batch
+from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
     ClusterQueue,
     FlavorQuotas,
@@ -347,18 +347,17 @@ def simulate(
     usage_of = {j.tenant: j.utilization for j in trace.jobs}
     reclaims = policy == "gpusched"
 
-    def reclaim(members: Sequence[PodRequest]) -> bool:
+    def reclaim(members: Sequence[PodRequest]) -> Eviction | None:
         """Topology-aware reclaim: an admitted gang whose queue is within its quota may evict
-        jobs of queues borrowing from the cohort to get the nodes it needs."""
-        nonlocal preemptions
+        jobs of queues borrowing from the cohort to get the nodes it needs (whole jobs)."""
         if not reclaims:
-            return False
+            return None
         book = QuotaBook(cluster_queues)
         for a in admitted.values():
             book.charge(a.cluster_queue, a.usage)
         own = queue_of[states[_job_of(members[0])].job.tenant]
         if book.is_borrowing(own):
-            return False
+            return None
         borrowing = {name for name in book.queues if name != own and book.is_borrowing(name)}
 
         def evictable(held: HeldPod) -> bool:
@@ -371,14 +370,15 @@ def simulate(
 
         victims = gang_victims(framework, snapshot, members, evictable)
         if not victims:
-            return False
-        for key in dict.fromkeys(_job_of(v.pod) for v in victims):
-            preemptions += 1
-            _evict(states[key], snapshot, framework, running_gpus, waiting_gpus)
-            admitted.pop(key, None)
-            vjob = states[key].job
-            pending[key] = _queued(vjob, queue_of[vjob.tenant], vjob.arrival_s)
-        return True
+            return None
+        jobs = dict.fromkeys(_job_of(v.pod) for v in victims)
+        whole = tuple(snapshot.pods.held[d.pod.uid] for key in jobs for d in states[key].placements)
+        return Eviction(whole, "reclaim within cohort", members[0])
+
+    def requeue(key: str) -> None:
+        admitted.pop(key, None)
+        vjob = states[key].job
+        pending[key] = _queued(vjob, queue_of[vjob.tenant], vjob.arrival_s)
 
     k = 0
     t = 0.0
@@ -423,12 +423,12 @@ def simulate(
             for admission in result.admitted:
                 for victim in admission.victims:
                     preemptions += 1
-                    _evict(states[victim], snapshot, framework, running_gpus, waiting_gpus)
-                    admitted.pop(victim, None)
+                    for decision in states[victim].placements:
+                        framework.forget(decision, snapshot)
+                    _requeue(states[victim], running_gpus, waiting_gpus)
+                    requeue(victim)
                     if victim in unplaced:
                         unplaced.remove(victim)
-                    vjob = states[victim].job
-                    pending[victim] = _queued(vjob, queue_of[vjob.tenant], vjob.arrival_s)
                 key = admission.workload.key
                 del pending[key]
                 admitted[key] = AdmittedWorkload(
@@ -447,6 +447,11 @@ def simulate(
             unplaced.sort(key=lambda key: (states[key].queued_at, key))
             pods = [pod for key in unplaced for pod in _pods(states[key].job)]
             outcome = schedule_batch(framework, snapshot, pods, reclaim_gang=reclaim)
+            for eviction in outcome.evictions:  # the batch forgot the victims already
+                for key in dict.fromkeys(_job_of(v.pod) for v in eviction.victims):
+                    preemptions += 1
+                    _requeue(states[key], running_gpus, waiting_gpus)
+                    requeue(key)
             placed: dict[str, list[Decision]] = defaultdict(list)
             for decision in outcome.placed:
                 placed[_job_of(decision.pod)].append(decision)
@@ -543,15 +548,8 @@ def _job_of(pod: PodRequest) -> str:
     return pod.uid.rsplit("/", 1)[0]
 
 
-def _evict(
-    state: _JobState,
-    snapshot: ClusterSnapshot,
-    framework: Framework,
-    running_gpus: dict[str, int],
-    waiting_gpus: dict[str, int],
-) -> None:
-    for decision in state.placements:
-        framework.forget(decision, snapshot)
+def _requeue(state: _JobState, running_gpus: dict[str, int], waiting_gpus: dict[str, int]) -> None:
+    """An evicted job (its pods already forgotten in the snapshot) waits again from scratch."""
     if state.started_at is not None and state.placements:
         running_gpus[state.job.tenant] -= state.job.gpus
         waiting_gpus[state.job.tenant] += state.job.gpus

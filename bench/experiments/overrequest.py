@@ -37,11 +37,11 @@ from bench.experiments.fairshare import percentile
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Event, Pod
 from scheduling.profile_files import load_profile
 from scheduling.reclaim import ReclaimFeed
-from scheduling.worker import SchedulerWorker
 from sim.simulator import Simulator
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
@@ -143,7 +143,7 @@ def simulate(
     simulator.setup()
     ingest = IngestCommand()
     ingest.source, ingest.clock = SimulatorSource(simulator), clock
-    worker = SchedulerWorker(
+    worker = database_cycle(
         Framework(load_profile(profile)),
         clock=clock,
         lease_duration_s=10 * hours * 3600,

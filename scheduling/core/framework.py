@@ -7,6 +7,7 @@ still answers per node: a reason code per node for Filter, a score per candidate
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -121,6 +122,14 @@ class PostFilterPlugin(Protocol):
     def post_filter(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
     ) -> PostFilterResult | None: ...
+
+
+@runtime_checkable
+class UsesProfileFilters(Protocol):
+    """A plugin that judges "would it fit" itself (preemption: after evicting victims) with the
+    profile's own Filter plugins, which the framework hands it once they are built."""
+
+    def use_filters(self, filters: Sequence[tuple[str, FilterPlugin]]) -> None: ...
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ from scheduling.core.framework import (
     ReservePlugin,
     ScorePlugin,
     UnreservePlugin,
+    UsesProfileFilters,
 )
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.profiles import Profile
@@ -152,6 +153,9 @@ class Framework:
         self.reserve: list[tuple[str, ReservePlugin]] = at("reserve")
         self.permit: list[tuple[str, PermitPlugin]] = at("permit")
         self.bind_plugins: list[tuple[str, BindPlugin]] = at("bind")
+        for _, plugin in self.post_filter:
+            if isinstance(plugin, UsesProfileFilters):
+                plugin.use_filters(self.filter)
         self._next_start = 0
 
     def schedule_one(self, pod: PodRequest, snapshot: ClusterSnapshot) -> Decision:

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE, GpuSetChooser, Requirement
 from scheduling.core.pod_index import PodIndex
-from scheduling.core.topology import NodeTopology, uniform
+from scheduling.core.topology import NodeTopology
 from scheduling.core.types import (
     MILLI_PER_GPU,
     NodeSpec,
@@ -57,7 +57,7 @@ class ClusterSnapshot:
                 raise ValueError(
                     f"node {node.name}: more than {MAX_GPUS_PER_NODE} GPUs is not supported"
                 )
-        topologies = [node.topology or uniform(len(node.gpus)) for node in self.nodes]
+        topologies = [node.shape for node in self.nodes]
         self.max_numa = max((t.numa_count for t in topologies), default=1)
         g = MAX_GPUS_PER_NODE
 
@@ -72,6 +72,8 @@ class ClusterSnapshot:
         self.gpu_shareable: BoolArray = np.zeros((n, g), dtype=np.bool_)
         self.gpu_count: IntArray = np.array([len(node.gpus) for node in self.nodes], dtype=np.int64)
         self.cordoned: BoolArray = np.array([node.cordoned for node in self.nodes], dtype=np.bool_)
+        # Nodes whose recorded state contradicts their capacity: nothing more goes there.
+        self.quarantined: BoolArray = np.zeros(n, dtype=np.bool_)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.tie_rank: IntArray = np.arange(n, dtype=np.int64)
 
@@ -112,6 +114,7 @@ class ClusterSnapshot:
         self.gpu_load: FloatArray = np.zeros((n, g), dtype=np.float64)
         self.node_load: FloatArray = np.zeros(n, dtype=np.float64)  # gpu_load summed per node
         self.load_age_s: FloatArray = np.full(n, np.inf)
+        self.load_fresh_for_s = 0.0  # nothing is fresh until measured
         # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
         # pods (scheduling.core.reclaim.lendable_milli), what is lent of it, and what is left:
         # lendable - lent on shared GPUs. Lent milli are outside gpu_free: owners keep their GPUs.
@@ -141,7 +144,7 @@ class ClusterSnapshot:
             chooser_ids[topology] = len(self.choosers)
             self.choosers.append(GpuSetChooser(topology))
         self.topology_id[i] = chooser_ids[topology]
-        shares = topology.numa_cpu_shares(node.cpu_milli)
+        shares = node.numa_cpu_shares()
         self.numa_cpu_free[i, : len(shares)] = shares
         for gpu in node.gpus:
             self.numa_gpu_mask[i, topology.gpu_numa[gpu.index]] |= 1 << gpu.index
@@ -198,13 +201,15 @@ class ClusterSnapshot:
         self.gpu_lendable = np.maximum(lendable, 0)
         self._refresh_gpu_columns(slice(None))
 
-    def refresh_load(self, load: FloatArray, age_s: FloatArray) -> None:
-        """Replace the load estimate with fresh measurements (see scheduling.core.load)."""
+    def refresh_load(self, load: FloatArray, age_s: FloatArray, fresh_for_s: float) -> None:
+        """Replace the load estimate with measurements (see scheduling.core.load), which count as
+        fresh for `fresh_for_s` (the one freshness window telemetry uses too)."""
         if load.shape != self.gpu_load.shape or age_s.shape != self.load_age_s.shape:
             raise ValueError("load arrays must cover every node and GPU slot of the snapshot")
         self.gpu_load = load
         self.node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
         self.load_age_s = age_s
+        self.load_fresh_for_s = fresh_for_s
 
     def mig_column(self, profile: str) -> int | None:
         return self._mig_column.get(profile)
@@ -249,12 +254,29 @@ class ClusterSnapshot:
             self._mask_cache[key] = mask
         return mask
 
-    # Assume / forget: the only mutations. Both keep every derived column consistent.
+    def quarantine(self, node: str) -> None:
+        i = self.index[node]
+        self.quarantined[i] = True
+        self.generation[i] += 1
+
+    # Assume / forget: the only mutations of what nodes hold. Both keep every derived column
+    # consistent.
 
     def assume(self, pod: PodRequest, placement: Placement) -> None:
         i = self.index[placement.node]
+        numa_count = self.chooser(i).topology.numa_count
+        if len(placement.numa_cpu_milli) > numa_count and any(
+            placement.numa_cpu_milli[numa_count:]
+        ):
+            raise OverCommitError(
+                f"pod {pod.uid} is charged to NUMA nodes the node does not have ({numa_count})"
+            )
+        held = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slots)]
+        if any(gpu >= len(self.nodes[i].gpus) for gpu in held):
+            raise OverCommitError(f"pod {pod.uid} holds a GPU {placement.node} does not report")
         numa_cpu = np.zeros(self.max_numa, dtype=np.int64)
-        numa_cpu[: len(placement.numa_cpu_milli)] = placement.numa_cpu_milli
+        charged = min(numa_count, len(placement.numa_cpu_milli))
+        numa_cpu[:charged] = placement.numa_cpu_milli[:charged]
         if sum(placement.numa_cpu_milli) != pod.cpu_milli:
             raise ValueError(
                 f"pod {pod.uid}: placement charges {sum(placement.numa_cpu_milli)} CPU milli, "

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from scheduling.core.topology import NodeTopology
+from scheduling.core.topology import NodeTopology, uniform
 
 MILLI_PER_GPU = 1000
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -113,6 +113,15 @@ class NodeSpec:
     def gpu_model(self) -> str:
         return self.gpus[0].model if self.gpus else ""
 
+    @property
+    def shape(self) -> NodeTopology:
+        """The topology the snapshot plans on: the known one, else one NUMA node, one switch."""
+        return self.topology or uniform(len(self.gpus))
+
+    def numa_cpu_shares(self) -> tuple[int, ...]:
+        """Its CPU split over its NUMA nodes (what placements charge per NUMA node)."""
+        return self.shape.numa_cpu_shares(self.cpu_milli)
+
 
 @dataclass(frozen=True, slots=True)
 class GangRef:
@@ -146,7 +155,13 @@ class PodRequest:
     node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     tolerations: tuple[Toleration, ...] = ()
     gang: GangRef | None = None
+    # The workload it belongs to ("tenant/name"): an eviction takes the whole workload.
+    workload: str = ""
     created_at: float = 0.0
+    can_preempt: bool = True  # its priority class's preemptionPolicy is not Never
+    # The node a preemption emptied for it, while the victims there are still terminating: it
+    # waits for them rather than preempting again (kube-scheduler's nominatedNodeName).
+    nominated_node: str = ""
     # Share of a whole GPU this pod is expected to keep busy on each GPU it holds (what its tenant
     # really uses); None: as much as it asks for.
     load_estimate: float | None = None

@@ -195,16 +195,16 @@ async def test_the_tailer_survives_database_errors(layer: str, monkeypatch) -> N
 
     from dashboard import tailer as tailer_module
 
-    real = tailer_module._events_after
+    real = tailer_module.read_after
     failures = {"left": 2}
 
-    def flaky(cursor: int, limit: int):
+    def flaky(cursor: int, limit: int | None = None):
         if failures["left"]:
             failures["left"] -= 1
             raise OperationalError("database is locked")
         return real(cursor, limit)
 
-    monkeypatch.setattr(tailer_module, "_events_after", flaky)
+    monkeypatch.setattr(tailer_module, "read_after", flaky)
     while not tailer.errors:  # the database is "down" now
         await asyncio.sleep(0.01)
     event_id = await sync_to_async(cordon)(names[0])

@@ -23,9 +23,9 @@ from dashboard.frames import FRAME_BYTES
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
+from scheduling.database_side import database_cycle
 from scheduling.models import Pod, Tenant
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.servers import web_server
 from tests.scheduling import factories
@@ -131,7 +131,7 @@ def setup_cluster() -> tuple[list[str], Tenant]:
 
 def schedule() -> str:
     """One scheduler cycle; returns the node the e2e pod was bound to."""
-    report = SchedulerWorker(Framework(load_profile("topology")), identity="e2e").run_once()
+    report = database_cycle(Framework(load_profile("topology")), identity="e2e").run_once()
     assert report.bound == 1, report
     pod = Pod.objects.get(workload__name="e2e-train")
     return pod.allocations.get(active=True).node.name

@@ -26,9 +26,9 @@ from scheduling import services
 from scheduling.core.queueing.config import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
+from scheduling.database_side import database_cycle
 from scheduling.models import Node, Pod, Workload
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.conftest import Client_, admin_cookie, connect, outbox_only
 from tests.scheduling import factories
@@ -77,7 +77,7 @@ class Script:
     def __init__(self, seed: int, *, queues: bool) -> None:
         self.queues = queues
         self.rng = random.Random(seed)
-        self.worker = SchedulerWorker(Framework(load_profile("topology")), identity="inv")
+        self.worker = database_cycle(Framework(load_profile("topology")), identity="inv")
         self.submitted = 0
         self.extra_nodes = 0
 

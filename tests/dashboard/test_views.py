@@ -12,9 +12,9 @@ from django.utils import timezone
 from dashboard import selectors
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
+from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from telemetry.models import PodMinute
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
@@ -25,7 +25,7 @@ PAGES = ["/", "/placements/", "/queues/", "/tenants/"]
 
 
 def schedule() -> None:
-    SchedulerWorker(Framework(load_profile("topology")), identity="views").run_once()
+    database_cycle(Framework(load_profile("topology")), identity="views").run_once()
 
 
 def signed_in(*, staff: bool = True) -> Client:
@@ -67,7 +67,7 @@ def test_the_tenants_page_shows_over_request_and_advice() -> None:
     assert b"No allocations in the last hour" in signed_in().get("/tenants/").content
     factories.nodes(1)
     factories.workload(factories.tenant("nlp"), "big", gpus=8)
-    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    database_cycle(Framework(load_profile("topology"))).run_once()
     Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
     pod = Pod.objects.get()
     now = timezone.now().replace(second=0, microsecond=0)

@@ -19,10 +19,12 @@ from scheduling.core.plugins.load_aware import NEUTRAL_SCORE
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
 from scheduling.models import PlacementDecision, Pod
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import PROFILE_DIR
-from scheduling.worker import SchedulerWorker
 from telemetry.exposition import GpuState
 from telemetry.models import NodeTelemetry, SourceStatus
 from telemetry.selectors import gpu_loads
@@ -55,7 +57,7 @@ def states(nodes: list[str]) -> list[GpuState]:
     ]
 
 
-def worker() -> SchedulerWorker:
+def worker() -> SchedulingCycle:
     """The shipped gpusched profile, with LoadAware's freshness limit at 4 s (default 180 s);
     measured load re-read every cycle."""
     shipped = (PROFILE_DIR / "gpusched.yaml").read_text()
@@ -63,15 +65,15 @@ def worker() -> SchedulerWorker:
     text = shipped.replace("  pluginConfig:\n", "  pluginConfig:\n" + load_aware)
     assert text != shipped
     profile = load_profiles(text)[0]
-    return SchedulerWorker(
+    return database_cycle(
         Framework(profile), identity="faults", load_feed=LoadFeed(refresh_every_s=0.0)
     )
 
 
-def place(scheduler: SchedulerWorker, name: str) -> list[dict[str, Any]]:
+def place(scheduler: SchedulingCycle, name: str) -> list[dict[str, Any]]:
     """Submit an online workload of two 1-GPU pods, run one cycle: its decisions' explanations
     for the chosen nodes."""
-    template = services.PodTemplate(cpu_milli=1000, memory_mib=1024, gpus=1)
+    template = PodTemplate(cpu_milli=1000, memory_mib=1024, gpus=1)
     services.workload_submit(
         tenant=factories.tenant(),
         name=name,

@@ -9,21 +9,32 @@ from pathlib import Path
 import yaml
 
 from kube.api import KubeApi
-from kube.leader import LeaseElector
-from kube.scheduler import KubeScheduler
+from kube.leader import KubernetesLease, LeaseElector
+from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
-from tests.kube.fakeapi import FakeKube
+from scheduling.cycle import SchedulingCycle
+from sim.kubernetes.simulated import SimulatedKubernetes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
-def seeds_profile_text() -> str:
-    """The scheduler profile shipped in deploy/ (the seeds' config, unchanged)."""
-    for doc in yaml.safe_load_all((DEPLOY / "scheduler-profile.yaml").read_text()):
+def profile_text(path: str) -> str:
+    """The profile in a ConfigMap manifest under deploy/."""
+    for doc in yaml.safe_load_all((DEPLOY / path).read_text()):
         if doc and doc.get("kind") == "ConfigMap":
             return str(doc["data"]["profile.yaml"])
-    raise AssertionError("no profile ConfigMap in deploy/scheduler-profile.yaml")
+    raise AssertionError(f"no profile ConfigMap in deploy/{path}")
+
+
+def seeds_profile_text() -> str:
+    """The seeds' profile, unchanged (deploy/examples/seed-profile.yaml)."""
+    return profile_text("examples/seed-profile.yaml")
+
+
+def shipped_profile_text() -> str:
+    """The profile deploy/ mounts into the scheduler: gpusched's default one."""
+    return profile_text("scheduler-profile.yaml")
 
 
 def framework() -> Framework:
@@ -47,13 +58,13 @@ class Clock:
 
 
 def scheduler(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
     identity: str = "gpusched-0",
     *,
     lease: bool = True,
     clock: Clock | None = None,
     now: Callable[[], datetime] | None = None,
-) -> KubeScheduler:
+) -> SchedulingCycle:
     api = KubeApi(fake.api_client(), reporting_instance=identity)
     elector = None
     if lease:
@@ -66,7 +77,17 @@ def scheduler(
             clock=clock.now,
             monotonic=clock.monotonic,
         )
-    built = KubeScheduler(api, framework(), elector, identity=identity, watch_timeout_s=5)
-    if now is not None:
-        built.clock = now
-    return built
+    options = {"clock": now} if now is not None else {}
+    return kubernetes_cycle(
+        api, framework(), elector, identity=identity, watch_timeout_s=5, **options
+    )
+
+
+def side_of(cycle: SchedulingCycle) -> KubernetesSide:
+    assert isinstance(cycle.side, KubernetesSide)
+    return cycle.side
+
+
+def elector_of(cycle: SchedulingCycle) -> LeaseElector:
+    assert isinstance(cycle.elector, KubernetesLease) and cycle.elector.elector is not None
+    return cycle.elector.elector

@@ -18,8 +18,8 @@ from kube import extender
 from kube.api import KubeApi
 from kube.models import KubePod
 from scheduling.models import Allocation
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.urls("tests.kube.urls")]
@@ -40,7 +40,7 @@ def web_extender(settings, tmp_path) -> None:
 
 
 @pytest.fixture
-def cluster(fake: FakeKube) -> Iterator[FakeKube]:
+def cluster(fake: SimulatedKubernetes) -> Iterator[SimulatedKubernetes]:
     """gpu-a: 6 of 8 GPUs held by a pod the default scheduler placed; gpu-b: free; tainted: free
     but tainted. Mirrored into the database by one secondary-scheduler cycle."""
     for node in (
@@ -82,7 +82,7 @@ def post(path: str, body: object) -> tuple[int, Any]:
     return response.status_code, response.json()
 
 
-def test_filter_with_node_names_when_node_cache_capable(cluster: FakeKube) -> None:
+def test_filter_with_node_names_when_node_cache_capable(cluster: SimulatedKubernetes) -> None:
     status, reply = post(
         "/extender/filter",
         {"Pod": pod_json(), "Nodes": None, "NodeNames": ["gpu-a", "gpu-b", "tainted", "ghost"]},
@@ -104,7 +104,7 @@ def test_filter_with_node_names_when_node_cache_capable(cluster: FakeKube) -> No
     assert reply["FailedAndUnresolvableNodes"]["tainted"] == "node(s) had untolerated taint"
 
 
-def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: FakeKube) -> None:
+def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: SimulatedKubernetes) -> None:
     nodes = [objects.node("gpu-a"), objects.node("gpu-b"), objects.node("fresh")]
     status, reply = post(
         "/extender/filter",
@@ -124,7 +124,7 @@ def test_filter_with_full_nodes_when_not_node_cache_capable(cluster: FakeKube) -
     assert set(reply["FailedNodes"]) == {"gpu-a"}
 
 
-def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: FakeKube) -> None:
+def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: SimulatedKubernetes) -> None:
     status, reply = post(
         "/extender/prioritize",
         {
@@ -140,7 +140,7 @@ def test_prioritize_scores_zero_to_ten_best_node_first_class(cluster: FakeKube) 
     assert max(scores.values()) == 10 and scores["ghost"] == 0
 
 
-def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: FakeKube) -> None:
+def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: SimulatedKubernetes) -> None:
     _, reply = post(
         "/extender/prioritize",
         {"Pod": pod_json(gpus=4), "Nodes": None, "NodeNames": ["gpu-b", "gpu-a"]},
@@ -175,7 +175,7 @@ def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: FakeKube) 
     ],
 )
 def test_bad_input_is_a_clear_error_never_a_500(
-    cluster: FakeKube, body: object, message: str
+    cluster: SimulatedKubernetes, body: object, message: str
 ) -> None:
     data = body if isinstance(body, str) else json.dumps(body)
     client = Client(headers=AUTH)
@@ -188,7 +188,9 @@ def test_bad_input_is_a_clear_error_never_a_500(
     assert Client(headers=AUTH).get("/extender/filter").status_code == 405
 
 
-def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(cluster: FakeKube) -> None:
+def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(
+    cluster: SimulatedKubernetes,
+) -> None:
     created = cluster.add_pod(pod_json("serve-0", gpus=2, uid=""))
     uid = created["metadata"]["uid"]
     status, reply = post(
@@ -236,9 +238,9 @@ BIND = {"PodName": "serve-0", "PodNamespace": "ml-team", "Node": "gpu-a"}
     ),
 )
 def test_no_verb_answers_an_unauthenticated_caller(
-    cluster: FakeKube, verb: str, authorization: str | None
+    cluster: SimulatedKubernetes, verb: str, authorization: str | None
 ) -> None:
-    if "ml-team/serve-0" not in cluster.collections["pods"]:
+    if not any(p["metadata"]["name"] == "serve-0" for p in cluster.objects("pods")):
         cluster.add_pod(pod_json("serve-0", gpus=2, uid=""))
     body = {**BIND, "PodUID": cluster.pod("ml-team", "serve-0")["metadata"]["uid"]}
     headers = {} if authorization is None else {"Authorization": authorization}
@@ -252,19 +254,21 @@ def test_no_verb_answers_an_unauthenticated_caller(
     assert not cluster.pod("ml-team", "serve-0")["spec"].get("nodeName")
 
 
-def test_the_web_routes_are_off_unless_enabled(cluster: FakeKube, settings) -> None:
+def test_the_web_routes_are_off_unless_enabled(cluster: SimulatedKubernetes, settings) -> None:
     settings.WEB_EXTENDER = False
     status, reply = post("/extender/filter", {"Pod": pod_json(), "NodeNames": ["gpu-b"]})
     assert status == 404 and "runextender" in reply["Error"]
 
 
-def test_without_a_token_file_every_call_is_refused(cluster: FakeKube, settings) -> None:
+def test_without_a_token_file_every_call_is_refused(cluster: SimulatedKubernetes, settings) -> None:
     settings.EXTENDER_TOKEN_FILE = ""
     status, reply = post("/extender/filter", {"Pod": pod_json(), "NodeNames": ["gpu-b"]})
     assert status == 401 and "no extender credentials" in reply["Error"]
 
 
-def test_quantities_and_nesting_beyond_reason_are_answered_at_once(cluster: FakeKube) -> None:
+def test_quantities_and_nesting_beyond_reason_are_answered_at_once(
+    cluster: SimulatedKubernetes,
+) -> None:
     pod = pod_json()
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e600000"
     status, reply = post("/extender/filter", {"Pod": pod, "NodeNames": ["gpu-b"]})

@@ -8,12 +8,13 @@ from kubernetes.client import CoordinationV1Api
 
 from kube.leader import LeaseElector, LeaseLost
 from kube.models import KubePod
+from sim.kubernetes.meta import MICRO_TIME
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import MICRO_TIME, FakeKube
-from tests.kube.helpers import Clock, scheduler
+from tests.kube.helpers import Clock, elector_of, scheduler
 
 
-def elector(fake: FakeKube, identity: str, clock: Clock) -> LeaseElector:
+def elector(fake: SimulatedKubernetes, identity: str, clock: Clock) -> LeaseElector:
     return LeaseElector(
         CoordinationV1Api(fake.api_client()),
         name="gpusched-scheduler",
@@ -24,7 +25,7 @@ def elector(fake: FakeKube, identity: str, clock: Clock) -> LeaseElector:
     )
 
 
-def test_first_candidate_creates_the_lease_the_second_waits(fake: FakeKube) -> None:
+def test_first_candidate_creates_the_lease_the_second_waits(fake: SimulatedKubernetes) -> None:
     clock = Clock()
     a, b = elector(fake, "a", clock), elector(fake, "b", clock)
     assert a.try_acquire_or_renew() and a.leading()
@@ -39,7 +40,7 @@ def test_first_candidate_creates_the_lease_the_second_waits(fake: FakeKube) -> N
     assert ("POST", "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases") in methods
 
 
-def test_renewal_replaces_with_the_resource_version_read(fake: FakeKube) -> None:
+def test_renewal_replaces_with_the_resource_version_read(fake: SimulatedKubernetes) -> None:
     clock = Clock()
     a = elector(fake, "a", clock)
     a.try_acquire_or_renew()
@@ -52,7 +53,7 @@ def test_renewal_replaces_with_the_resource_version_read(fake: FakeKube) -> None
     assert lease["spec"]["leaseTransitions"] == 0
 
 
-def test_a_standby_takes_over_only_after_the_lease_duration(fake: FakeKube) -> None:
+def test_a_standby_takes_over_only_after_the_lease_duration(fake: SimulatedKubernetes) -> None:
     clock_a, clock_b = Clock(), Clock()
     a, b = elector(fake, "a", clock_a), elector(fake, "b", clock_b)
     a.try_acquire_or_renew()
@@ -69,19 +70,16 @@ def test_a_standby_takes_over_only_after_the_lease_duration(fake: FakeKube) -> N
     assert a.lost and not a.leading()
 
 
-def test_a_conflicting_replace_means_the_lease_is_lost(fake: FakeKube) -> None:
+def test_a_conflicting_replace_means_the_lease_is_lost(fake: SimulatedKubernetes) -> None:
     clock = Clock()
     a = elector(fake, "a", clock)
     a.try_acquire_or_renew()
     # Someone else writes the lease between our read and our replace.
-    lease = fake.leases["gpu-system/gpusched-scheduler"]
     real_read = a.api.read_namespaced_lease
 
     def stale_read(*args, **kwargs):
         result = real_read(*args, **kwargs)
-        with fake.lock:
-            fake.revision += 1
-            lease["metadata"]["resourceVersion"] = str(fake.revision)
+        fake.update_object("leases", "gpu-system", "gpusched-scheduler", lambda lease: None)
         return result
 
     a.api.read_namespaced_lease = stale_read  # type: ignore[method-assign]
@@ -89,7 +87,7 @@ def test_a_conflicting_replace_means_the_lease_is_lost(fake: FakeKube) -> None:
     assert a.lost
 
 
-def test_release_lets_a_standby_take_over_at_once(fake: FakeKube) -> None:
+def test_release_lets_a_standby_take_over_at_once(fake: SimulatedKubernetes) -> None:
     clock = Clock()
     a, b = elector(fake, "a", clock), elector(fake, "b", clock)
     a.try_acquire_or_renew()
@@ -100,7 +98,9 @@ def test_release_lets_a_standby_take_over_at_once(fake: FakeKube) -> None:
 
 
 @pytest.mark.django_db
-def test_two_scheduler_replicas_never_both_bind_and_the_loser_stops(fake: FakeKube) -> None:
+def test_two_scheduler_replicas_never_both_bind_and_the_loser_stops(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     clock_a, clock_b = Clock(), Clock()
@@ -137,7 +137,7 @@ def test_two_scheduler_replicas_never_both_bind_and_the_loser_stops(fake: FakeKu
 
 
 @pytest.mark.django_db
-def test_a_leader_past_its_renew_deadline_does_not_bind(fake: FakeKube) -> None:
+def test_a_leader_past_its_renew_deadline_does_not_bind(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     clock = Clock()
     a = scheduler(fake, "replica-a", clock=clock)
@@ -145,8 +145,7 @@ def test_a_leader_past_its_renew_deadline_does_not_bind(fake: FakeKube) -> None:
     fake.add_pod(objects.pod("late", gpus=1))
 
     # The API server stops answering lease calls; the renew deadline passes.
-    assert a.elector is not None
-    a.elector.api = _Unreachable()  # type: ignore[assignment]
+    elector_of(a).api = _Unreachable()  # type: ignore[assignment]
     clock.advance(11)
     with pytest.raises(LeaseLost):
         a.run_once()

@@ -1,10 +1,13 @@
-"""deploy/: every manifest passes the Kubernetes API's JSON schema (kubernetes-validate, strict),
+"""deploy/: every manifest passes the Kubernetes API's JSON schema (kubernetes-validate, strict;
+the Prometheus Operator's custom resources in deploy/monitoring/ are outside its core schemas and
+are checked in tests/deploy/test_monitoring.py), both kustomizations build (`kubectl kustomize`),
 the KubeSchedulerConfigurations load through our profile loader, the extender stanza obeys
 kube-scheduler's validation rules, containers run non-root and read-only, RBAC is least
 privilege."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +18,22 @@ from django.urls import resolve
 
 from kube.management.commands.runkube import LEASE_NAME
 from kube.translate import pod_info
+from scheduling.core.framework import EXTENSION_POINTS
 from scheduling.core.profiles import load_profiles
-from tests.kube.helpers import DEPLOY, seeds_profile_text
+from tests.bench.stack.conftest import installed
+from tests.kube.helpers import DEPLOY, seeds_profile_text, shipped_profile_text
 
 NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # custom resources: tests/deploy/
 VERSIONS = ("1.30.0", "1.37.0")
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
     found = []
-    # deploy/*.yaml and deploy/examples/: the Kubernetes manifests (other folders are not ours).
-    for path in sorted([*DEPLOY.glob("*.yaml"), *DEPLOY.glob("examples/*.yaml")]):
+    # deploy/*.yaml, deploy/examples/ and deploy/monitoring/: the Kubernetes manifests (the other
+    # folders hold compose, Prometheus and Grafana files).
+    folders = ("*.yaml", "examples/*.yaml", "monitoring/*.yaml")
+    for path in sorted(path for pattern in folders for path in DEPLOY.glob(pattern)):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 found.append((str(path.relative_to(DEPLOY)), doc))
@@ -45,14 +53,14 @@ def named(kind: str, name: str) -> dict[str, Any]:
 def test_every_manifest_passes_the_api_schema(version: str) -> None:
     checked = 0
     for path, doc in documents():
-        if doc["kind"] in NOT_API_KINDS:
+        if doc["kind"] in NOT_API_KINDS | OPERATOR_KINDS:
             continue
         try:
             kubernetes_validate.validate(doc, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
             raise AssertionError(f"{path} {doc['kind']}/{doc['metadata']['name']}: {exc}") from exc
         checked += 1
-    assert checked >= 18
+    assert checked >= 23
 
 
 def test_the_validator_catches_a_broken_manifest() -> None:
@@ -97,7 +105,7 @@ def test_the_extender_stanza_follows_kube_scheduler_validation() -> None:
         assert extender["nodeCacheCapable"] is True
         # The URL points at the extender's own Service, over HTTPS, and every verb is one of
         # our routes.
-        service = named("Service", "gpusched-extender")
+        service = named("Service", "gpusched-extender-api")
         host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
         (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "extender"]
         assert extender["urlPrefix"] == f"https://{host}:{port}/extender"
@@ -129,7 +137,9 @@ def test_the_extender_is_off_the_user_facing_port_and_only_kube_scheduler_reache
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector == named("Deployment", "gpusched-web")["spec"]["selector"]["matchLabels"]
     rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert set(rules) == {"http", "ext-metrics", "extender"}
     assert rules["http"] is None  # the user-facing port: anyone
+    assert rules["ext-metrics"] == [{"namespaceSelector": {}}]  # Prometheus, in the cluster
     (peer,) = rules["extender"]  # the extender: kube-scheduler only
     assert peer["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "kube-system"
@@ -137,8 +147,8 @@ def test_the_extender_is_off_the_user_facing_port_and_only_kube_scheduler_reache
     assert peer["podSelector"]["matchLabels"] == {"component": "kube-scheduler"}
 
 
-def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = deployment["spec"]["template"]["spec"]
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = workload["spec"]["template"]["spec"]
     return spec.get("initContainers", []) + spec["containers"]
 
 
@@ -149,7 +159,7 @@ def test_containers_are_non_root_with_read_only_root_filesystems() -> None:
         "gpusched-scheduler",
         "gpusched-ingester",
     }
-    for deployment in deployments:
+    for deployment in deployments + by_kind("Job"):
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] > 0
@@ -187,6 +197,17 @@ def test_rbac_is_least_privilege() -> None:
         ("", "pods/status", "patch", ""),
         ("events.k8s.io", "events", "create", ""),
         ("topology.node.k8s.io", "noderesourcetopologies", "list", ""),
+        # The one cycle's evictions, disruption budgets and gang quorums.
+        ("", "pods/eviction", "create", ""),
+        ("policy", "poddisruptionbudgets", "list", ""),
+        ("scheduling.x-k8s.io", "podgroups", "list", ""),
+        ("scheduling.volcano.sh", "podgroups", "list", ""),
+        ("scheduling.k8s.io", "podgroups", "list", ""),
+        # Submitted workloads made real: pods owned by one ConfigMap each.
+        ("", "pods", "create", ""),
+        ("", "configmaps", "create", ""),
+        ("", "configmaps", "get", ""),
+        ("", "configmaps", "delete", ""),
     }
     assert rules("Role", "gpusched-scheduler-lease") == {
         ("coordination.k8s.io", "leases", "create", ""),
@@ -212,18 +233,50 @@ def test_rbac_is_least_privilege() -> None:
     assert LEASE_NAME == "gpusched-scheduler"
 
 
+def test_the_shipped_profile_is_the_default_gpusched_profile() -> None:
+    (shipped,) = load_profiles(shipped_profile_text())
+    (default,) = load_profiles((DEPLOY.parent / "scheduling/profiles/gpusched.yaml").read_text())
+    assert shipped == default
+    enabled = {point: [p.name for p in shipped.enabled(point)] for point in EXTENSION_POINTS}
+    assert {"GPUTopology", "LoadAware", "Fragmentation"} <= set(enabled["score"])
+    assert "DefaultPreemption" in enabled["postFilter"] and "Coscheduling" in enabled["permit"]
+
+
 def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> None:
-    (example,) = [d for p, d in documents() if p.startswith("examples/")]
+    (example,) = [d for p, d in documents() if p.startswith("examples/") and d.get("kind") == "Pod"]
     info = pod_info(example)
-    (seeds,) = load_profiles(seeds_profile_text())
-    assert info.scheduler_name == seeds.scheduler_name
+    (shipped,) = load_profiles(shipped_profile_text())
+    assert info.scheduler_name == shipped.scheduler_name
     request = info.request()
     assert request.gpus == 4 and request.topology_policy == "single-numa-node"
     assert request.cpu_milli == 16_000 and request.memory_mib == 128 * 1024
 
 
-def test_the_kustomization_lists_every_manifest_but_the_extras() -> None:
-    (kustomization,) = by_kind("Kustomization")
-    listed = set(kustomization["resources"])
-    shipped = {p.name for p in Path(DEPLOY).glob("*.yaml")} - {"kustomization.yaml"}
-    assert shipped - listed == {"kube-scheduler-extender.yaml"}
+def test_the_kustomizations_list_every_manifest_but_the_extras() -> None:
+    for folder, extras in (
+        (DEPLOY, {"kube-scheduler-extender.yaml"}),
+        (DEPLOY / "monitoring", set()),
+    ):
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        listed = set(kustomization["resources"])
+        shipped = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
+        assert shipped - listed == extras, folder
+        assert listed <= shipped, folder
+
+
+@pytest.mark.parametrize("folder", [DEPLOY, DEPLOY / "monitoring"], ids=["deploy", "monitoring"])
+def test_kubectl_kustomize_builds_every_listed_object(folder: Path) -> None:
+    kubectl = installed("kubectl", package="kubernetes-client")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    built = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(result.stdout) if d}
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    listed = {
+        (d["kind"], d["metadata"]["name"])
+        for name in kustomization["resources"]
+        for d in yaml.safe_load_all((folder / name).read_text())
+        if d
+    }
+    assert built == listed

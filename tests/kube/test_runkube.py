@@ -11,9 +11,12 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
+from sim.kubernetes.simulated import SimulatedKubernetes
+from tests.dashboard.servers import free_port
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import seeds_profile_text
+from tests.test_observability import running, scrape_until, value
+from tests.test_process_probes import probe
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +38,7 @@ def kubeconfig(tmp_path: Path, server: str) -> Path:
     return path
 
 
-def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
+def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:
     profile = tmp_path / "profile.yaml"
     profile.write_text(seeds_profile_text())
     call_command(
@@ -53,7 +56,7 @@ def run(tmp_path: Path, fake: FakeKube, identity: str) -> None:
 
 
 def test_runkube_once_binds_pending_pods_and_releases_the_lease(
-    fake: FakeKube, tmp_path: Path
+    fake: SimulatedKubernetes, tmp_path: Path
 ) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("p", gpus=2))
@@ -76,3 +79,23 @@ def test_losing_the_lease_ends_the_command() -> None:
 
     with pytest.raises(CommandError, match="lost lease .*; exiting"):
         run_step(Losing())  # type: ignore[arg-type]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runkube_serves_its_metrics_and_probes(tmp_path: Path, fake: SimulatedKubernetes) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    fake.add_pod(objects.pod("p", gpus=2))
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(seeds_profile_text())
+    port = free_port()
+    argv = ["runkube", "--loop", "--interval", "0.1", "--profile", str(profile)]
+    argv += ["--kubeconfig", str(kubeconfig(tmp_path, fake.url)), "--lease-namespace", "gpu-system"]
+    with running([*argv, "--metrics-port", str(port)], log=tmp_path / "runkube.log", env={}):
+        series = scrape_until(
+            f"http://127.0.0.1:{port}/metrics",
+            lambda s: value(s, "gpusched_scheduling_attempts_total", result="scheduled") == 1,
+        )
+        assert value(series, "gpusched_scheduler_leader") == 1
+        assert fake.pod("ml-team", "p")["spec"]["nodeName"] == "gpu-a"
+        assert probe(port, "/readyz") == (200, {"status": "ready", "state": "leading"})
+        assert probe(port, "/healthz") == (200, {"status": "ok"})

@@ -7,14 +7,16 @@ import pytest
 
 from kube.models import KubePod
 from scheduling.models import Allocation, Gpu, Node, Pod
+from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
-from tests.kube.helpers import Clock, scheduler
+from tests.kube.helpers import Clock, scheduler, side_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(fake: FakeKube) -> None:
+def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("cpu-only", gpus=0))
     fake.add_pod(
@@ -48,7 +50,9 @@ def test_pending_pods_are_bound_with_gpu_ids_and_scheduled_events(fake: FakeKube
     assert Gpu.objects.filter(used_milli=1000).count() == 4
 
 
-def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(fake: FakeKube) -> None:
+def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("gated", gpus=1, gates=["kueue.x-k8s.io/admission"]))
     fake.add_pod(objects.pod("theirs", gpus=1, scheduler="default-scheduler"))
@@ -63,7 +67,7 @@ def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(fake: Fak
     assert fake.pod("ml-team", "theirs")["spec"].get("nodeName") is None
 
 
-def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: FakeKube) -> None:
+def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     fake.add_pod(objects.pod("contended", gpus=8))
@@ -92,7 +96,7 @@ def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: FakeKube) -> 
 
 
 def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition_once(
-    fake: FakeKube,
+    fake: SimulatedKubernetes,
 ) -> None:
     clock = Clock()
     fake.add_node(objects.node("gpu-a"))
@@ -124,7 +128,7 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition_once(
     assert len(fake.events) == 1 and len(fake.status_patches) == 1
 
 
-def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: FakeKube) -> None:
+def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("odd", extra={"gpusched.io/gpu-milli": "1500"}))
     sched = scheduler(fake)
@@ -137,29 +141,34 @@ def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: FakeKube) -
     assert not fake.bindings
 
 
-def test_watch_resumes_from_its_resource_version_and_relists_after_410(fake: FakeKube) -> None:
+def test_watch_resumes_from_its_resource_version_and_relists_after_410(
+    fake: SimulatedKubernetes,
+) -> None:
     fake.add_node(objects.node("gpu-a"))
     sched = scheduler(fake)
     sched.run_once()
-    assert (sched.pods.lists, sched.pods.watches) == (1, 0)
+    assert (side_of(sched).pods.lists, side_of(sched).pods.watches) == (1, 0)
 
     fake.add_pod(objects.pod("p1", gpus=1))
     assert sched.run_once().bound == 1
-    assert (sched.pods.lists, sched.pods.watches) == (1, 1)  # a watch, not a new list
+    assert (side_of(sched).pods.lists, side_of(sched).pods.watches) == (
+        1,
+        1,
+    )  # a watch, not a new list
     watch_paths = [p for m, p in fake.requests if "watch=" in p and "/pods" in p]
     assert "resourceVersion=" in watch_paths[-1]
 
     fake.compact()  # the version the watch resumes from is gone: 410, then a relist
     fake.add_pod(objects.pod("p2", gpus=1))
     sched.run_once()
-    assert sched.pods.expired == 1 and sched.pods.resource_version is None
+    assert side_of(sched).pods.expired == 1 and side_of(sched).pods.resource_version is None
     report = sched.run_once()
-    assert sched.pods.lists == 2
+    assert side_of(sched).pods.lists == 2
     assert report.bound == 1
     assert fake.pod("ml-team", "p2")["spec"]["nodeName"] == "gpu-a"
 
 
-def test_finished_and_deleted_pods_give_their_gpus_back(fake: FakeKube) -> None:
+def test_finished_and_deleted_pods_give_their_gpus_back(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(objects.pod("first", gpus=8))
     fake.add_pod(objects.pod("second", gpus=8))
@@ -189,7 +198,7 @@ def test_finished_and_deleted_pods_give_their_gpus_back(fake: FakeKube) -> None:
     assert Gpu.objects.filter(used_milli__gt=0).count() == 0
 
 
-def test_pods_bound_by_others_are_counted_where_they_run(fake: FakeKube) -> None:
+def test_pods_bound_by_others_are_counted_where_they_run(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     foreign = objects.pod("foreign", gpus=6, scheduler="default-scheduler", node_name="gpu-a")
@@ -199,14 +208,14 @@ def test_pods_bound_by_others_are_counted_where_they_run(fake: FakeKube) -> None
 
     report = scheduler(fake).run_once()
 
-    assert report.pods_adopted == 1 and report.bound == 1
+    assert report.side_counts["pods_adopted"] == 1 and report.bound == 1
     assert fake.pod("ml-team", "mine")["spec"]["nodeName"] == "gpu-b"
     adopted = KubePod.objects.get(name="foreign")
     assert not adopted.owned and adopted.pod.phase == Pod.Phase.RUNNING
     assert Gpu.objects.filter(node__name="gpu-a", used_milli=1000).count() == 6
 
 
-def test_mig_mixed_strategy_pods_get_mig_slots(fake: FakeKube) -> None:
+def test_mig_mixed_strategy_pods_get_mig_slots(fake: SimulatedKubernetes) -> None:
     mig_node = objects.node(
         "a100-mig",
         gpus=0,
@@ -225,16 +234,16 @@ def test_mig_mixed_strategy_pods_get_mig_slots(fake: FakeKube) -> None:
     assert len(slots) == 2 and all(s.startswith("0:") for s in slots)
 
 
-def test_topology_from_node_resource_topology_v1alpha1(fake: FakeKube) -> None:
+def test_topology_from_node_resource_topology_v1alpha1(fake: SimulatedKubernetes) -> None:
     fake.nrt_versions = ("v1alpha1",)
     fake.add_node(objects.node("pcie", topology={}))  # no usable annotation
-    fake.nrt["pcie"] = objects.nrt("pcie", [(64, 4), (64, 4)], version="v1alpha1")
+    fake.set_nrt(objects.nrt("pcie", [(64, 4), (64, 4)], version="v1alpha1"))
     fake.add_pod(
         objects.pod("numa", gpus=4, annotations={"gpusched.io/topology-policy": "restricted"})
     )
     sched = scheduler(fake)
     sched.run_once()
-    assert sched.nrt.version == "v1alpha1"
+    assert side_of(sched).nrt.version == "v1alpha1"
     node = Node.objects.get(name="pcie")
     assert node.topology["gpu_numa"] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert node.topology["numa_cpus"] == [64, 64]

@@ -8,6 +8,8 @@ import http.client
 import json
 import ssl
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +23,13 @@ from kube.api import KubeApi
 from kube.extender_auth import ExtenderAuth, server_context
 from kube.server import make_server
 from scheduling.models import Allocation
+from sim.kubernetes.simulated import SimulatedKubernetes
+from tests.dashboard.servers import free_port
 from tests.kube import objects
-from tests.kube.fakeapi import FakeKube
 from tests.kube.helpers import framework, scheduler
 from tests.kube.tls import Authority, Issued
+from tests.test_observability import running, scrape_until, value
+from tests.test_process_probes import probe, wait_for_probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +63,7 @@ def pki(tmp_path: Path) -> Pki:
 
 
 @pytest.fixture
-def port(fake: FakeKube, pki: Pki) -> Iterator[int]:
+def port(fake: SimulatedKubernetes, pki: Pki) -> Iterator[int]:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
     fake.add_pod(objects.pod("busy", gpus=6, scheduler="default-scheduler", node_name="gpu-a"))
@@ -97,13 +102,13 @@ def call(
     return response.status, json.loads(response.read())
 
 
-def bind_args(fake: FakeKube) -> dict[str, str]:
+def bind_args(fake: SimulatedKubernetes) -> dict[str, str]:
     uid = fake.pod("ml-team", "serve-0")["metadata"]["uid"]
     return {"PodName": "serve-0", "PodNamespace": "ml-team", "PodUID": uid, "Node": "gpu-b"}
 
 
 def test_kube_schedulers_certificate_over_one_keep_alive_connection(
-    port: int, pki: Pki, fake: FakeKube
+    port: int, pki: Pki, fake: SimulatedKubernetes
 ) -> None:
     connection = connect(port, pki, pki.scheduler)
     pod = objects.pod("p", gpus=4, scheduler="default-scheduler")
@@ -142,7 +147,7 @@ def test_a_bearer_token_admits_a_caller_without_a_certificate(port: int, pki: Pk
 
 @pytest.mark.parametrize("who", ["nobody", "stranger", "wrong token"])
 def test_callers_without_credentials_get_nothing_and_bind_nothing(
-    port: int, pki: Pki, fake: FakeKube, who: str
+    port: int, pki: Pki, fake: SimulatedKubernetes, who: str
 ) -> None:
     client = pki.stranger if who == "stranger" else None
     headers = {"Authorization": "Bearer guess"} if who == "wrong token" else {}
@@ -156,7 +161,7 @@ def test_callers_without_credentials_get_nothing_and_bind_nothing(
 
 
 def test_certificates_of_another_ca_and_plain_http_are_refused_at_the_connection(
-    port: int, pki: Pki, fake: FakeKube
+    port: int, pki: Pki, fake: SimulatedKubernetes
 ) -> None:
     connection = connect(port, pki, pki.rogue)
     with pytest.raises((ssl.SSLError, ConnectionError)):
@@ -184,3 +189,46 @@ def test_runextender_refuses_to_start_without_tls_credentials_or_a_good_profile(
     with pytest.raises(CommandError, match="unknown key 'enable'"):
         call_command("runextender", "--port", "0", *tls, "--token-file", pki.token_file)
     extender.install(None)
+
+
+def test_runextender_serves_metrics_of_the_calls_it_answers_and_refuses(
+    tmp_path: Path, pki: Pki
+) -> None:
+    port, metrics_port = free_port(), free_port()
+    argv = ["runextender", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--tls-cert", pki.server.cert, "--tls-key", pki.server.key]
+    argv += ["--token-file", pki.token_file]
+    # The port from the environment: what a manifest may set instead of the flag.
+    env = {"GPUSCHED_METRICS_PORT": str(metrics_port)}
+    context = ssl.create_default_context(cafile=pki.ca.cert)
+    with running(argv, log=tmp_path / "extender.log", env=env):
+        wait_for_probe(metrics_port, "/readyz", 200, state=f"serving on port {port}")
+        assert probe(metrics_port, "/healthz") == (200, {"status": "ok"})
+        pod = objects.pod("p", gpus=1, scheduler="default-scheduler")
+        calls = [
+            ("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["gpu-x"]}, TOKEN),
+            ("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["gpu-x"]}, TOKEN),
+            ("prioritize", {"Pod": pod}, TOKEN),  # no node list: a 400
+            ("bind", {"PodName": "p"}, "a guess"),  # refused: a 401
+        ]
+        for verb, args, token in calls:
+            request = urllib.request.Request(
+                f"https://127.0.0.1:{port}/extender/{verb}",
+                data=json.dumps(args).encode(),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            )
+            try:
+                urllib.request.urlopen(request, timeout=10, context=context).read()
+            except urllib.error.HTTPError as exc:
+                assert exc.code == (401 if verb == "bind" else 400)
+        series = scrape_until(
+            f"http://127.0.0.1:{metrics_port}/metrics",
+            lambda s: (
+                value(s, "gpusched_extender_requests_total", verb="prioritize", outcome="error")
+                == 1
+            ),
+        )
+    assert value(series, "gpusched_extender_requests_total", verb="filter", outcome="ok") == 2
+    assert value(series, "gpusched_extender_requests_total", verb="bind", outcome="ok") == 0
+    assert value(series, "gpusched_extender_refused_total") == 1
+    assert value(series, "gpusched_extender_request_duration_seconds_count", verb="filter") == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scheduling import services
 from scheduling.core.types import ServiceClass, TopologyPolicy
 from scheduling.models import Node, Tenant, Workload
+from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
 
 
@@ -32,7 +33,7 @@ def workload(
     duration_s: float | None = None,
     service_class: ServiceClass = ServiceClass.BATCH,
 ) -> Workload:
-    template = services.PodTemplate(
+    template = PodTemplate(
         cpu_milli=cpu_milli,
         memory_mib=1024,
         gpus=gpus,

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import cluster_state, services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -17,7 +17,7 @@ COLUMNS = ("cpu_free", "memory_free", "numa_cpu_free", "gpu_free", "full_free_ma
 
 
 def assert_same_as_fresh(cache: ClusterCache) -> None:
-    cached, fresh = cache.state().snapshot, selectors.cluster_state().snapshot
+    cached, fresh = cache.state().snapshot, cluster_state.cluster_state().snapshot
     for column in COLUMNS:
         assert np.array_equal(getattr(cached, column), getattr(fresh, column)), column
 
@@ -27,7 +27,7 @@ def test_cache_follows_binds_releases_and_foreign_binds() -> None:
     owner = factories.tenant()
     factories.workload(owner, "a", pods=4, gpus=2)
     factories.workload(owner, "b", pods=6, gpu_milli=300)
-    ours = SchedulerWorker(Framework(load_profile("topology")), identity="ours")
+    ours = database_cycle(Framework(load_profile("topology")), identity="ours")
     ours.run_once()
     assert_same_as_fresh(ours.cache)
     rebuilds = ours.cache.rebuilds
@@ -39,7 +39,7 @@ def test_cache_follows_binds_releases_and_foreign_binds() -> None:
 
     # Another scheduler (its own lease) binds pods we never saw.
     factories.workload(owner, "c", pods=3, gpus=1)
-    SchedulerWorker(
+    database_cycle(
         Framework(load_profile("topology")), identity="other", lease_name="other"
     ).run_once()
     assert_same_as_fresh(ours.cache)

@@ -4,10 +4,10 @@ import pytest
 from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import Allocation, Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from telemetry.models import PodMinute
 from tests.scheduling import factories
 
@@ -38,7 +38,7 @@ def test_over_requesting_tenant_and_right_sizing_advice() -> None:
     nlp, vision = factories.tenant("nlp"), factories.tenant("vision")
     factories.workload(nlp, "big", pods=1, gpus=8)
     factories.workload(vision, "busy", pods=1, gpus=2)
-    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    database_cycle(Framework(load_profile("topology"))).run_once()
     hour_ago = timezone.now() - timedelta(hours=1)
     Allocation.objects.update(bound_at=hour_ago)  # both held their GPUs for the whole window
     minutes("nlp", Pod.objects.get(workload__name="big").name, used=1.6)
@@ -59,7 +59,7 @@ def test_shared_pods_are_charged_their_share_of_a_time_sliced_gpu() -> None:
     factories.nodes(1, "t4-2gpu")
     owner = factories.tenant("serving")
     factories.workload(owner, "a", pods=2, gpu_milli=500)
-    SchedulerWorker(Framework(load_profile("topology"))).run_once()
+    database_cycle(Framework(load_profile("topology"))).run_once()
     Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
     for pod in Pod.objects.all():  # DCGM repeats the GPU's 0.6 for each pod on it
         minutes("serving", pod.name, used=0.6)

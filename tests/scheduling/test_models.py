@@ -5,6 +5,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from scheduling.models import Allocation, Gpu, GpuAssignment, Node
+from scheduling.services.allocations import add_counts
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -26,9 +27,24 @@ def test_a_gpu_cannot_hold_more_than_1000_milli() -> None:
 
 
 def test_a_node_cannot_give_more_cpu_than_it_has() -> None:
+    """Raised only by the checked update, which judges the row as it is now."""
     (node,) = factories.nodes(1)
+    assert not add_counts(
+        Node, "cpu_used_milli", {node.pk: node.cpu_milli + 1}, capacity="cpu_milli"
+    )
+    assert Node.objects.get(pk=node.pk).cpu_used_milli == 0
+    assert add_counts(Node, "cpu_used_milli", {node.pk: node.cpu_milli}, capacity="cpu_milli")
+    assert not add_counts(Node, "cpu_used_milli", {node.pk: 1}, capacity="cpu_milli")
+
+
+def test_a_node_may_report_less_capacity_than_it_holds() -> None:
+    """Kubernetes lowers allocatable under running pods: recording it must never fail (the node is
+    quarantined instead, scheduling.cluster_state)."""
+    (node,) = factories.nodes(1)
+    Node.objects.filter(pk=node.pk).update(cpu_used_milli=F("cpu_milli"))
+    Node.objects.filter(pk=node.pk).update(cpu_milli=1000)
     with pytest.raises(IntegrityError), transaction.atomic():
-        Node.objects.filter(pk=node.pk).update(cpu_used_milli=F("cpu_milli") + 1)
+        Node.objects.filter(pk=node.pk).update(cpu_used_milli=-1)
 
 
 def test_two_exclusive_holders_of_one_gpu_are_refused() -> None:

@@ -17,6 +17,8 @@ from scheduling import selectors, services
 from scheduling.core.queueing.config import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass, TopologyPolicy
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.models import (
     ClusterQueue,
     Event,
@@ -27,8 +29,8 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
 )
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 
@@ -38,8 +40,8 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
 
 
-def worker() -> SchedulerWorker:
-    return SchedulerWorker(Framework(load_profile("topology")), identity="w1")
+def worker() -> SchedulingCycle:
+    return database_cycle(Framework(load_profile("topology")), identity="w1")
 
 
 def apply(text: str) -> None:
@@ -84,7 +86,7 @@ def submit(
     policy: TopologyPolicy = TopologyPolicy.NONE,
     priority_class: str = "",
 ) -> Workload:
-    template = services.PodTemplate(
+    template = PodTemplate(
         cpu_milli=1000,
         memory_mib=1024,
         gpus=gpus,

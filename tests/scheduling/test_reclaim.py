@@ -7,13 +7,14 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import cluster_state, services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Pod
 from scheduling.profile_files import load_profile
 from scheduling.reclaim import ReclaimFeed
-from scheduling.worker import SchedulerWorker
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 
@@ -41,15 +42,15 @@ def measure(clock: Clock, busy: float) -> None:
     )
 
 
-def worker(clock: Clock) -> SchedulerWorker:
-    return SchedulerWorker(
+def worker(clock: Clock) -> SchedulingCycle:
+    return database_cycle(
         Framework(load_profile("gpusched")),
         clock=clock,
         reclaim_feed=ReclaimFeed(refresh_every_s=0.0),
     )
 
 
-def owner_holding_the_node(clock: Clock) -> SchedulerWorker:
+def owner_holding_the_node(clock: Clock) -> SchedulingCycle:
     """A batch tenant holds both GPUs whole and has been measured idle for 10 minutes."""
     factories.nodes(1, topology="t4-2gpu")
     factories.workload(factories.tenant("nlp"), "owner", gpus=2)
@@ -85,7 +86,7 @@ def test_an_opportunistic_share_is_lent_idle_capacity_and_counted_apart() -> Non
     bound = Event.objects.filter(type="pod.bound", payload__name__startswith="sweep").get()
     assert bound.payload["reclaimed"] is True
     # A rebuilt snapshot agrees with the incremental one.
-    fresh = selectors.cluster_state().snapshot
+    fresh = cluster_state.cluster_state().snapshot
     assert fresh.gpu_lent.tolist() == run.cache.state().snapshot.gpu_lent.tolist()
 
 
@@ -163,7 +164,7 @@ def test_when_the_lenders_leave_a_lent_share_moves_onto_free_capacity() -> None:
     assert promoted.payload["node"] == NODE
     # The outbox-fed cache follows the promotion and equals a rebuilt snapshot.
     state = run.cache.state()
-    fresh = selectors.cluster_state().snapshot
+    fresh = cluster_state.cluster_state().snapshot
     assert state.snapshot.gpu_free.tolist() == fresh.gpu_free.tolist()
     assert state.snapshot.gpu_lent.tolist() == fresh.gpu_lent.tolist()
     assert not fresh.gpu_lent.any()

@@ -14,13 +14,17 @@ from pathlib import Path
 import pytest
 from django.db import connection
 from django.db.models import Count, Q, Sum
+from django.utils import timezone
 
-from scheduling.models import Allocation, Gpu, GpuAssignment, Node, Pod
+from scheduling import services
+from scheduling.core.types import TopologyPolicy
+from scheduling.models import Allocation, Gpu, GpuAssignment, Lease, Node, NodeNuma, Pod
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
 PODS = 2000
+SINGLE_NUMA = TopologyPolicy.SINGLE_NUMA_NODE
 
 
 def database_url() -> str:
@@ -136,3 +140,57 @@ def test_sigkill_mid_run_then_restart_loses_and_doubles_nothing() -> None:
     finally:
         stop(leader)
     assert_every_pod_placed_once_and_nothing_overcommitted()
+
+
+def test_split_leadership_with_churn_never_overcommits_a_numa_node_nor_stalls() -> None:
+    """Two schedulers leading at once (each on its own lease) while pods come and go, CPU heavy
+    enough that NUMA shares run out before GPUs do (issue 17: a NUMA node once ended at 128,000
+    CPU milli against its 112,000 share and both schedulers stopped)."""
+    factories.nodes(20)
+    owner = factories.tenant()
+    first = start_scheduler("--lease-name", "split-a", "--batch", "50")
+    second = start_scheduler("--lease-name", "split-b", "--batch", "50")
+    progress: list[int] = []
+    try:
+        # Both are up and leading (each on its own lease) before the pods arrive.
+        wait_until(
+            lambda: (
+                Lease.objects.filter(name__in=["split-a", "split-b"]).exclude(holder="").count()
+                == 2
+            ),
+            timeout=60,
+        )
+        for wave in range(12):
+            factories.workload(
+                owner, f"numa-{wave}", pods=30, gpus=1, cpu_milli=30_000, policy=SINGLE_NUMA
+            )
+            time.sleep(1.0)
+            running = list(Pod.objects.filter(phase="Bound").select_related("workload__tenant"))
+            services.pods_finish(pods=running[: len(running) // 3], now=timezone.now())
+            progress.append(Pod.objects.filter(phase__in=["Bound", "Succeeded"]).count())
+        # Whatever fits is placed soon after the churn stops (3 per NUMA node, 120 in all).
+        wait_until(
+            lambda: (
+                bound_count()
+                == min(120, Pod.objects.filter(phase__in=["Pending", "Bound"]).count())
+            ),
+            timeout=60,
+        )
+        assert first.poll() is None and second.poll() is None, "a scheduler died"
+    finally:
+        stop(first, second)
+    # Binding never stopped: over every two waves of churn, more pods were placed.
+    pairs = zip(progress, progress[2:], strict=False)
+    assert all(later > earlier for earlier, later in pairs), progress
+    charged: dict[tuple[int, int], int] = {}
+    for node_id, per_numa in Allocation.objects.filter(active=True).values_list(
+        "node_id", "numa_cpu_milli"
+    ):
+        for index, amount in enumerate(per_numa):
+            charged[(node_id, index)] = charged.get((node_id, index), 0) + amount
+    for numa in NodeNuma.objects.all():
+        assert numa.cpu_used_milli == charged.get((numa.node_id, numa.index), 0)
+        assert numa.cpu_used_milli <= numa.cpu_milli
+    for node in Node.objects.all():
+        assert 0 <= node.cpu_used_milli <= node.cpu_milli
+    assert not Node.objects.exclude(quarantine_reason="").exists()

@@ -4,7 +4,7 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduling import events, selectors, services
+from scheduling import cluster_state, events, services
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Lease, Node, Pod, Workload
 from scheduling.profile_files import load_profile
@@ -13,14 +13,15 @@ from tests.scheduling import factories
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def schedule_pending() -> tuple[selectors.ClusterState, list[tuple[Pod, Decision]]]:
+def schedule_pending() -> tuple[cluster_state.ClusterState, list[tuple[Pod, Decision]]]:
     now = timezone.now()
     services.workloads_admit(workloads=Workload.objects.filter(state="Pending"), now=now)
-    cluster = selectors.cluster_state()
+    cluster = cluster_state.cluster_state()
     framework = Framework(load_profile("topology"))
-    pods = selectors.pending_pods(now, 1000)
+    pods = cluster_state.pending_pods(now, 1000)
     return cluster, [
-        (pod, framework.schedule_one(selectors.pod_request(pod), cluster.snapshot)) for pod in pods
+        (pod, framework.schedule_one(cluster_state.pod_request(pod), cluster.snapshot))
+        for pod in pods
     ]
 
 
@@ -55,10 +56,10 @@ def test_a_stale_snapshot_cannot_double_book_a_gpu() -> None:
     cluster_a, decisions = schedule_pending()
     decisions_a = [(p, d) for p, d in decisions if p.workload.name == "a"]
     pod_b = next(p for p, _ in decisions if p.workload.name == "b")
-    cluster_b = selectors.cluster_state()
+    cluster_b = cluster_state.cluster_state()
     framework = Framework(load_profile("topology"))
     decisions_b = [
-        (pod_b, framework.schedule_one(selectors.pod_request(pod_b), cluster_b.snapshot))
+        (pod_b, framework.schedule_one(cluster_state.pod_request(pod_b), cluster_b.snapshot))
     ]
     assert decisions_b[0][1].placement is not None
 

@@ -5,16 +5,17 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Gpu, Pod
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def worker(identity: str = "w1", **kwargs: object) -> SchedulerWorker:
-    return SchedulerWorker(Framework(load_profile("topology")), identity=identity, **kwargs)  # type: ignore[arg-type]
+def worker(identity: str = "w1", **kwargs: object) -> SchedulingCycle:
+    return database_cycle(Framework(load_profile("topology")), identity=identity, **kwargs)  # type: ignore[arg-type]
 
 
 def test_one_cycle_admits_places_and_binds() -> None:

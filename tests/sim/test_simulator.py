@@ -6,9 +6,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Gpu, Node, Pod, Workload
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from sim.arrivals import GeneratedArrivals
 from sim.simulator import Simulator
 from sim.spec import parse_spec
@@ -75,7 +75,7 @@ def test_workloads_arrive_run_report_metrics_and_finish() -> None:
     clock.now += timedelta(seconds=60)  # one simulated hour
     report = simulator.run_once()
     assert report.submitted > 50
-    SchedulerWorker(Framework(load_profile("topology")), clock=clock).run_once()
+    database_cycle(Framework(load_profile("topology")), clock=clock).run_once()
     simulator.run_once()
     running = list(Pod.objects.filter(phase="Running").select_related("workload__tenant"))
     assert running

@@ -46,9 +46,10 @@ from django.test import Client
 from dashboard.selectors import head_event_id
 from scheduling import services
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Node
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
-from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 
@@ -252,7 +253,7 @@ def _summary(samples: list[float], missing: int) -> dict[str, Any]:
 def _fill(nodes: int) -> None:
     """Submit and place pods until about half the GPUs are held (a realistic page to draw)."""
     tenants = [services.tenant_create(name=f"team-{k}") for k in range(6)]
-    worker = SchedulerWorker(Framework(load_profile("topology")), identity="bench-live")
+    worker = database_cycle(Framework(load_profile("topology")), identity="bench-live")
     pods = list(synthetic_pods(nodes * 3, seed=3))
     for start in range(0, len(pods), 100):
         chunk = pods[start : start + 100]
@@ -263,7 +264,7 @@ def _fill(nodes: int) -> None:
                 services.PodSetSpec(
                     name=f"p{k}",
                     count=1,
-                    template=services.PodTemplate(
+                    template=PodTemplate(
                         cpu_milli=pod.cpu_milli,
                         memory_mib=pod.memory_mib,
                         gpus=pod.gpus,

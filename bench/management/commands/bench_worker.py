@@ -2,7 +2,7 @@
 
 Builds a throwaway database (Django's test-database machinery, on whatever DATABASE_URL points at:
 SQLite by default, PostgreSQL when set), registers a synthetic cluster, submits pods, then times
-`SchedulerWorker.run_once()` until every pod is bound or waiting. Prints one JSON object.
+`SchedulingCycle.run_once()` until every pod is bound or waiting. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from django.db import connection
 
 from scheduling import services
 from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
 from scheduling.models import Pod
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import command_profile
-from scheduling.worker import SchedulerWorker
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 
@@ -58,7 +59,7 @@ class Command(BaseCommand):
                     services.PodSetSpec(
                         name=f"p{k}",
                         count=1,
-                        template=services.PodTemplate(
+                        template=PodTemplate(
                             cpu_milli=pod.cpu_milli,
                             memory_mib=pod.memory_mib,
                             gpus=pod.gpus,
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                     for k, pod in enumerate(chunk)
                 ],
             )
-        worker = SchedulerWorker(
+        worker = database_cycle(
             Framework(command_profile(options["profile"])), batch_size=options["batch"]
         )
         totals = {"cycles": 0, "snapshot_s": 0.0, "schedule_s": 0.0, "commit_s": 0.0}

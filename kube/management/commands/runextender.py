@@ -3,7 +3,11 @@
 bearer token (kube/extender_auth.py), with the profile in GPUSCHED_PROFILE and, with
 GPUSCHED_EXTENDER_BIND=1, binding through the Kubernetes API. It refuses to start without TLS or
 without any way to admit a caller, and on a bad profile (the error names the key). SIGTERM/SIGINT
-stop it."""
+stop it.
+
+With --metrics-port, its Prometheus metrics (kube/metrics.py) are served on that port with
+/healthz (the loop turns) and /readyz (the extender's server thread is serving; without it the
+command exits, to be restarted)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
 from gpusched.loop import LoopCommand
+from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube import extender
+from kube import metrics as extender_metrics
 from kube.extender_auth import ExtenderAuth, ExtenderAuthError, server_context
 from kube.server import make_server
 
@@ -22,6 +28,7 @@ from kube.server import make_server
 class Command(LoopCommand):
     help = "Serve POST /extender/{filter,prioritize,bind} for kube-scheduler, over TLS."
     default_interval = 1.0
+    default_stuck_intervals = 30
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="0.0.0.0")
@@ -44,6 +51,7 @@ class Command(LoopCommand):
             default=settings.EXTENDER_TOKEN_FILE,
             help="admit `Authorization: Bearer` with a token of this file (one per line)",
         )
+        add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not (options["tls_cert"] and options["tls_key"]):
@@ -75,9 +83,22 @@ class Command(LoopCommand):
         thread.start()
         port = server.server_address[1]
         self.stderr.write(f"runextender: serving TLS on {options['host']}:{port}")
+        metrics_server = serve_metrics(
+            extender_metrics.registry,
+            self.health,
+            options["metrics_host"],
+            options["metrics_port"],
+        )
+
+        def step() -> None:
+            if not thread.is_alive():  # useless without it: exit, to be restarted
+                raise CommandError("the extender's server thread has stopped")
+            self.health.state = f"serving on port {port}"
+
         try:
-            self.run_loop(lambda: None, loop=True)
+            self.run_loop(step, loop=True)
         finally:
             server.shutdown()
             server.server_close()
+            stop_serving(metrics_server)
             self.stderr.write("runextender: stopped")

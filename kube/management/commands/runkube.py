@@ -7,13 +7,14 @@ with status 1 (like kube-scheduler), so its Deployment restarts it as a standby.
 finish the current cycle and give the lease up, so a standby takes over at once.
 
 Connection: the pod's service account in a cluster, else `--kubeconfig` / KUBECONFIG /
-~/.kube/config (`--context` to pick one).
+~/.kube/config (`--context` to pick one). With --metrics-port, the scheduler's Prometheus metrics
+(scheduling/metrics.py) are served on that port with /healthz (the loop turns) and /readyz (the
+last cycle finished: leading, or standing by with the API server answering).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import uuid
@@ -22,16 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import close_old_connections
 
 from gpusched.loop import LoopCommand
+from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube.api import KubeApi, connect, own_namespace
 from kube.leader import LeaseElector, LeaseLost
-from kube.scheduler import KubeScheduler
-from scheduling import profile_files
+from kube.side import KubernetesSide, kubernetes_cycle
+from scheduling import metrics, profile_files
 from scheduling.core.scheduler import Framework
-
-logger = logging.getLogger("kube.runkube")
+from scheduling.cycle import CycleReport, SchedulingCycle
 
 MOUNTED_PROFILE = Path("/etc/gpusched/profile.yaml")
 LEASE_NAME = "gpusched-scheduler"
@@ -69,9 +69,10 @@ class Command(LoopCommand):
         )
         parser.add_argument("--identity", default="", help="default: <hostname>_<uuid>")
         parser.add_argument("--json", action="store_true", help="one JSON line per busy cycle")
+        add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.interval = options["interval"]
+        self.configure_loop(options)
         # First: a bad profile ends the command with the key named, before anything connects.
         profile = profile_files.command_profile(options["profile"] or default_profile())
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -94,27 +95,27 @@ class Command(LoopCommand):
                 renew_deadline_s=options["renew_deadline"],
                 retry_period_s=options["retry_period"],
             )
-        scheduler = KubeScheduler(
+        scheduler = kubernetes_cycle(
             api, Framework(profile), elector, identity=identity, batch_size=options["batch"]
         )
+        side = scheduler.side
+        assert isinstance(side, KubernetesSide)
         self.stderr.write(
-            f"runkube: {identity} scheduling pods of schedulerName {scheduler.scheduler_name}"
+            f"runkube: {identity} scheduling pods of schedulerName {side.scheduler_name}"
         )
         if options["loop"]:
-            scheduler.start()
+            side.start()
+        server = serve_metrics(
+            metrics.registry, self.health, options["metrics_host"], options["metrics_port"]
+        )
 
+        # A failed cycle (the API server or the database away) is logged and retried by the loop,
+        # its connections closed; losing the lease (a CommandError) ends the command.
         def step() -> float | None:
-            try:
-                report = run_step(scheduler)
-            except CommandError:
-                raise
-            except Exception:  # the API server or the database away: log, reconnect, go on
-                if not options["loop"]:
-                    raise
-                logger.exception("runkube: cycle failed")
-                close_old_connections()
-                return None
-            if options["json"] and (report.attempted or report.pods_mirrored or report.bound):
+            report = run_step(scheduler)
+            metrics.record_cycle(report)
+            self.health.state = describe(report)
+            if options["json"] and (report.attempted or report.side_counts or report.bound):
                 self.stdout.write(json.dumps(asdict(report)))
             if not report.leading:
                 return options["retry_period"]
@@ -123,13 +124,19 @@ class Command(LoopCommand):
         try:
             self.run_loop(step, loop=options["loop"])
         finally:
-            scheduler.stop()
-            if elector is None or not elector.lost:
-                scheduler.stand_down()
+            side.stop()
+            scheduler.stand_down()
+            stop_serving(server)
             self.stderr.write(f"runkube: {identity} stopped")
 
 
-def run_step(scheduler: KubeScheduler) -> Any:
+def describe(report: CycleReport) -> str:
+    if not report.leading:
+        return "standing by"
+    return "leading" if report.synced else "leading; informers listing"
+
+
+def run_step(scheduler: SchedulingCycle) -> Any:
     """One cycle; losing the lease ends the process (a Deployment restarts it as a standby)."""
     try:
         return scheduler.run_once()

@@ -27,13 +27,15 @@ from scheduling.core.types import PodRequest, ServiceClass
 
 NAME = "LoadAware"
 NEUTRAL_SCORE = 50.0
-DEFAULT_FRESHNESS_S = 180.0  # Koordinator's nodeMetricExpirationSeconds
 DEFAULT_TARGET = 70.0
 
 
 class LoadAware:
-    def __init__(self, freshness_s: float, target: float) -> None:
-        self.freshness_s = freshness_s
+    """How long a measurement counts as fresh is not an argument of this plugin: it is the one
+    window telemetry marks nodes stale by, handed over with the measurements
+    (ClusterSnapshot.load_fresh_for_s)."""
+
+    def __init__(self, target: float) -> None:
         self.target = target
 
     def pre_score(
@@ -55,7 +57,7 @@ class LoadAware:
         else:
             scores = target_load_packing(utilization, self.target)
         ages = snapshot.load_age_s[candidates]
-        stale = ages > self.freshness_s
+        stale = ages > snapshot.load_fresh_for_s
         scores = np.where(stale, NEUTRAL_SCORE, scores)
         if stale.any():
             self._explain_stale(state, snapshot)
@@ -64,7 +66,7 @@ class LoadAware:
 
     def _explain_stale(self, state: CycleState, snapshot: ClusterSnapshot) -> None:
         ages = snapshot.load_age_s
-        limit = self.freshness_s
+        limit = snapshot.load_fresh_for_s
 
         def why(node: int) -> str | None:
             age = float(ages[node])
@@ -89,7 +91,7 @@ class LoadAware:
         i = draft.node
         free = snapshot.gpu_free[i]
         fits = snapshot.gpu_shareable[i] & (free >= pod.gpu_milli)
-        if not fits.any() or snapshot.load_age_s[i] > self.freshness_s:
+        if not fits.any() or snapshot.load_age_s[i] > snapshot.load_fresh_for_s:
             return Status.success(NAME)  # nothing to add: the allocator's best fit decides
         candidates = np.flatnonzero(fits)
         order = np.lexsort((candidates, free[candidates], snapshot.gpu_load[i, candidates]))
@@ -109,11 +111,13 @@ def target_load_packing(utilization: FloatArray, target: float) -> FloatArray:
 
 def new(args: Mapping[str, Any] | None) -> LoadAware:
     reader = ArgReader(NAME, args)
-    freshness = reader.get("freshnessSeconds", float, DEFAULT_FRESHNESS_S)
+    if args and "freshnessSeconds" in args:
+        raise ProfileError(
+            f"{NAME}: freshnessSeconds is not a plugin argument: the freshness window is one "
+            "setting for telemetry and scheduling, TELEMETRY_FRESHNESS_SECONDS"
+        )
     target = reader.get("targetUtilization", float, DEFAULT_TARGET)
     reader.done()
     if not 0 < target < 100:
         raise ProfileError(f"{NAME}: targetUtilization must be between 0 and 100, got {target}")
-    if freshness <= 0:
-        raise ProfileError(f"{NAME}: freshnessSeconds must be positive")
-    return LoadAware(freshness, target)
+    return LoadAware(target)

@@ -1,6 +1,7 @@
 """NodeResourcesFit: does the node have the CPU, memory and GPUs (whole, shared or MIG) the pod
 asks for,
-is it allowed there (selector, taints, cordon, GPU model), and how full would it be afterwards.
+is it allowed there (selector, taints, cordon, quarantine, GPU model), and how full would it be
+afterwards.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from scheduling.core.types import (
 
 NAME = "NodeResourcesFit"
 ERR_CORDONED = "node(s) were unschedulable"
+ERR_QUARANTINED = "node(s) were quarantined (their recorded state contradicts their capacity)"
 ERR_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 ERR_TAINT = "node(s) had untolerated taint"
 ERR_MODEL = "node(s) didn't have an allowed GPU model"
@@ -47,6 +49,7 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> NodeVerdicts:
         verdicts = VerdictBuilder(len(snapshot))
         verdicts.fail(snapshot.cordoned, ERR_CORDONED, unresolvable=True)
+        verdicts.fail(snapshot.quarantined, ERR_QUARANTINED, unresolvable=True)
         if pod.node_selector:
             verdicts.fail(
                 ~snapshot.selector_mask(pod.node_selector), ERR_SELECTOR, unresolvable=True

@@ -6,6 +6,11 @@ service class preempts a lower one (online over batch and opportunistic), never 
 within a class only lower priorities are victims. A victim in a gang takes its whole gang with it
 (its workload is evicted as a whole).
 
+A pod whose priority class says `preemptionPolicy: Never` preempts nobody, and a pod that already
+emptied a node (`nominated_node`) waits while its victims there are still terminating, as
+kube-scheduler does; pods already terminating or protected by a disruption budget are never
+victims (PodIndex.evictable).
+
 Per candidate node (only nodes whose failure preemption can resolve): every eligible pod is
 forgotten from the snapshot and the profile's filters are run for the pod on that node; if it now
 fits, the pods are given back most important first (highest class, highest priority, longest
@@ -69,6 +74,8 @@ class DefaultPreemption:
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
     ) -> PostFilterResult | None:
         index = snapshot.pods
+        if not pod.can_preempt or self._waiting_for_victims(pod, snapshot):
+            return None
         if not any(
             self._class_eligible(pod, service_class, priority)
             for service_class, priority in index.classes
@@ -86,13 +93,14 @@ class DefaultPreemption:
         best: tuple[tuple[int, ...], int, list[HeldPod]] | None = None
         found = 0
         for i in np.flatnonzero(helpable).tolist():
-            pool = [h for h in index.on_node[i].values() if eligible(pod, h.pod)]
-            if not pool or not self._could_fit(pod, snapshot, i, pool):
-                continue
-            victims = self._select(pod, snapshot, i, pool)
+            pool = [
+                h
+                for h in index.on_node[i].values()
+                if eligible(pod, h.pod) and index.evictable(h.pod.uid)
+            ]
+            victims = self.victims_on(pod, snapshot, i, pool)
             if victims is None:
                 continue
-            victims = self._with_gangs(snapshot, victims)
             cost = (
                 max(CLASS_RANK[v.pod.service_class] for v in victims),
                 len(victims),
@@ -121,6 +129,13 @@ class DefaultPreemption:
             return None
         victims = self._select(pod, snapshot, i, pool)
         return None if victims is None else self._with_gangs(snapshot, victims)
+
+    @staticmethod
+    def _waiting_for_victims(pod: PodRequest, snapshot: ClusterSnapshot) -> bool:
+        i = snapshot.index.get(pod.nominated_node) if pod.nominated_node else None
+        if i is None:
+            return False
+        return any(uid in snapshot.pods.terminating for uid in snapshot.pods.on_node[i])
 
     @staticmethod
     def _class_eligible(pod: PodRequest, service_class: ServiceClass, priority: int) -> bool:
@@ -191,13 +206,16 @@ class DefaultPreemption:
         return True
 
     @staticmethod
-    def _with_gangs(snapshot: ClusterSnapshot, victims: list[HeldPod]) -> list[HeldPod]:
-        """A gang member's eviction evicts its whole gang."""
+    def _with_gangs(snapshot: ClusterSnapshot, victims: list[HeldPod]) -> list[HeldPod] | None:
+        """A gang member's eviction evicts its whole gang; None when a member may not be
+        evicted (terminating already, or protected)."""
         out = {v.pod.uid: v for v in victims}
         for v in victims:
             if v.pod.gang is not None:
                 for member in snapshot.pods.gang_members(v.pod.gang.name):
                     out.setdefault(member.pod.uid, member)
+        if not all(snapshot.pods.evictable(uid) for uid in out):
+            return None
         return sorted(out.values(), key=lambda h: h.sequence)
 
 

@@ -1,5 +1,5 @@
 """Queues, quotas, fair sharing and quota preemption with Kueue's semantics and names (admission
-before placement). Pure: no Django; the shell (scheduling.worker / services / selectors) feeds it
+before placement). Pure: no Django; the shell (scheduling.cycle / services / selectors) feeds it
 rows and writes back what it decides.
 
 - resources: canonical units and how a pod's request is counted against quota;

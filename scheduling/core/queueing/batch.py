@@ -10,8 +10,13 @@ deadlock each other. When a gang can no longer reach its quorum, its remaining m
 even tried.
 
 A non-gang pod that fits nowhere may be helped by preemption: the framework's PostFilter nominated
-victims, and the caller's `preempt` hook evicts them (and forgets them from the snapshot) and
-returns a new attempt, or None to leave the pod waiting.
+victims. Nothing is evicted here: the batch returns an eviction *intent* (the victims' whole
+workloads, the reason, the preemptor) that the shell carries out after the batch. Where evicted
+pods are gone at once (the database side), the victims are forgotten in the snapshot and the pod
+is tried again within the batch; where they terminate first (Kubernetes: a grace period), they
+keep what they hold, are marked terminating so nobody picks them again, and the pod waits
+nominated to the node, as kube-scheduler's preemptor does. A gang that cannot be placed may be
+helped the same way by the caller's `reclaim_gang` hook, which only chooses victims.
 
 `classify` turns a failed decision into a pending reason: WaitingForGang, TopologyPlacementFailed
 (some node has the resources but not the GPU topology asked for), or NoFit with the per-plugin
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.core.cycle_state import CycleState
+from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import (
     NO_FIT,
     TOPOLOGY_PLACEMENT_FAILED,
@@ -36,11 +42,22 @@ from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
 from scheduling.core.types import PodRequest
 
-PreemptHook = Callable[[Decision], Decision | None]
-# Called with a gang that could not be placed: may evict pods (forgetting them from the snapshot)
-# and return True to have the gang tried once more.
-GangReclaimHook = Callable[[Sequence[PodRequest]], bool]
 TOPOLOGY_PLUGINS = frozenset({"GPUTopology", "GPUTopologyAware"})
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Pods to evict, whole workloads, and why: what the shell carries out after the batch."""
+
+    victims: tuple[HeldPod, ...]
+    reason: str
+    preemptor: PodRequest | None = None
+    node: str = ""  # the node emptied for the preemptor ("" when it spans nodes)
+
+
+# Called with a gang that could not be placed: the pods whose eviction would let it fit (None:
+# no such set). Reads only; the batch decides what to do with them.
+GangReclaimHook = Callable[[Sequence[PodRequest]], Eviction | None]
 
 
 @dataclass
@@ -48,6 +65,9 @@ class BatchOutcome:
     placed: list[Decision] = field(default_factory=list)  # single pods, each bound on its own
     gangs: list[list[Decision]] = field(default_factory=list)  # each bound in one transaction
     failed: list[Decision] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    # Preemptors waiting for their victims to terminate: pod uid -> the node emptied for it.
+    nominated: dict[str, str] = field(default_factory=dict)
     preemptions: int = 0
 
     @property
@@ -75,42 +95,129 @@ def schedule_batch(
     snapshot: ClusterSnapshot,
     pods: Sequence[PodRequest],
     *,
-    preempt: PreemptHook | None = None,
+    evictions_free_at_once: bool = True,
     reclaim_gang: GangReclaimHook | None = None,
 ) -> BatchOutcome:
-    outcome = BatchOutcome()
+    batch = _Batch(framework, snapshot, evictions_free_at_once)
     ordered = gang_order(pods)
     k = 0
     while k < len(ordered):
         pod = ordered[k]
         if pod.gang is None:
-            decision = framework.schedule_one(pod, snapshot)
-            if decision.placement is None and decision.nomination is not None and preempt:
-                retried = preempt(decision)
-                if retried is not None:
-                    outcome.preemptions += 1
-                    decision = retried
-            (outcome.placed if decision.placement is not None else outcome.failed).append(decision)
+            batch.single(pod)
             k += 1
             continue
-        name = pod.gang.name
         end = k
-        while (
-            end < len(ordered)
-            and ordered[end].gang is not None
-            and (
-                ordered[end].gang.name == name  # type: ignore[union-attr]
-            )
-        ):
+        while end < len(ordered) and _same_gang(ordered[end], pod):
             end += 1
-        members = ordered[k:end]
-        attempt = _try_gang(framework, snapshot, members)
-        if not attempt.complete and reclaim_gang is not None and reclaim_gang(members):
-            outcome.preemptions += 1
-            attempt = _try_gang(framework, snapshot, members)
-        _settle_gang(snapshot, members, attempt, outcome)
+        batch.gang(ordered[k:end], reclaim_gang)
         k = end
-    return outcome
+    return batch.outcome
+
+
+def _same_gang(a: PodRequest, b: PodRequest) -> bool:
+    return a.gang is not None and b.gang is not None and a.gang.name == b.gang.name
+
+
+class _Batch:
+    def __init__(self, framework: Framework, snapshot: ClusterSnapshot, at_once: bool) -> None:
+        self.framework, self.snapshot, self.at_once = framework, snapshot, at_once
+        self.outcome = BatchOutcome()
+        self.placed_here: set[str] = set()  # reserved in this batch, not bound: never victims
+
+    def single(self, pod: PodRequest) -> None:
+        decision = self.framework.schedule_one(pod, self.snapshot)
+        nomination = decision.nomination
+        if decision.placement is None and nomination is not None:
+            victims = self._whole_workloads(nomination.victims)
+            if victims is not None:
+                eviction = Eviction(
+                    victims,
+                    _preempted_by(pod, nomination.nominated_node),
+                    pod,
+                    nomination.nominated_node,
+                )
+                decision = self._carry_out(eviction, decision, lambda: self._retry(pod))
+        if decision.placement is not None:
+            self.placed_here.add(pod.uid)
+            self.outcome.placed.append(decision)
+        else:
+            self.outcome.failed.append(decision)
+
+    def gang(self, members: Sequence[PodRequest], reclaim: GangReclaimHook | None) -> None:
+        attempt = _try_gang(self.framework, self.snapshot, members)
+        if not attempt.complete and reclaim is not None:
+            eviction = reclaim(members)
+            if eviction is not None and all(
+                v.pod.uid not in self.placed_here for v in eviction.victims
+            ):
+                self.outcome.evictions.append(eviction)
+                self.outcome.preemptions += 1
+                if self.at_once:
+                    self._forget(eviction.victims)
+                    attempt = _try_gang(self.framework, self.snapshot, members)
+                else:
+                    self._mark_terminating(eviction.victims)
+        if attempt.complete:
+            self.placed_here.update(d.pod.uid for d in attempt.reserved)
+        _settle_gang(self.snapshot, members, attempt, self.outcome)
+
+    def _retry(self, pod: PodRequest) -> Decision:
+        return self.framework.schedule_one(pod, self.snapshot)
+
+    def _carry_out(
+        self, eviction: Eviction, failed: Decision, retry: Callable[[], Decision]
+    ) -> Decision:
+        """Record the intent; where evicted pods are gone at once, try the pod again now."""
+        self.outcome.evictions.append(eviction)
+        self.outcome.preemptions += 1
+        if self.at_once:
+            self._forget(eviction.victims)
+            return retry()
+        self._mark_terminating(eviction.victims)
+        assert eviction.preemptor is not None
+        self.outcome.nominated[eviction.preemptor.uid] = eviction.node
+        failed.status = Status.of(
+            Code.UNSCHEDULABLE,
+            f"Preempting: waiting for {len(eviction.victims)} pod(s) on node {eviction.node} "
+            "to terminate",
+            plugin="PostFilter",
+        )
+        return failed
+
+    def _whole_workloads(self, uids: Sequence[str]) -> tuple[HeldPod, ...] | None:
+        """The nominated victims with every other held pod of their workloads (an eviction takes
+        a workload whole); None when one of them was placed in this batch or may not go."""
+        index = self.snapshot.pods
+        out: dict[str, HeldPod] = {}
+        for uid in uids:
+            held = index.held.get(uid)
+            if held is None or uid in self.placed_here:
+                return None
+            members = index.workload_members(held.pod.workload) if held.pod.workload else []
+            for member in [held, *members]:
+                out.setdefault(member.pod.uid, member)
+        if any(uid in self.placed_here or not index.evictable(uid) for uid in out):
+            return None
+        return tuple(sorted(out.values(), key=lambda h: h.sequence))
+
+    def _forget(self, victims: Sequence[HeldPod]) -> None:
+        for victim in victims:
+            if victim.pod.uid in self.snapshot.pods:
+                self.snapshot.forget(victim.pod, victim.placement)
+
+    def _mark_terminating(self, victims: Sequence[HeldPod]) -> None:
+        index = self.snapshot.pods
+        index.set_unevictable(
+            terminating=index.terminating | {v.pod.uid for v in victims}, protected=index.protected
+        )
+
+
+def _preempted_by(pod: PodRequest, node: str) -> str:
+    return (
+        f"Preempted by {pod.workload or pod.name} ({pod.service_class.value}, "
+        f"priority {pod.priority}) on node {node}"
+    )
 
 
 @dataclass

@@ -34,7 +34,13 @@ def gang_victims(
             if decision.placement is None:
                 best: tuple[tuple[int, int, int], list[HeldPod]] | None = None
                 for i, held in enumerate(snapshot.pods.on_node):
-                    pool = [h for h in held.values() if h.pod.uid not in own and evictable(h)]
+                    pool = [
+                        h
+                        for h in held.values()
+                        if h.pod.uid not in own
+                        and snapshot.pods.evictable(h.pod.uid)
+                        and evictable(h)
+                    ]
                     victims = finder.victims_on(pod, snapshot, i, pool)
                     if victims is None:
                         continue

@@ -1,8 +1,9 @@
-"""`manage.py runscheduler [--once | --loop]`: the scheduling worker.
+"""`manage.py runscheduler [--once | --loop]`: the scheduling cycle on the database side.
 
 One active scheduler at a time (a lease row in the database); standbys keep trying and take over
 when the leader's lease expires. SIGTERM/SIGINT finish the current cycle, give up the lease and
-exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port.
+exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port
+with /healthz (the loop turns) and /readyz (the last cycle finished: leading or standing by).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from scheduling import metrics
 from scheduling.core.scheduler import Framework
+from scheduling.cycle import CycleReport
+from scheduling.database_side import LEASE_NAME, database_cycle
 from scheduling.profile_files import command_profile
-from scheduling.worker import LEASE_NAME, CycleReport, SchedulerWorker
 
 logger = logging.getLogger(__name__)
 cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
@@ -45,21 +47,23 @@ class Command(LoopCommand):
         add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.interval = options["interval"]
-        worker = SchedulerWorker(
+        self.configure_loop(options)
+        worker = database_cycle(
             Framework(command_profile(options["profile"])),
+            identity=options["identity"],
             batch_size=options["batch"],
             lease_duration_s=options["lease_seconds"],
             lease_name=options["lease_name"],
         )
-        if options["identity"]:
-            worker.identity = options["identity"]
         logger.info("runscheduler: %s starting", worker.identity)
-        server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
+        server = serve_metrics(
+            metrics.registry, self.health, options["metrics_host"], options["metrics_port"]
+        )
 
         def step() -> float | None:
             report = worker.run_once()
             metrics.record_cycle(report)
+            self.health.state = "leading" if report.leading else "standing by"
             if metrics.is_busy(report):
                 log_cycle(report)
                 if options["json"]:

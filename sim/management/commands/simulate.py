@@ -7,15 +7,15 @@ serves what dcgm-exporter would report for its GPUs on http://HOST:PORT/metrics.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import close_old_connections
 
 from gpusched.loop import LoopCommand
+from sim.metrics_server import serve_exposition
 from sim.simulator import Simulator
 from sim.spec import SpecError, load_spec
 from telemetry.exposition import render_exposition
@@ -44,7 +44,7 @@ class Command(LoopCommand):
         nodes = simulator.setup()
         server = None
         if options["metrics_port"]:
-            server = serve_metrics(simulator, options["metrics_host"], options["metrics_port"])
+            server = serve_simulator(simulator, options["metrics_host"], options["metrics_port"])
             url = f"http://{options['metrics_host']}:{server.server_port}/metrics"
             self.stderr.write(f"simulate: {nodes} nodes; DCGM metrics on {url}")
 
@@ -62,28 +62,14 @@ class Command(LoopCommand):
                 server.server_close()
 
 
-def serve_metrics(simulator: Simulator, host: str, port: int) -> ThreadingHTTPServer:
-    """dcgm-exporter's /metrics for the simulated GPUs, on a daemon thread."""
+def serve_simulator(simulator: Simulator, host: str, port: int) -> ThreadingHTTPServer:
+    """dcgm-exporter's /metrics for the simulated GPUs; each scrape reads the database."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404)
-                return
+    def render() -> str:
+        close_old_connections()
+        try:
+            return render_exposition(simulator.dcgm_states())
+        finally:
             close_old_connections()
-            try:
-                body = render_exposition(simulator.dcgm_states()).encode()
-            finally:
-                close_old_connections()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
-            return
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True, name="dcgm-metrics").start()
-    return server
+    return serve_exposition(render, host, port)

@@ -9,7 +9,9 @@ Each cycle (`run_once`) is a few small steps:
 4. roll closed minutes up, prune what is past retention, record the source's status.
 SIGTERM/SIGINT finish the current cycle and exit. With --once (the default), a cycle that got
 no data exits with status 1. With --loop --metrics-port, Prometheus metrics (telemetry/metrics.py)
-are served on that port.
+are served on that port with /healthz (the loop turns) and /readyz (the last cycle finished; a
+cycle that got no data from the source still finished: that is in the metrics). A cycle that fails
+(the database away) is logged and retried by the loop after a backoff.
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import close_old_connections
 from django.utils import timezone
 
 from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from telemetry import metrics, services
+from telemetry.cycle_report import CycleReport
 from telemetry.gcpause import paused_gc
 from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
 
@@ -39,42 +41,10 @@ DEFAULT_PROMETHEUS_URL = "http://127.0.0.1:9090"
 DEFAULT_TARGETS = "http://127.0.0.1:9400/metrics"
 
 
-@dataclass
-class CycleReport:
-    at: str
-    source: str
-    ok: bool = False
-    gpus: int = 0
-    nodes: int = 0
-    samples: int = 0
-    skipped: int = 0  # exposition lines (or vector items) that could not be read
-    skipped_reasons: dict[str, int] = field(default_factory=dict)
-    # Samples read but not stored, by reason: a series naming no storable GPU (gpu "-1", a
-    # label longer than its column), a value outside its field's range (telemetry/dcgm.py).
-    samples_skipped: int = 0
-    samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
-    values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
-    errors: list[str] = field(default_factory=list)
-    stale_marked: int = 0
-    minutes_rolled: int = 0
-    raw_pruned: int = 0
-    fetch_s: float = 0.0
-    store_s: float = 0.0
-    total_s: float = 0.0
-
-    def line(self) -> str:
-        state = "ok" if self.ok else "FAILED"
-        text = (
-            f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
-            f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
-            f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
-        )
-        return text + "".join(f"\n  error: {error}" for error in self.errors)
-
-
 class Command(LoopCommand):
     help = "Ingest DCGM telemetry (one cycle by default, --loop to keep going)."
     default_interval = 15.0
+    default_stuck_intervals = 10  # a 5,000-node cycle takes ~2 s (docs/benchmarks.md)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -104,14 +74,16 @@ class Command(LoopCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.source = build_source(options)
-        self.interval = options["interval"]
+        self.configure_loop(options)
         if not options["loop"]:
             report = self.run_once()
             self.report(report, as_json=options["json"])
             if not report.ok:
                 raise CommandError(f"{report.source}: no telemetry this cycle")
             return
-        server = serve_metrics(metrics.registry, options["metrics_host"], options["metrics_port"])
+        server = serve_metrics(
+            metrics.registry, self.health, options["metrics_host"], options["metrics_port"]
+        )
         try:
             self.run_loop(lambda: self.loop_step(as_json=options["json"]), loop=True)
         finally:
@@ -120,13 +92,9 @@ class Command(LoopCommand):
     def loop_step(self, *, as_json: bool) -> float:
         """One cycle of --loop; returns the wait until the next one starts."""
         started = time.monotonic()
-        try:
-            report = self.run_once()
-            metrics.record_cycle(report)
-            self.report(report, as_json=as_json)
-        except Exception:  # a database hiccup must not end the worker
-            logger.exception("ingesttelemetry: cycle failed")
-            close_old_connections()
+        report = self.run_once()
+        metrics.record_cycle(report)
+        self.report(report, as_json=as_json)
         return max(self.interval - (time.monotonic() - started), 0.0)
 
     def report(self, report: CycleReport, *, as_json: bool) -> None:

@@ -32,11 +32,12 @@ def redis_server_url() -> str:
     return _server_url(REDIS_URL, "GPUSCHED_TEST_REDIS_URL", 6379)
 
 
-def installed(binary: str) -> str:
-    """The path of a Debian package's binary of the same name; the test skips without it."""
+def installed(binary: str, package: str = "") -> str:
+    """The path of a Debian package's binary (the package of the same name unless given); the
+    test skips without it."""
     path = shutil.which(binary)
     if path is None:
-        pytest.skip(f"{binary} is not installed (Debian package {binary})")
+        pytest.skip(f"{binary} is not installed (Debian package {package or binary})")
     return path
 
 

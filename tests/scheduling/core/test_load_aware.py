@@ -10,6 +10,7 @@ from scheduling.core.types import Placement, ServiceClass
 from tests.builders import make_node, make_pod
 from tests.scheduling.core.helpers import framework
 
+FRESH_FOR_S = 60.0  # the shell hands over TELEMETRY_FRESHNESS_SECONDS (default 60)
 PROFILE = """
 profiles:
 - schedulerName: load
@@ -25,7 +26,7 @@ def cluster(*busy: float, age: float = 5.0) -> ClusterSnapshot:
     """One 2-GPU node per value, each GPU measured at that busy share."""
     snapshot = ClusterSnapshot([make_node(f"n{k}").gpus(2).build() for k in range(len(busy))])
     measured = {(f"n{k}", g): GpuMeasurement(b, age) for k, b in enumerate(busy) for g in range(2)}
-    snapshot.refresh_load(*estimated_load(snapshot, measured))
+    snapshot.refresh_load(*estimated_load(snapshot, measured), FRESH_FOR_S)
     return snapshot
 
 
@@ -96,7 +97,7 @@ def test_stale_metrics_score_neutral_never_block_and_say_why() -> None:
 def test_online_share_takes_the_least_loaded_gpu() -> None:
     snapshot = ClusterSnapshot([make_node("n0").gpus(2).build()])
     measured = {("n0", 0): GpuMeasurement(0.8, 1.0), ("n0", 1): GpuMeasurement(0.1, 1.0)}
-    snapshot.refresh_load(*estimated_load(snapshot, measured))
+    snapshot.refresh_load(*estimated_load(snapshot, measured), FRESH_FOR_S)
     pod = replace(make_pod("p").share(300).build(), service_class=ServiceClass.ONLINE)
     decision = framework(PROFILE).schedule_one(pod, snapshot)
     assert decision.placement is not None and decision.placement.gpu_indices == (1,)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from scheduling.core.queueing.batch import schedule_batch
+from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import GangRef, Placement, PodRequest
@@ -56,18 +56,35 @@ def test_nothing_evictable_means_no_reclaim() -> None:
     assert gang_victims(framework(), snapshot, gang(1, 4), lambda h: False) is None
 
 
-def test_schedule_batch_retries_a_gang_once_the_hook_made_room() -> None:
+def test_schedule_batch_evicts_what_the_hook_chose_and_retries_the_gang() -> None:
     snapshot = scattered()
     fw = framework()
     calls = []
 
-    def reclaim(members) -> bool:
+    def reclaim(members) -> Eviction | None:
         calls.append([p.uid for p in members])
         victims = gang_victims(fw, snapshot, members, lambda h: True)
-        for held in victims or []:
-            snapshot.forget(held.pod, held.placement)
-        return bool(victims)
+        return Eviction(tuple(victims), "reclaim", members[0]) if victims else None
 
     outcome = schedule_batch(fw, snapshot, gang(2, 4), reclaim_gang=reclaim)
     assert calls == [["g0", "g1"]]
     assert [len(g) for g in outcome.gangs] == [2] and outcome.preemptions == 1
+    (eviction,) = outcome.evictions
+    assert all(v.pod.uid not in snapshot.pods for v in eviction.victims)
+
+
+def test_where_evicted_pods_terminate_first_the_gang_waits_and_the_victims_stay() -> None:
+    snapshot = scattered()
+    fw = framework()
+
+    def reclaim(members) -> Eviction | None:
+        victims = gang_victims(fw, snapshot, members, lambda h: True)
+        return Eviction(tuple(victims), "reclaim", members[0]) if victims else None
+
+    outcome = schedule_batch(
+        fw, snapshot, gang(2, 4), reclaim_gang=reclaim, evictions_free_at_once=False
+    )
+    (eviction,) = outcome.evictions
+    assert not outcome.gangs and len(outcome.failed) == 2
+    assert all(v.pod.uid in snapshot.pods for v in eviction.victims)
+    assert all(v.pod.uid in snapshot.pods.terminating for v in eviction.victims)

@@ -1,0 +1,90 @@
+"""What an unknown path, a refused request or a crash answers: under /api/ the API's JSON error
+shape (api/views/fallbacks.py), elsewhere a page in the dashboard's look with a way back (a body
+over the upload limit to an extender route: the extender's `{"Error"}`).
+
+Debug mode (the demo, `make run`) would answer an unknown path with Django's technical 404 page,
+which lists the URL patterns instead of saying anything to an admin: `debug_not_found` gives the
+same answers as production there. A crash in debug mode keeps Django's technical 500 page, with the
+traceback a bug report needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseServerError,
+    JsonResponse,
+)
+from django.shortcuts import render
+from django.template import loader
+from django.utils.decorators import sync_and_async_middleware
+from django.views import defaults
+
+from api.views import fallbacks
+
+Handler = Callable[[HttpRequest], HttpResponseBase]
+AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404."""
+    if fallbacks.is_api(request):
+        return fallbacks.not_found(request, exception)
+    return render(request, "404.html", {"missing_path": request.path}, status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: Django's SuspiciousOperation family. A body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    is a 413 naming the limit."""
+    if isinstance(exception, RequestDataTooBig):
+        if fallbacks.is_api(request):
+            return fallbacks.body_too_large(request)
+        if request.path.startswith("/extender/"):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return JsonResponse({"Error": f"request body larger than {limit} bytes"}, status=413)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500. The page is rendered without the request's context: a context processor (the
+    session, the database) may be what failed."""
+    if fallbacks.is_api(request):
+        return fallbacks.server_error(request)
+    return HttpResponseServerError(loader.get_template("500.html").render())
+
+
+def _is_debug_404(response: HttpResponseBase) -> bool:
+    """Django's technical 404 page; a JSON 404 (the API's) is an answer, not a missing page."""
+    return (
+        settings.DEBUG
+        and response.status_code == 404
+        and str(response.get("Content-Type", "")).startswith("text/html")
+    )
+
+
+@sync_and_async_middleware
+def debug_not_found(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
+    if iscoroutinefunction(get_response):
+        async_response = get_response
+
+        async def replace_async(request: HttpRequest) -> HttpResponseBase:
+            response = await async_response(request)
+            if _is_debug_404(response):  # the page reads the session: not on the event loop
+                return await sync_to_async(not_found)(request)
+            return response
+
+        return replace_async
+    sync_response: Handler = get_response  # type: ignore[assignment]
+
+    def replace(request: HttpRequest) -> HttpResponseBase:
+        response = sync_response(request)
+        return not_found(request) if _is_debug_404(response) else response
+
+    return replace

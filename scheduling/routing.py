@@ -1,3 +1,0 @@
-from django.urls import URLPattern, URLResolver
-
-websocket_urlpatterns: list[URLPattern | URLResolver] = []

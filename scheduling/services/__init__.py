@@ -1,0 +1,71 @@
+"""Writes. Every change to cluster state goes through here, in one transaction with its outbox
+events (scheduling.events). One module per concern:
+
+    tenants, nodes      what the cluster and the admins register
+    workloads           submit, admit without queues, cancel, why they wait
+    queues              Kueue-shaped queue configuration; admission (quota reserved)
+    evictions           admitted workloads losing their quota and pods, back to their queues
+    binding             placements committed in batched transactions
+    decisions           why a pod went where it went, or why it waits
+    lifecycle           pods started and finished
+    allocations         counters, releases, lent shares, expired reservations
+    leases              leader election
+
+Callers import the package (`from scheduling import services`) and use the names below."""
+
+from scheduling.services.allocations import allocations_release, reservations_expire
+from scheduling.services.binding import CommitResult, placements_commit
+from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
+from scheduling.services.errors import ServiceError
+from scheduling.services.evictions import workloads_evict
+from scheduling.services.leases import lease_acquire, lease_release
+from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
+from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
+from scheduling.services.queues import (
+    WorkloadAdmission,
+    cluster_queue_fields,
+    queue_admit,
+    queues_apply,
+    toleration_json,
+)
+from scheduling.services.tenants import tenant_create
+from scheduling.services.workloads import (
+    PodSetSpec,
+    workload_cancel,
+    workload_extend,
+    workload_submit,
+    workloads_admit,
+    workloads_waiting,
+)
+
+__all__ = [
+    "CommitResult",
+    "PodSetSpec",
+    "ServiceError",
+    "WorkloadAdmission",
+    "allocations_release",
+    "cluster_queue_fields",
+    "decisions_prune",
+    "explanation",
+    "lease_acquire",
+    "lease_release",
+    "node_register",
+    "node_set_cordoned",
+    "nodes_quarantine",
+    "placements_commit",
+    "pods_finish",
+    "pods_start",
+    "pods_terminated",
+    "pods_unschedulable",
+    "queue_admit",
+    "queues_apply",
+    "reservations_expire",
+    "tenant_create",
+    "toleration_json",
+    "workload_cancel",
+    "workload_extend",
+    "workload_submit",
+    "workloads_admit",
+    "workloads_evict",
+    "workloads_waiting",
+]

@@ -1,0 +1,159 @@
+"""What allocations hold: the counters that say what nodes, NUMA nodes and GPUs hold (raised only
+by checked updates, scheduling/models.py), releasing, lent shares moving onto freed capacity,
+expired reservations."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Case, F, IntegerField, Value, When
+
+from scheduling import events
+from scheduling.core.types import (
+    MILLI_PER_GPU,
+)
+from scheduling.models import (
+    Allocation,
+    Gpu,
+    GpuAssignment,
+    Node,
+    NodeNuma,
+    Pod,
+)
+
+
+def add_counts(
+    model: type[Node] | type[Gpu] | type[NodeNuma],
+    column: str,
+    deltas: dict[int, int],
+    *,
+    capacity: str | None = None,
+) -> bool:
+    """Add each row's delta to `column`, in one statement. With `capacity` (the column it may not
+    pass) the update is checked: a row that would pass it is left alone, and False says so (the
+    caller rolls back). Increments, not absolute values: the check judges the true totals even if
+    another writer changed them since the caller's snapshot (the UPDATE locks and re-reads each
+    row)."""
+    deltas = {pk: d for pk, d in deltas.items() if d}
+    if not deltas:
+        return True
+    increment = Case(
+        *(When(pk=pk, then=Value(delta)) for pk, delta in deltas.items()),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    rows = model.objects.filter(pk__in=list(deltas))
+    if capacity is not None:
+        rows = rows.filter(**{f"{column}__lte": F(capacity) - increment})
+    return rows.update(**{column: F(column) + increment}) == len(deltas)
+
+
+def numa_counts(charges: Iterable[tuple[int, Sequence[int]]], *, sign: int) -> dict[int, int]:
+    """Per NodeNuma row, what (node id, CPU milli per NUMA node) charges add up to."""
+    charges = [(node_id, list(per_numa)) for node_id, per_numa in charges]
+    rows = {
+        (node_id, index): pk
+        for node_id, index, pk in NodeNuma.objects.filter(
+            node_id__in={node_id for node_id, _ in charges}
+        ).values_list("node_id", "index", "pk")
+    }
+    out: dict[int, int] = defaultdict(int)
+    for node_id, per_numa in charges:
+        for index, amount in enumerate(per_numa):
+            pk = rows.get((node_id, index))
+            if pk is not None and amount:
+                out[pk] += sign * int(amount)
+    return dict(out)
+
+
+def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -> None:
+    """Give back what allocations hold: counters down, rows inactive, one event each."""
+    allocations = list(allocations)
+    if not allocations:
+        return
+    ids = [a.pk for a in allocations]
+    assignments = list(
+        GpuAssignment.objects.filter(allocation_id__in=ids, active=True).select_related("gpu")
+    )
+    gpu_delta: dict[int, int] = defaultdict(int)
+    lent_delta: dict[int, int] = defaultdict(int)
+    for assignment in assignments:
+        (lent_delta if assignment.reclaimed else gpu_delta)[assignment.gpu_id] -= assignment.milli
+    cpu_delta: dict[int, int] = defaultdict(int)
+    memory_delta: dict[int, int] = defaultdict(int)
+    for allocation in allocations:
+        cpu_delta[allocation.node_id] -= allocation.cpu_milli
+        memory_delta[allocation.node_id] -= allocation.memory_mib
+    GpuAssignment.objects.filter(pk__in=[a.pk for a in assignments]).update(active=False)
+    Allocation.objects.filter(pk__in=ids).update(
+        state=Allocation.State.RELEASED, active=False, released_at=now, release_reason=reason
+    )
+    add_counts(Gpu, "used_milli", gpu_delta)
+    add_counts(Gpu, "lent_milli", lent_delta)
+    add_counts(Node, "cpu_used_milli", cpu_delta)
+    add_counts(Node, "memory_used_mib", memory_delta)
+    add_counts(
+        NodeNuma,
+        "cpu_used_milli",
+        numa_counts(((a.node_id, a.numa_cpu_milli) for a in allocations), sign=-1),
+    )
+    gpus_of: dict[int, list[int]] = defaultdict(list)
+    for assignment in assignments:
+        gpus_of[assignment.allocation_id].append(assignment.gpu.index)
+    events.publish(
+        *(
+            events.AllocationReleased(
+                pod_uid=str(a.pod.uid), node=a.node.name, gpus=sorted(gpus_of[a.pk]), reason=reason
+            )
+            for a in allocations
+        )
+    )
+    _promote_lent(gpu_ids=[gpu_id for gpu_id, delta in gpu_delta.items() if delta])
+
+
+def _promote_lent(*, gpu_ids: Sequence[int]) -> None:
+    """Where owners left and a GPU now lends more than its owners hold, lent shares move onto
+    the free capacity (smallest first, while they fit): with nobody left to lend them the
+    capacity, they would otherwise sit on free milli that a new owner could be given."""
+    for gpu in Gpu.objects.filter(pk__in=gpu_ids, lent_milli__gt=F("used_milli")):
+        lent = GpuAssignment.objects.filter(gpu=gpu, active=True, reclaimed=True).select_related(
+            "allocation__pod", "allocation__node"
+        )
+        used, lent_milli = gpu.used_milli, gpu.lent_milli
+        promoted: list[GpuAssignment] = []
+        for assignment in sorted(lent, key=lambda a: (a.milli, a.pk)):
+            if lent_milli <= used or used + assignment.milli > MILLI_PER_GPU:
+                break
+            used, lent_milli = used + assignment.milli, lent_milli - assignment.milli
+            promoted.append(assignment)
+        if not promoted:
+            continue
+        GpuAssignment.objects.filter(pk__in=[a.pk for a in promoted]).update(reclaimed=False)
+        moved = sum(a.milli for a in promoted)
+        Gpu.objects.filter(pk=gpu.pk).update(
+            used_milli=F("used_milli") + moved, lent_milli=F("lent_milli") - moved
+        )
+        events.publish(
+            *(
+                events.AllocationPromoted(
+                    pod_uid=str(a.allocation.pod.uid), node=a.allocation.node.name, gpu=gpu.index
+                )
+                for a in promoted
+            )
+        )
+
+
+def reservations_expire(*, now: datetime) -> int:
+    """Release reservations whose time ran out (a gang that never completed, a crashed binder)."""
+    with transaction.atomic():
+        expired = list(
+            Allocation.objects.filter(
+                state=Allocation.State.RESERVED, expires_at__lt=now
+            ).select_related("node", "pod")
+        )
+        allocations_release(expired, reason="reservation expired", now=now)
+        Pod.objects.filter(pk__in=[a.pod_id for a in expired]).update(phase=Pod.Phase.PENDING)
+    return len(expired)

@@ -1,0 +1,114 @@
+"""Pods the simulator (or a kubelet) started or finished."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from scheduling import events
+from scheduling.models import (
+    Allocation,
+    Pod,
+    Workload,
+)
+from scheduling.services.allocations import allocations_release
+from scheduling.services.workloads import workload_event
+
+
+def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
+    """The simulator (or kubelet) started bound pods."""
+    if not pods:
+        return
+    with transaction.atomic():
+        Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.BOUND).update(
+            phase=Pod.Phase.RUNNING, started_at=now
+        )
+        workloads = {p.workload_id: p.workload for p in pods}
+        started = Workload.objects.filter(pk__in=list(workloads), state=Workload.State.ADMITTED)
+        newly_running = list(started.values_list("pk", flat=True))
+        started.update(state=Workload.State.RUNNING)
+        for pk in newly_running:
+            workloads[pk].state = Workload.State.RUNNING
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=Pod.Phase.RUNNING) for p in pods),
+            *(workload_event(workloads[pk]) for pk in newly_running),
+        )
+
+
+def pods_finish(*, pods: Sequence[Pod], now: datetime, succeeded: bool = True) -> None:
+    """Pods ended: their allocations are released and finished workloads are closed."""
+    if not pods:
+        return
+    phase = Pod.Phase.SUCCEEDED if succeeded else Pod.Phase.FAILED
+    with transaction.atomic():
+        allocations_release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="pod succeeded" if succeeded else "pod failed",
+            now=now,
+        )
+        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(phase=phase, finished_at=now)
+        workload_ids = {p.workload_id for p in pods}
+        still_active = set(
+            Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
+            .values_list("workload_id", flat=True)
+            .distinct()
+        )
+        by_workload = {p.workload_id: p.workload for p in pods}
+        done = [w for pk, w in by_workload.items() if pk not in still_active]
+        final = Workload.State.FINISHED if succeeded else Workload.State.FAILED
+        Workload.objects.filter(pk__in=[w.pk for w in done]).update(state=final, finished_at=now)
+        for workload in done:
+            workload.state, workload.finished_at = final, now
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=phase) for p in pods),
+            *(workload_event(w) for w in done),
+        )
+
+
+def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
+    """Evicted (or cancelled) pods the cluster no longer runs: what they held is free now. A pod of
+    a requeued submitted workload waits to be placed again; a mirrored pod is gone for good, and a
+    mirrored workload left without pods ends; a cancelled workload's pod is cancelled."""
+    pods = [p for p in pods if p.phase == Pod.Phase.TERMINATING]
+    if not pods:
+        return
+    with transaction.atomic():
+        allocations_release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="evicted pod terminated",
+            now=now,
+        )
+        for pod in pods:
+            if pod.workload.state not in Workload.ACTIVE_STATES:
+                pod.phase = Pod.Phase.CANCELLED
+            elif pod.workload.origin == Workload.Origin.MIRRORED:
+                pod.phase = Pod.Phase.FAILED
+            else:
+                pod.phase = Pod.Phase.PENDING
+            pod.finished_at = None if pod.phase == Pod.Phase.PENDING else now
+            pod.bound_at = pod.started_at = None
+            pod.next_attempt_at = None
+        Pod.objects.bulk_update(pods, ["phase", "finished_at", "bound_at", "started_at"])
+        workload_ids = {p.workload_id for p in pods if p.phase == Pod.Phase.FAILED}
+        still_active = set(
+            Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
+            .values_list("workload_id", flat=True)
+            .distinct()
+        )
+        ended = [
+            p.workload
+            for p in {p.workload_id: p for p in pods}.values()
+            if p.workload_id in workload_ids - still_active
+        ]
+        for workload in ended:
+            workload.state, workload.finished_at = Workload.State.FAILED, now
+            workload.cluster_queue, workload.quota_usage = None, {}
+        Workload.objects.bulk_update(
+            ended, ["state", "finished_at", "cluster_queue", "quota_usage"]
+        )
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
+            *(workload_event(w) for w in ended),
+        )

@@ -1,0 +1,226 @@
+"""Workloads: submit, admit (without queues), cancel, and why they wait."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling import events
+from scheduling.core.types import (
+    ServiceClass,
+)
+from scheduling.models import (
+    Allocation,
+    Pod,
+    PriorityClass,
+    Tenant,
+    Workload,
+)
+from scheduling.pod_template import PodTemplate
+from scheduling.services.allocations import allocations_release
+from scheduling.services.errors import ServiceError
+
+
+@dataclass(frozen=True)
+class PodSetSpec:
+    name: str
+    count: int
+    template: PodTemplate
+    min_count: int | None = None  # set: a gang of at least this many pods
+    # Pods named and shaped one by one (pods mirrored from a cluster, which may differ); empty:
+    # `count` pods `<workload>-<set>-<k>` shaped by `template`.
+    members: tuple[tuple[str, PodTemplate], ...] = ()
+
+    def pods(self, workload: str) -> list[tuple[str, PodTemplate]]:
+        if self.members:
+            return list(self.members)
+        return [(f"{workload}-{self.name}-{k}", self.template) for k in range(self.count)]
+
+
+def workload_submit(
+    *,
+    tenant: Tenant,
+    name: str,
+    pod_sets: Sequence[PodSetSpec],
+    queue_name: str = "default",
+    priority: int | None = None,
+    priority_class_name: str = "",
+    service_class: ServiceClass = ServiceClass.BATCH,
+    raw_pod_sets: list[dict[str, Any]] | None = None,
+    maximum_execution_time_s: int | None = None,
+    origin: Workload.Origin = Workload.Origin.SUBMITTED,
+    preemption_policy: str | None = None,
+) -> Workload:
+    """A new workload, Pending until its LocalQueue's cluster queue admits it. A priority class
+    (by name, else the global default one) sets the priority unless `priority` is given, and
+    whether the workload may preempt others unless `preemption_policy` is (a pod's own, as the
+    Kubernetes API server resolved it)."""
+    if not pod_sets:
+        raise ServiceError("a workload needs at least one pod set")
+    with transaction.atomic():
+        if Workload.objects.filter(tenant=tenant, name=name).exists():
+            raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
+        if priority_class_name:
+            priority_class = PriorityClass.objects.filter(name=priority_class_name).first()
+            if priority_class is None:
+                raise ServiceError(f"priority class {priority_class_name!r} does not exist")
+        else:
+            priority_class = PriorityClass.objects.filter(global_default=True).first()
+        if priority is None:
+            priority = priority_class.value if priority_class else 0
+        workload = Workload.objects.create(
+            tenant=tenant,
+            name=name,
+            queue_name=queue_name,
+            priority=priority,
+            priority_class_name=priority_class.name if priority_class else "",
+            preemption_policy=preemption_policy
+            or (
+                priority_class.preemption_policy
+                if priority_class
+                else PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
+            ),
+            maximum_execution_time_s=maximum_execution_time_s,
+            service_class=service_class.value,
+            origin=origin,
+            pod_sets=raw_pod_sets
+            if raw_pod_sets is not None
+            else [_pod_set_json(s) for s in pod_sets],
+        )
+        Pod.objects.bulk_create(
+            [
+                _pod_row(workload, pod_set, name, template)
+                for pod_set in pod_sets
+                for name, template in pod_set.pods(workload.name)
+            ]
+        )
+        events.publish(workload_event(workload))
+    return workload
+
+
+def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
+    """More pods for a workload's pod set (a pod group whose later members were just created)."""
+    with transaction.atomic():
+        pods = Pod.objects.bulk_create(
+            [
+                _pod_row(workload, pod_set, name, template)
+                for name, template in pod_set.pods(workload.name)
+            ]
+        )
+        doc = [dict(s) for s in workload.pod_sets]
+        for entry in doc:
+            if entry.get("name") == pod_set.name:
+                entry["count"] = int(entry.get("count") or 0) + len(pods)
+        Workload.objects.filter(pk=workload.pk).update(pod_sets=doc)
+        workload.pod_sets = doc
+        events.publish(workload_event(workload))
+    return pods
+
+
+def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate) -> Pod:
+    return Pod(
+        workload=workload,
+        name=name,
+        pod_set=pod_set.name,
+        priority=workload.priority,
+        service_class=workload.service_class,
+        cpu_milli=t.cpu_milli,
+        memory_mib=t.memory_mib,
+        gpus=t.gpus,
+        gpu_milli=t.gpu_milli,
+        mig_profile=t.mig_profile,
+        mig_count=t.mig_count,
+        gpu_models=list(t.gpu_models),
+        topology_policy=t.topology_policy.value,
+        topology_scope=t.topology_scope.value if t.topology_scope else "",
+        node_selector=dict(t.node_selector),
+        tolerations=list(t.tolerations),
+        gang_min_count=pod_set.min_count or 0,
+        simulation=dict(t.simulation),
+    )
+
+
+def _pod_set_json(pod_set: PodSetSpec) -> dict[str, Any]:
+    return {"name": pod_set.name, "count": pod_set.count, "minCount": pod_set.min_count}
+
+
+def workload_event(workload: Workload) -> events.WorkloadChanged:
+    return events.WorkloadChanged(
+        uid=str(workload.uid),
+        tenant=workload.tenant.name,
+        name=workload.name,
+        queue=workload.queue_name,
+        state=workload.state,
+        reason=workload.reason,
+        cluster_queue=workload.cluster_queue.name if workload.cluster_queue else "",
+        pending_reason=workload.pending_reason,
+    )
+
+
+def workloads_admit(*, workloads: Iterable[Workload], now: datetime) -> int:
+    """Quota reserved: the workloads' pods may now be placed."""
+    admitted = [w for w in workloads if w.state == Workload.State.PENDING]
+    if not admitted:
+        return 0
+    with transaction.atomic():
+        Workload.objects.filter(
+            pk__in=[w.pk for w in admitted], state=Workload.State.PENDING
+        ).update(state=Workload.State.ADMITTED, admitted_at=now, reason="")
+        for workload in admitted:
+            workload.state, workload.admitted_at, workload.reason = Workload.State.ADMITTED, now, ""
+        events.publish(*(workload_event(w) for w in admitted))
+    return len(admitted)
+
+
+def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workload:
+    now = now or timezone.now()
+    with transaction.atomic():
+        if workload.state not in Workload.ACTIVE_STATES:
+            raise ServiceError(f"workload {workload.name} is already {workload.state}")
+        pods = list(
+            workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).select_related("workload__tenant")
+        )
+        # A pod a real cluster runs holds what it holds until the cluster says it is gone.
+        staying = [p for p in pods if p.cluster_managed and p.phase in Pod.PLACED_PHASES]
+        allocations_release(
+            Allocation.objects.filter(pod__in=pods, active=True)
+            .exclude(pod__in=staying)
+            .select_related("node", "pod"),
+            reason="workload cancelled",
+            now=now,
+        )
+        for pod in pods:
+            pod.phase = Pod.Phase.TERMINATING if pod in staying else Pod.Phase.CANCELLED
+            pod.finished_at = None if pod in staying else now
+        Pod.objects.bulk_update(pods, ["phase", "finished_at"])
+        Workload.objects.filter(pk=workload.pk).update(
+            state=Workload.State.CANCELLED, finished_at=now
+        )
+        workload.state, workload.finished_at = Workload.State.CANCELLED, now
+        events.publish(
+            *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
+            workload_event(workload),
+        )
+    return workload
+
+
+def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> list[Workload]:
+    """Record why workloads wait (a reason code and its message); an event for each change.
+    Returns the workloads whose reason changed."""
+    changed = []
+    for workload, code, message in updates:
+        message = message[:1024]
+        if (workload.pending_reason, workload.reason) != (code, message):
+            workload.pending_reason, workload.reason = code, message
+            changed.append(workload)
+    if not changed:
+        return []
+    with transaction.atomic():
+        Workload.objects.bulk_update(changed, ["pending_reason", "reason"])
+        events.publish(*(workload_event(w) for w in changed))
+    return changed

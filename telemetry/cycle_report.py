@@ -1,0 +1,38 @@
+"""What one ingest cycle did: the ingester prints it (a line or JSON) and its metrics count it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CycleReport:
+    at: str
+    source: str
+    ok: bool = False
+    gpus: int = 0
+    nodes: int = 0
+    samples: int = 0
+    skipped: int = 0  # exposition lines (or vector items) that could not be read
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    # Samples read but not stored, by reason: a series naming no storable GPU (gpu "-1", a
+    # label longer than its column), a value outside its field's range (telemetry/dcgm.py).
+    samples_skipped: int = 0
+    samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
+    values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
+    errors: list[str] = field(default_factory=list)
+    stale_marked: int = 0
+    minutes_rolled: int = 0
+    raw_pruned: int = 0
+    fetch_s: float = 0.0
+    store_s: float = 0.0
+    total_s: float = 0.0
+
+    def line(self) -> str:
+        state = "ok" if self.ok else "FAILED"
+        text = (
+            f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
+            f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
+            f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
+        )
+        return text + "".join(f"\n  error: {error}" for error in self.errors)
