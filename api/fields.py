@@ -31,7 +31,6 @@ QUANTITY_PATTERN = (
     r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
 )
 COUNT_PATTERN = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
-MIG_KEY_PATTERN = r"nvidia\.com/mig-[1-9][0-9]?g\.[1-9][0-9]{0,3}gb(\+me)?"
 
 
 def _number_or_text(pattern: str) -> dict[str, Any]:
@@ -136,20 +135,16 @@ class QuantityField(serializers.Field):
 
 
 class ResourceMapField(serializers.Field):
-    """Resource name -> quantity, for `resources`: at most MAX_RESOURCE_ENTRIES entries, only the
-    named resources (and `nvidia.com/mig-<profile>` with `mig`), counts as plain numbers. The
-    size is checked first and an unknown key is quoted by its first characters only, so a map of
-    10,000 keys or a 1 MiB key costs a short 400."""
+    """Resource name -> quantity (requests, quotas, limits): at most MAX_RESOURCE_ENTRIES
+    entries whose keys are Kubernetes resource names (qualified names), counts of devices as
+    plain numbers. Which names a map may hold (an unknown bare name, a MIG profile that is none)
+    is judged with the values, in api/specs.py and api/services.py (a 422). The size is checked
+    first and an offending key is quoted by its first characters only, so a map of 10,000 keys
+    or a 1 MiB key costs a short 400."""
 
-    def __init__(self, *, resources: tuple[str, ...], mig: bool = True, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.resources = resources
-        alternatives = [re.escape(r) for r in resources] + ([MIG_KEY_PATTERN] if mig else [])
-        self.keys = re.compile(f"^({'|'.join(alternatives)})$")
-        known = ", ".join([*resources, *(["nvidia.com/mig-<profile>"] if mig else [])])
-        self.unknown = f"unknown resource (known: {known})"
-        if GPU_RESOURCE in resources and GPU_MILLI_RESOURCE not in resources:
-            self.unknown += f"; GPU shares count under {GPU_RESOURCE}, in GPUs (e.g. '2.5')"
+        counts = {r: COUNT_SCHEMA for r in (GPU_RESOURCE, GPU_MILLI_RESOURCE, "pods")}
         set_override(
             self,
             "field",
@@ -158,13 +153,12 @@ class ResourceMapField(serializers.Field):
                 "maxProperties": limits.MAX_RESOURCE_ENTRIES,
                 "propertyNames": {
                     "type": "string",
-                    "pattern": self.keys.pattern,
+                    "pattern": limits.QUALIFIED_NAME.pattern,
                     "maxLength": limits.MAX_KEY_LENGTH,
                 },
-                "properties": {
-                    r: COUNT_SCHEMA if quantity.is_count(r) else QUANTITY_SCHEMA for r in resources
-                },
-                "additionalProperties": COUNT_SCHEMA,  # MIG instances
+                "properties": counts,
+                "patternProperties": {r"^nvidia\.com/mig-": COUNT_SCHEMA},  # MIG instances
+                "additionalProperties": QUANTITY_SCHEMA,
                 "example": {"cpu": "8", "memory": "64Gi", GPU_RESOURCE: "4"},
             },
         )
@@ -178,8 +172,9 @@ class ResourceMapField(serializers.Field):
             )
         errors: dict[str, list[str]] = {}
         for key, value in data.items():
-            if not isinstance(key, str) or not self.keys.match(key):
-                errors[limits.shown(str(key))] = [self.unknown]
+            problem = limits.qualified_name_error(key)
+            if problem:
+                errors[limits.shown(str(key))] = [f"not a resource name: {problem}"]
                 continue
             problem = _quantity_form_error(value, _COUNT if quantity.is_count(key) else _QUANTITY)
             if problem:
@@ -190,30 +185,6 @@ class ResourceMapField(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return {str(k): str(v) for k, v in value.items()}
-
-
-POD_RESOURCES = ("cpu", "memory", GPU_RESOURCE, GPU_MILLI_RESOURCE)
-
-
-def requests_map(**kwargs: Any) -> ResourceMapField:
-    """What one pod asks (or at least / at most asks): cpu, memory, whole GPUs, a GPU share or
-    MIG instances."""
-    return ResourceMapField(resources=POD_RESOURCES, **kwargs)
-
-
-def quota_map(**kwargs: Any) -> ResourceMapField:
-    """A cluster queue's nominal quota: GPU shares count under nvidia.com/gpu."""
-    return ResourceMapField(resources=("cpu", "memory", GPU_RESOURCE), **kwargs)
-
-
-def hard_map(**kwargs: Any) -> ResourceMapField:
-    """A tenant's hard cap on what its active pods request (ResourceQuota-like)."""
-    return ResourceMapField(resources=("cpu", "memory", "pods", GPU_RESOURCE), **kwargs)
-
-
-def defaults_map(**kwargs: Any) -> ResourceMapField:
-    """LimitRange defaultRequest: cpu and memory only."""
-    return ResourceMapField(resources=("cpu", "memory"), mig=False, **kwargs)
 
 
 @extend_schema_field(

@@ -119,10 +119,13 @@ def quota_errors(quota: Mapping[str, object], path: str = "quota") -> dict[str, 
     errors: dict[str, list[str]] = {}
     for resource, value in quota.items():
         where = f"{path}.{resource}"
-        if resource in (GPU_MILLI_RESOURCE, q.PODS) or not q.known_resource(resource):
+        if resource == GPU_MILLI_RESOURCE or not (
+            q.known_resource(resource, quota=True) or q.counted_only(resource)
+        ):
             errors[where] = [
                 f"not a queue resource {resource!r} (cpu, memory, nvidia.com/gpu, "
-                "nvidia.com/mig-<profile>; GPU shares count under nvidia.com/gpu)"
+                "nvidia.com/mig-<profile>, pods or an extended resource such as "
+                "example.com/credits; GPU shares count under nvidia.com/gpu)"
             ]
             continue
         try:
@@ -338,6 +341,8 @@ def workload_create(
     queue_name: str | None = None,
     priority: int | None = None,
     priority_class_name: str = "",
+    priority_class_kind: str = "",
+    active: bool = True,
     service_class: str = ServiceClass.BATCH.value,
     maximum_execution_time_s: int | None = None,
     idempotency_key: str | None = None,
@@ -362,11 +367,17 @@ def workload_create(
         errors["queueName"] = [
             f"unknown queue {queue!r} (this tenant's queues: {', '.join(queues)})"
         ]
-    if priority_class_name and not PriorityClass.objects.filter(name=priority_class_name).exists():
-        known = ", ".join(PriorityClass.objects.values_list("name", flat=True)) or "none"
-        errors["priorityClassName"] = [
-            f"unknown priority class {priority_class_name!r} (classes: {known})"
-        ]
+    if (
+        priority_class_name
+        and services.priority_class_named(priority_class_name, priority_class_kind) is None
+    ):
+        classes = PriorityClass.objects.all()
+        if priority_class_kind:
+            classes = classes.filter(kind=priority_class_kind)
+        known = ", ".join(sorted(set(classes.values_list("name", flat=True)))) or "none"
+        field = "priorityClassRef" if priority_class_kind else "priorityClassName"
+        what = priority_class_kind or "priority class"
+        errors[field] = [f"unknown {what} {priority_class_name!r} (classes: {known})"]
     try:
         specs, stored = workload_specs.pod_sets(
             pod_sets, selectors.limits_of(policy), selectors.cluster_limits()
@@ -394,6 +405,8 @@ def workload_create(
                 queue_name=queue,
                 priority=priority,
                 priority_class_name=priority_class_name,
+                priority_class_kind=priority_class_kind,
+                active=active,
                 service_class=ServiceClass(service_class),
                 raw_pod_sets=stored,
                 maximum_execution_time_s=maximum_execution_time_s,
@@ -408,6 +421,13 @@ def workload_create(
     except services.ServiceError as exc:
         raise ApplicationError(str(exc)) from exc
     return workload, True
+
+
+def workload_set_active(*, workload: Workload, active: bool) -> Workload:
+    try:
+        return services.workload_set_active(workload=workload, active=active)
+    except services.ServiceError as exc:
+        raise Conflict(str(exc), {"state": workload.state}) from exc
 
 
 def workload_cancel(*, workload: Workload) -> Workload:

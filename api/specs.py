@@ -115,8 +115,15 @@ def _template(
     for resource, text in limits.text.get("defaultRequests", {}).items():
         given.setdefault(resource, text)
     amounts: dict[str, int] = {}
+    extended: dict[str, int] = {}
     for resource, value in given.items():
         where = f"{requests_path}.{resource}"
+        if q.counted_only(resource):
+            try:
+                extended[resource] = q.extended_amount(resource, value)
+            except q.QuantityError as exc:
+                errors[where].append(str(exc))
+            continue
         if not q.known_resource(resource):
             errors[where].append(q.unknown_resource_message(resource))
             continue
@@ -164,6 +171,7 @@ def _template(
         topology_scope=TopologyScope(scope_text) if scope_text else None,
         node_selector=dict(raw.get("nodeSelector") or {}),
         tolerations=tuple(dict(t) for t in raw.get("tolerations") or []),
+        extended={r: n for r, n in extended.items() if n > 0},
     )
     stored: dict[str, Any] = {
         "resources": {"requests": {r: str(v) for r, v in given.items()}},

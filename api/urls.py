@@ -47,6 +47,7 @@ urlpatterns = [
     ),
     path("admin/localqueues", queues.AdminLocalQueueListApi.as_view(), name="admin-local-queues"),
     path("admin/clusterqueues", queues.ClusterQueueListApi.as_view(), name="admin-cluster-queues"),
+    path("admin/cohorts", queues.CohortListApi.as_view(), name="admin-cohorts"),
     path("admin/nodes", nodes.NodeListApi.as_view(), name="admin-nodes"),
     path("admin/nodes/<str:name>", nodes.NodeDetailApi.as_view(), name="admin-node"),
     path("admin/nodes/<str:name>/cordon", nodes.NodeCordonApi.as_view(), name="admin-node-cordon"),

@@ -25,6 +25,7 @@ from scheduling.events import (
     AllocationReleased,
     EventPayload,
     EventTypes,
+    LocalQueueUsageSampled,
     NodeChanged,
     NodeQuarantined,
     PodBound,
@@ -49,6 +50,7 @@ DECISION_EVENTS: EventTypes = frozenset({PodBound, PodUnschedulable})
 QUEUE_EVENTS: EventTypes = frozenset(
     {
         QueuesChanged,
+        LocalQueueUsageSampled,
         WorkloadChanged,
         WorkloadEvicted,
         PodBound,

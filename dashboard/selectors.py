@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from scheduling import queue_selectors
 from scheduling import selectors as scheduling_selectors
 from scheduling.cluster_state import topology_from_json
 from scheduling.core.gpu_sets import GpuSetChooser, Requirement
@@ -473,6 +475,9 @@ def cluster_queues() -> dict[str, Doc]:
             "admitted": status.admitted_workloads,
             "weighted_share": status.weighted_share,
             "dominant_resource": status.dominant_resource,
+            "admission_mode": status.admission_mode,
+            "stop_policy": status.stop_policy,
+            "cohort_path": list(status.cohort_path),
             "flavors": [
                 {
                     "flavor": flavor,
@@ -535,6 +540,14 @@ def local_queues() -> dict[str, Doc]:
         .order_by()
     ):
         queue(namespace, name)["gpus"] = round((milli or 0) / MILLI_PER_GPU, 2)
+    for key, usage in queue_selectors.local_queue_fair_usage().items():
+        if key in result:
+            result[key]["fair_usage"] = {
+                "consumed": usage.consumed,
+                "usage": round(usage.usage, 6) if math.isfinite(usage.usage) else None,
+                "rank": usage.rank,
+                "weight": usage.weight,
+            }
     return result
 
 
@@ -546,6 +559,7 @@ def _empty_queue(namespace: str, name: str, cluster_queue: str | None) -> Doc:
         "workloads": {},
         "pending_pods": 0,
         "gpus": 0,
+        "fair_usage": None,  # admission fair sharing: decayed usage and rank in its queue
     }
 
 

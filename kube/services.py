@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 
@@ -64,7 +65,7 @@ def workload_mirror(*, name: str, members: Sequence[PodInfo], min_count: int | N
             name=unique,
             pod_sets=[_pod_set(members, min_count)],
             queue_name=first.queue_name[:63],
-            priority=_priority(first),
+            **_priority_of(first),
             preemption_policy=_preemption_policy(first),
             service_class=first.service_class,
             origin=Workload.Origin.MIRRORED,
@@ -138,6 +139,19 @@ def _priority(info: PodInfo) -> int | None:
     return None
 
 
+def _priority_of(info: PodInfo) -> dict[str, Any]:
+    """workload_submit's priority arguments: with Kueue's label `kueue.x-k8s.io/priority-class`
+    its WorkloadPriorityClass gives the priority (one that does not exist is a ServiceError naming
+    it), else the pod's own."""
+    if info.workload_priority_class:
+        return {
+            "priority": None,
+            "priority_class_name": info.workload_priority_class[:63],
+            "priority_class_kind": PriorityClass.Kind.WORKLOAD.value,
+        }
+    return {"priority": _priority(info)}
+
+
 def _preemption_policy(info: PodInfo) -> str:
     return info.preemption_policy or PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
 
@@ -154,7 +168,7 @@ def workload_mirror_admitted(*, info: PodInfo) -> Pod:
             name=f"{info.name[:200]}-{info.uid[:8]}",
             pod_sets=[services.PodSetSpec(POD_SET, 1, info.ask, members=((info.name, info.ask),))],
             queue_name=info.queue_name[:63],
-            priority=_priority(info),
+            **_priority_of(info),
             preemption_policy=_preemption_policy(info),
             service_class=info.service_class,
             origin=Workload.Origin.MIRRORED,

@@ -278,8 +278,8 @@ class KubernetesSide:
                 continue
             ref = groups.group_of(obj)
             if ref is None:
-                kube_services.workload_mirror(name=info.name, members=[info], min_count=None)
-                counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + 1
+                if self._mirror([info], info.name, None, now):
+                    counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + 1
             else:
                 grouped[ref.key] = ref
         for ref in grouped.values():
@@ -346,10 +346,20 @@ class KubernetesSide:
                     now,
                 )
             return 0
-        kube_services.workload_mirror(
-            name=ref.name, members=[i for i, _ in fresh], min_count=needed
-        )
-        return len(fresh)
+        return len(fresh) if self._mirror([i for i, _ in fresh], ref.name, needed, now) else 0
+
+    def _mirror(
+        self, members: list[PodInfo], name: str, min_count: int | None, now: datetime
+    ) -> bool:
+        """Mirror pods as one workload; what the database refuses (a WorkloadPriorityClass
+        label naming no class) is told on the pods instead."""
+        try:
+            kube_services.workload_mirror(name=name, members=members, min_count=min_count)
+        except services.ServiceError as exc:
+            for info in members:
+                self._tell(info, f"gpusched cannot schedule this pod: {exc}", now)
+            return False
+        return True
 
     def _held_node(self, pod: Pod) -> str | None:
         allocation = pod.allocations.filter(active=True).select_related("node").first()

@@ -6,7 +6,12 @@ model, memory and sharing mode, and the topology from (in order) the profile's a
 
 Pods: the effective requests (containers summed, the largest init container, sidecars and
 overhead, as the kubelet counts them) of cpu, memory, `nvidia.com/gpu`, `gpusched.io/gpu-milli`
-and `nvidia.com/mig-<profile>`; topology and placement hints from annotations:
+and `nvidia.com/mig-<profile>`; every other resource a pod asks for (extended resources such as
+`example.com/credits` or `rdma/hca`, `ephemeral-storage`, `hugepages-*`) is carried through in
+the queues' units (scheduling.core.queueing.resources) so ClusterQueue quotas can count it. Kueue's
+labels: `kueue.x-k8s.io/queue-name` (the LocalQueue) and `kueue.x-k8s.io/priority-class` (a
+WorkloadPriorityClass, which wins over `spec.priorityClassName`). Topology and placement hints
+from annotations:
 
     gpusched.io/topology-policy   none | best-effort | restricted | single-numa-node
     gpusched.io/topology-scope    nvlink | pcie | numa | node
@@ -28,6 +33,7 @@ from kube import gfd, nrt
 from kube.nrt import NrtError, NrtInfo
 from scheduling.core import limits, quantity
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
+from scheduling.core.queueing import resources as queue_resources
 from scheduling.core.topology import (
     NodeTopology,
     TopologyError,
@@ -61,6 +67,7 @@ ANNOTATION_GPU_IDS = "gpusched.io/gpu-ids"  # written at bind: "0,1,2,3"
 ANNOTATION_MIG_SLOTS = "gpusched.io/mig-slots"  # written at bind: "<gpu>:<slot>,..."
 ANNOTATION_GPU_SHARE = "gpusched.io/gpu-share-milli"  # written at bind for GPU shares
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Labels that change without the node changing (GFD rewrites its timestamp every run): left out,
 # so they do not make every node look new every minute.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
@@ -288,6 +295,7 @@ class PodInfo:
     preemption_policy: str  # spec.preemptionPolicy ("" when the API server set none)
     service_class: ServiceClass
     queue_name: str
+    workload_priority_class: str  # the kueue.x-k8s.io/priority-class label
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     ask: PodTemplate | None  # None when the pod cannot be represented (see error)
@@ -353,6 +361,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         preemption_policy=str(spec.get("preemptionPolicy") or ""),
         service_class=service_class,
         queue_name=str(labels.get(QUEUE_LABEL) or "default"),
+        workload_priority_class=str(labels.get(PRIORITY_CLASS_LABEL) or ""),
         labels={str(k): str(v) for k, v in labels.items()},
         annotations=annotations,
         ask=ask,
@@ -394,6 +403,7 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     if len(mig) > 1:
         raise TranslationError(f"a pod may ask for one MIG profile, not {sorted(mig)}")
     mig_profile, mig_count = next(iter(mig.items()), ("", 0))
+    extended = _extended(requests)
     raw_selector = spec.get("nodeSelector") or {}
     if not isinstance(raw_selector, Mapping):
         raise TranslationError("spec.nodeSelector must be a map")
@@ -434,6 +444,7 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
         topology_scope=scope,
         node_selector=selector,
         tolerations=tuple(_tolerations(raw_tolerations)),
+        extended=extended,
     )
 
 
@@ -446,6 +457,23 @@ def _bounded_map(doc: Mapping[Any, Any], what: str) -> Mapping[Any, Any]:
     if problem:
         raise TranslationError(problem)
     return doc
+
+
+def _extended(requests: Mapping[str, Fraction]) -> dict[str, int]:
+    """The resources gpusched counts against quota only, in canonical units."""
+    if (
+        sum(1 for name in requests if queue_resources.is_extended(name))
+        > limits.MAX_RESOURCE_ENTRIES
+    ):
+        raise TranslationError(f"at most {limits.MAX_RESOURCE_ENTRIES} extended resources")
+    out: dict[str, int] = {}
+    for name, value in sorted(requests.items()):
+        if value > 0 and queue_resources.is_extended(name):
+            try:
+                out[name] = queue_resources.to_canonical(name, value)
+            except queue_resources.QuantityError as exc:
+                raise TranslationError(str(exc)) from None
+    return out
 
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
@@ -537,6 +565,7 @@ def to_request(uid: str, name: str, namespace: str, priority: int, ask: PodTempl
         topology_policy=ask.topology_policy,
         topology_scope=ask.topology_scope,
         node_selector=dict(ask.node_selector),
+        extended=dict(ask.extended),
         tolerations=tuple(
             Toleration(
                 key=t["key"],

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from django.db.models import Q
@@ -243,21 +244,26 @@ def pod_request(pod: Pod) -> PodRequest:
         topology_policy=TopologyPolicy(pod.topology_policy),
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
         node_selector=selector,
-        tolerations=tuple(
-            Toleration(
-                key=t.get("key", ""),
-                operator=t.get("operator", "Equal"),
-                value=t.get("value", ""),
-                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
-            )
-            for t in tolerations
-        ),
+        tolerations=tolerations_from_json(tolerations),
         gang=GangRef(f"{pod.workload_id}/{pod.pod_set}", pod.gang_min_count)
         if pod.gang_min_count
         else None,
         workload=f"{workload.tenant.name}/{workload.name}",
         created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
         can_preempt=workload.preemption_policy != "Never",
+        extended=MappingProxyType(dict(pod.extended_resources or {})),
+    )
+
+
+def tolerations_from_json(docs: Iterable[Mapping[str, Any]]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=t.get("key", ""),
+            operator=t.get("operator", "Equal"),
+            value=t.get("value", ""),
+            effect=TaintEffect(t["effect"]) if t.get("effect") else None,
+        )
+        for t in docs
     )
 
 

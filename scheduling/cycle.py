@@ -6,8 +6,9 @@ it directly and the commands (`runscheduler`, `runkube`) only loop and sleep.
  2. Sync the side: what changed outside gpusched comes into the database; then the cluster's
     state, in which a node whose recorded state contradicts its capacity is quarantined (nothing
     is placed there, the rest schedules on) and reported.
- 3. Admit: an admission cycle over the cluster queues (quota, flavors, fair sharing; without any
-    cluster queue everything is admitted); the victims of quota preemption are evicted first.
+ 3. Admit: an admission cycle over the cluster queues (quota, flavors, fair sharing, cohort
+    trees; without any cluster queue everything is admitted); deactivated workloads and drained
+    queues are evicted, then the victims of quota preemption, before anything is admitted.
  4. Reclaim: what idle owners may lend, and the lent pods whose owners use it again.
  5. Take a batch of pending pods the side can place, in the profile's queue order, whole gangs.
  6. Snapshot: nodes, GPUs and allocations, kept current from the outbox, with DCGM's load.
@@ -218,11 +219,12 @@ class SchedulingCycle:
     # --- 3. admission ---------------------------------------------------------------------------
 
     def _admit(self, now: datetime, report: CycleReport) -> tuple[int, int]:
-        """Returns (workloads admitted, workloads evicted for them)."""
+        """Returns (workloads admitted, workloads evicted for them or by deactivation)."""
+        # Admission fair sharing: LocalQueue usage history moves on Kueue's sampling interval.
+        services.local_queue_usage_sample(now=now)
         setup = selectors.queue_setup()
         if not setup.managed:
-            pending = Workload.objects.filter(state=Workload.State.PENDING).select_related("tenant")
-            return services.workloads_admit(workloads=pending[: self.batch_size], now=now), 0
+            return self._admit_without_queues(now, report)
         queued = selectors.queued_workloads(setup)
         rows = {str(w.pk): w for w, _ in queued}
         result = admission_cycle(
@@ -231,9 +233,12 @@ class SchedulingCycle:
             [q for _, q in queued if q is not None],
             selectors.admitted_workloads(self.load_feed.usage_ratios()),
             local_queues=list(setup.local_queues.values()),
+            cohorts=list(setup.cohorts.values()),
+            fair_usage=setup.fair_usage,
             limit=self.batch_size,
             idle_weight=selectors.fair_share_idle_weight(),
         )
+        dropped = self._evict_intents(result.evictions, now, report)
         victims = {
             w.pk: w
             for w in Workload.objects.filter(
@@ -310,7 +315,46 @@ class SchedulingCycle:
             ],
             now,
         )
-        return admitted, len(evicted)
+        return admitted, len(evicted) + dropped
+
+    def _admit_without_queues(self, now: datetime, report: CycleReport) -> tuple[int, int]:
+        """No cluster queue: every active workload is admitted as it comes; deactivated ones are
+        evicted and wait."""
+        inactive = Workload.objects.filter(
+            active=False, state__in=(Workload.State.ADMITTED, Workload.State.RUNNING)
+        )
+        dropped = self._evict_intents(
+            [
+                queue_admission.Eviction(
+                    str(w.pk), queue_admission.INACTIVE_WORKLOAD, "the workload is deactivated"
+                )
+                for w in inactive
+            ],
+            now,
+            report,
+        )
+        pending = Workload.objects.filter(state=Workload.State.PENDING, active=True)
+        admitted = services.workloads_admit(
+            workloads=pending.select_related("tenant")[: self.batch_size], now=now
+        )
+        return admitted, dropped
+
+    def _evict_intents(
+        self, evictions: Sequence[queue_admission.Eviction], now: datetime, report: CycleReport
+    ) -> int:
+        """Admitted workloads that must give their quota back (deactivated, or in a queue stopped
+        with HoldAndDrain), evicted through the side with Kueue's reason."""
+        rows = Workload.objects.select_related("tenant").in_bulk([int(e.key) for e in evictions])
+        evicted = 0
+        for eviction in evictions:
+            workload = rows.get(int(eviction.key))
+            if workload is not None:
+                evicted += len(
+                    self._evict_workloads(
+                        [workload], eviction.message, None, now, report, eviction.reason
+                    )
+                )
+        return evicted
 
     # --- 4. reclaim -----------------------------------------------------------------------------
 
@@ -422,6 +466,7 @@ class SchedulingCycle:
         preemptor: Workload | None,
         now: datetime,
         report: CycleReport,
+        pending_reason: str = queue_admission.PREEMPTED,
     ) -> set[int]:
         """Evict whole workloads: every placed pod through the side, then, in the database, the
         workloads whose pods the side let go (a workload with a pod the side refused keeps all
@@ -445,7 +490,12 @@ class SchedulingCycle:
             uid for uid, verdict in verdicts.items() if verdict is Verdict.TERMINATING
         )
         evicted = services.workloads_evict(
-            workloads=going, reason=reason, now=now, preemptor=preemptor, terminating=terminating
+            workloads=going,
+            reason=reason,
+            now=now,
+            preemptor=preemptor,
+            terminating=terminating,
+            pending_reason=pending_reason,
         )
         # The releases are in the outbox: the snapshot forgets what it still held of them.
         self.cache.catch_up()

@@ -87,6 +87,15 @@ class QueuesChanged(EventPayload):
     cluster_queues: list[str] = field(default_factory=list)
     local_queues: list[str] = field(default_factory=list)
     priority_classes: list[str] = field(default_factory=list)
+    cohorts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LocalQueueUsageSampled(EventPayload):
+    """Admission fair sharing sampled these LocalQueues' decayed usage ("namespace/name")."""
+
+    TYPE: ClassVar[str] = "queues.usage"
+    local_queues: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         WorkloadChanged,
         WorkloadEvicted,
         QueuesChanged,
+        LocalQueueUsageSampled,
         PodBound,
         PodUnschedulable,
         PodPhaseChanged,

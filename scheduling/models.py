@@ -174,6 +174,12 @@ class ClusterQueue(models.Model):
     borrow_within_cohort = models.CharField(max_length=32, default="Never")
     borrow_max_priority_threshold = models.IntegerField(null=True, blank=True)
     fair_sharing_weight = models.FloatField(default=1.0)
+    # admissionScope.admissionMode, stopPolicy, flavorFungibility.whenCanBorrow (Kueue's values).
+    admission_mode = models.CharField(max_length=40, default="NoAdmissionFairSharing")
+    stop_policy = models.CharField(max_length=16, default="None")
+    when_can_borrow = models.CharField(max_length=16, default="MayStopSearch")
+    # namespaceSelector on kubernetes.io/metadata.name: [[operator, [values]]], [] = every one
+    namespace_selector = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -181,6 +187,35 @@ class ClusterQueue(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Cohort(models.Model):
+    """Kueue's Cohort: a node of a cohort tree with quota of its own (`resource_groups`, shaped
+    and in units like ClusterQueue's), shared by the queues below it."""
+
+    name = models.CharField(max_length=63, unique=True)
+    parent_name = models.CharField(max_length=63, blank=True, default="")
+    resource_groups = models.JSONField(default=list)
+    fair_sharing_weight = models.FloatField(default=1.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AdmissionFairSharingSettings(models.Model):
+    """Kueue's Configuration.admissionFairSharing (one row; none: the core's defaults)."""
+
+    usage_half_life_s = models.FloatField()
+    usage_sampling_interval_s = models.FloatField()
+    resource_weights = models.JSONField(default=dict)  # resource -> weight
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"half-life {self.usage_half_life_s}s, every {self.usage_sampling_interval_s}s"
 
 
 class LocalQueue(models.Model):
@@ -192,6 +227,11 @@ class LocalQueue(models.Model):
         ClusterQueue, on_delete=models.PROTECT, related_name="local_queues"
     )
     fair_sharing_weight = models.FloatField(default=1.0)
+    stop_policy = models.CharField(max_length=16, default="None")
+    # Admission fair sharing: the decayed usage of the queue's admitted workloads (resource ->
+    # Kubernetes base units, entry penalties included) as of `usage_sampled_at`.
+    consumed_resources = models.JSONField(default=dict, blank=True)
+    usage_sampled_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -207,14 +247,19 @@ class LocalQueue(models.Model):
 
 
 class PriorityClass(models.Model):
-    """Kueue's WorkloadPriorityClass / Kubernetes' PriorityClass: a named priority value, and
-    whether workloads of the class may preempt others."""
+    """Kueue's WorkloadPriorityClass / Kubernetes' PriorityClass (`kind`): a named priority value,
+    and whether workloads of the class may preempt others. A name may exist once per kind."""
 
     class Preemption(models.TextChoices):
         PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
         NEVER = "Never"
 
-    name = models.CharField(max_length=63, unique=True)
+    class Kind(models.TextChoices):
+        WORKLOAD = "WorkloadPriorityClass"
+        POD = "PriorityClass"
+
+    name = models.CharField(max_length=63)
+    kind = models.CharField(max_length=24, choices=Kind.choices, default=Kind.WORKLOAD)
     value = models.IntegerField()
     preemption_policy = models.CharField(
         max_length=24, choices=Preemption.choices, default=Preemption.PREEMPT_LOWER_PRIORITY
@@ -223,6 +268,9 @@ class PriorityClass(models.Model):
     global_default = models.BooleanField(default=False)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name"], name="priority_class_unique_per_kind")
+        ]
         ordering = ["-value", "name"]
 
     def __str__(self) -> str:
@@ -257,6 +305,9 @@ class Workload(models.Model):
     queue_name = models.CharField(max_length=63, default="default")
     priority = models.IntegerField(default=0)
     priority_class_name = models.CharField(max_length=63, blank=True, default="")
+    priority_class_kind = models.CharField(max_length=24, blank=True, default="")
+    # Kueue's spec.active: false evicts the workload (InactiveWorkload) and keeps it unadmitted.
+    active = models.BooleanField(default=True)
     service_class = models.CharField(
         max_length=16,
         choices=[(c.value, c.value) for c in ServiceClass],
@@ -285,7 +336,8 @@ class Workload(models.Model):
     node_selector = models.JSONField(default=dict, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
     # Why it waits: WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota, Inadmissible, NoFit,
-    # TopologyPlacementFailed, WaitingForGang, Preempted ("" when nothing holds it back);
+    # TopologyPlacementFailed, WaitingForGang, Preempted, InactiveWorkload, ClusterQueueStopped,
+    # LocalQueueStopped ("" when nothing holds it back);
     # `reason` carries the message.
     pending_reason = models.CharField(max_length=32, blank=True, default="")
     preemption_policy = models.CharField(max_length=24, default="PreemptLowerPriority")
@@ -334,6 +386,8 @@ class Pod(models.Model):
     mig_profile = models.CharField(max_length=32, blank=True, default="")
     mig_count = models.PositiveSmallIntegerField(default=0)
     gpu_models = models.JSONField(default=list)
+    # Extended resources per pod (`example.com/credits`: whole units), counted against quota.
+    extended_resources = models.JSONField(default=dict, blank=True)
     topology_policy = models.CharField(
         max_length=24,
         choices=[(p.value, p.value) for p in TopologyPolicy],

@@ -23,10 +23,18 @@ class PodTemplate:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
     simulation: dict[str, Any] = field(default_factory=dict)  # the simulator's run time and use
+    # Extended resources (`example.com/credits`, `rdma/hca`): whole units per pod, counted against
+    # quota (scheduling.core.queueing.resources), not placed on nodes.
+    extended: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        """Asks for nothing the scheduler accounts (no CPU, memory or GPU)."""
+        """Asks for nothing the scheduler accounts (no CPU, memory, GPU or extended resource)."""
         return not (
-            self.cpu_milli or self.memory_mib or self.gpus or self.gpu_milli or self.mig_count
+            self.cpu_milli
+            or self.memory_mib
+            or self.gpus
+            or self.gpu_milli
+            or self.mig_count
+            or any(self.extended.values())
         )

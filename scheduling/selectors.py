@@ -14,22 +14,33 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from scheduling.cluster_state import tolerations_from_json
 from scheduling.core.queueing import admission as queue_admission
+from scheduling.core.queueing import ordering
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
+    AdmissionFairSharing,
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FlavorQuotas,
+    FungibilityPolicy,
+    NamespaceSelector,
     Preemption,
     QueueingStrategy,
     ReclaimWithinCohort,
     ResourceGroup,
     ResourceQuota,
+    StopPolicy,
     WithinClusterQueue,
 )
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
+from scheduling.core.queueing.config import Cohort as CohortSpec
 from scheduling.core.queueing.config import LocalQueue as LocalQueueSpec
 from scheduling.core.queueing.config import ResourceFlavor as ResourceFlavorSpec
 from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
+from scheduling.core.queueing.fair_usage import (
+    FairUsageState,
+)
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import FlavorResource, QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand, format_quantity
@@ -42,7 +53,9 @@ from scheduling.core.types import (
 )
 from scheduling.efficiency import usage_ratios
 from scheduling.models import (
+    AdmissionFairSharingSettings,
     ClusterQueue,
+    Cohort,
     Gpu,
     LocalQueue,
     Pod,
@@ -63,6 +76,8 @@ class QueueSetup:
     rows: dict[str, ClusterQueue] = field(default_factory=dict)
     flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
     local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)  # "namespace/name"
+    cohorts: dict[str, CohortSpec] = field(default_factory=dict)
+    fair_usage: FairUsageState = field(default_factory=FairUsageState)
 
     @property
     def managed(self) -> bool:
@@ -72,21 +87,36 @@ class QueueSetup:
 
 def queue_setup() -> QueueSetup:
     rows = {row.name: row for row in ClusterQueue.objects.all()}
+    lq_rows = list(LocalQueue.objects.select_related("cluster_queue"))
     return QueueSetup(
         cluster_queues={name: cluster_queue_spec(row) for name, row in rows.items()},
         rows=rows,
         flavors={row.name: flavor_spec(row) for row in ResourceFlavor.objects.all()},
         local_queues={
             f"{lq.namespace}/{lq.name}": LocalQueueSpec(
-                lq.namespace, lq.name, lq.cluster_queue.name, lq.fair_sharing_weight
+                lq.namespace,
+                lq.name,
+                lq.cluster_queue.name,
+                lq.fair_sharing_weight,
+                StopPolicy(lq.stop_policy),
             )
-            for lq in LocalQueue.objects.select_related("cluster_queue")
+            for lq in lq_rows
         },
+        cohorts={row.name: cohort_spec(row) for row in Cohort.objects.all()},
+        fair_usage=FairUsageState(
+            fair_sharing_settings(),
+            {
+                f"{lq.namespace}/{lq.name}": MappingProxyType(dict(lq.consumed_resources))
+                for lq in lq_rows
+                if lq.consumed_resources
+            },
+        ),
     )
 
 
-def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
-    groups = tuple(
+def resource_groups_spec(docs: Iterable[Mapping[str, Any]]) -> tuple[ResourceGroup, ...]:
+    """models.ClusterQueue.resource_groups (and Cohort's) as the core's resource groups."""
+    return tuple(
         ResourceGroup(
             tuple(group["coveredResources"]),
             tuple(
@@ -106,12 +136,15 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
                 for fq in group["flavors"]
             ),
         )
-        for group in row.resource_groups
+        for group in docs
     )
+
+
+def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
     return ClusterQueueSpec(
         name=row.name,
         cohort=row.cohort,
-        resource_groups=groups,
+        resource_groups=resource_groups_spec(row.resource_groups),
         queueing_strategy=QueueingStrategy(row.queueing_strategy),
         preemption=Preemption(
             WithinClusterQueue(row.within_cluster_queue),
@@ -120,6 +153,33 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
             row.borrow_max_priority_threshold,
         ),
         weight=row.fair_sharing_weight,
+        admission_mode=AdmissionMode(row.admission_mode),
+        stop_policy=StopPolicy(row.stop_policy),
+        namespace_selector=NamespaceSelector(
+            tuple((str(op), frozenset(values)) for op, values in row.namespace_selector or [])
+        ),
+        when_can_borrow=FungibilityPolicy(row.when_can_borrow),
+    )
+
+
+def cohort_spec(row: Cohort) -> CohortSpec:
+    return CohortSpec(
+        row.name,
+        row.parent_name,
+        resource_groups_spec(row.resource_groups),
+        row.fair_sharing_weight,
+    )
+
+
+def fair_sharing_settings() -> AdmissionFairSharing:
+    """Kueue's admissionFairSharing as applied (a Configuration document), else the defaults."""
+    row = AdmissionFairSharingSettings.objects.first()
+    if row is None:
+        return AdmissionFairSharing()
+    return AdmissionFairSharing(
+        row.usage_half_life_s,
+        row.usage_sampling_interval_s,
+        MappingProxyType({str(k): float(v) for k, v in row.resource_weights.items()}),
     )
 
 
@@ -131,15 +191,7 @@ def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
             Taint(t["key"], t.get("value", ""), TaintEffect(t.get("effect", "NoSchedule")))
             for t in row.node_taints
         ),
-        tolerations=tuple(
-            Toleration(
-                key=t.get("key", ""),
-                operator=t.get("operator", "Equal"),
-                value=t.get("value", ""),
-                effect=TaintEffect(t["effect"]) if t.get("effect") else None,
-            )
-            for t in row.tolerations
-        ),
+        tolerations=tolerations_from_json(row.tolerations),
     )
 
 
@@ -160,12 +212,13 @@ class _PodFacts:
     demand: Demand
     gpu_models: frozenset[str]
     node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...] = ()
 
 
 def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
     """Per workload: the total its unfinished pods ask for, and the first pod's constraints."""
     templates: dict[int, list[tuple[PodRequest, int]]] = defaultdict(list)
-    constraints: dict[int, tuple[frozenset[str], Mapping[str, str]]] = {}
+    constraints: dict[int, tuple[frozenset[str], Mapping[str, str], tuple[Toleration, ...]]] = {}
     rows = Pod.objects.filter(
         workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
     ).values_list(
@@ -178,8 +231,10 @@ def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
         "mig_count",
         "gpu_models",
         "node_selector",
+        "extended_resources",
+        "tolerations",
     )
-    for wid, cpu, memory, gpus, milli, profile, mig, models, selector in rows:
+    for wid, cpu, memory, gpus, milli, profile, mig, models, selector, extended, tols in rows:
         request = PodRequest(
             uid="",
             cpu_milli=cpu,
@@ -188,9 +243,11 @@ def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
             gpu_milli=milli,
             mig_profile=profile,
             mig_count=mig,
+            extended=MappingProxyType(dict(extended or {})),
         )
         templates[wid].append((request, 1))
-        constraints.setdefault(wid, (frozenset(models), dict(selector)))
+        if wid not in constraints:
+            constraints[wid] = (frozenset(models), dict(selector), tolerations_from_json(tols))
     return {
         wid: _PodFacts(Demand.of_pods(pods), *constraints[wid]) for wid, pods in templates.items()
     }
@@ -229,6 +286,8 @@ def queued_workloads(
                     gpu_models=fact.gpu_models,
                     node_selector=MappingProxyType(dict(fact.node_selector)),
                     can_preempt=w.preemption_policy != "Never",
+                    tolerations=fact.tolerations,
+                    active=w.active,
                 ),
             )
         )
@@ -266,6 +325,7 @@ def admitted_workloads(usage_ratios: Mapping[str, float] | None = None) -> list[
                 usage=MappingProxyType(usage),
                 local_queue=f"{w.tenant.namespace}/{w.queue_name}",
                 idle=MappingProxyType(_idle(usage, ratios.get(w.tenant.name, 1.0))),
+                active=w.active,
             )
         )
     return admitted
@@ -276,7 +336,11 @@ def _idle(usage: Mapping[FlavorResource, int], ratio: float) -> dict[FlavorResou
 
 
 def quota_book(setup: QueueSetup, admitted: Sequence[AdmittedWorkload]) -> QuotaBook:
-    book = QuotaBook(setup.cluster_queues.values(), idle_weight=fair_share_idle_weight())
+    book = QuotaBook(
+        setup.cluster_queues.values(),
+        cohorts=setup.cohorts.values(),
+        idle_weight=fair_share_idle_weight(),
+    )
     for a in admitted:
         if a.cluster_queue in book.queues:
             book.charge(a.cluster_queue, a.usage)
@@ -306,6 +370,9 @@ class ClusterQueueStatus:
     admitted_workloads: int
     weighted_share: int  # Kueue's DRS (status.fairSharing.weightedShare)
     dominant_resource: str
+    admission_mode: str = AdmissionMode.NONE.value
+    stop_policy: str = StopPolicy.NONE.value
+    cohort_path: tuple[str, ...] = ()  # its cohort, then each ancestor up to the root
 
 
 def cluster_queue_status() -> list[ClusterQueueStatus]:
@@ -352,6 +419,9 @@ def cluster_queue_status() -> list[ClusterQueueStatus]:
                 admitted_workloads=holding[name],
                 weighted_share=share,
                 dominant_resource=dominant,
+                admission_mode=cq.admission_mode.value,
+                stop_policy=cq.stop_policy.value,
+                cohort_path=tuple(book.cohort_chain(name)),
             )
         )
     return out
@@ -409,9 +479,7 @@ def pending_workloads(
         return ends.get(pk)
 
     out: list[PendingWorkload] = []
-    positions = queue_admission.positions(
-        book, [q for _, q in queued if q is not None], admitted, _lq_weights(setup)
-    )
+    positions = ordering.positions(queue_orders(setup, book, queued, admitted))
     estimates: dict[str, float | None] = {}
     for name, cq in setup.cluster_queues.items():
         members = set(book.members(name))
@@ -506,8 +574,20 @@ def pending_workloads(
     return out
 
 
-def _lq_weights(setup: QueueSetup) -> dict[str, float]:
-    return {key: lq.weight for key, lq in setup.local_queues.items()}
+def queue_orders(
+    setup: QueueSetup,
+    book: QuotaBook,
+    queued: Sequence[tuple[Workload, QueuedWorkload | None]],
+    admitted: Sequence[AdmittedWorkload],
+) -> dict[str, ordering.QueueOrder]:
+    """Each cluster queue's pending workloads in the order the admission cycle serves them."""
+    return ordering.queue_orders(
+        book,
+        [q for _, q in queued if q is not None and q.cluster_queue in book.queues and q.active],
+        admitted,
+        setup.local_queues,
+        setup.fair_usage,
+    )
 
 
 def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, int]:

@@ -31,7 +31,7 @@ from dashboard.tailer import Tailer
 from gpusched.log_formats import JsonFormatter
 from scheduling import metrics as scheduler_metrics
 from scheduling import services
-from scheduling.core.queueing.config import parse_documents
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
 from scheduling.models import Event, Node, Pod

@@ -3,6 +3,7 @@ classes."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -18,7 +19,24 @@ from api.views.common import (
     TenantApi,
     documented,
 )
+from scheduling import queue_selectors
 from scheduling.models import Tenant
+
+
+class AdmissionFairSharingStatusSerializer(serializers.Serializer):
+    """Kueue's LocalQueue status.fairSharing.admissionFairSharingStatus, and the order it gives."""
+
+    consumedResources = serializers.DictField(
+        child=serializers.CharField(), help_text="decayed usage per resource"
+    )
+    lastUpdate = serializers.DateTimeField(allow_null=True)
+    weightedUsage = serializers.FloatField(
+        help_text="sum of resourceWeights x consumed, divided by the LocalQueue's weight"
+    )
+    rank = serializers.IntegerField(
+        help_text="1-based among its ClusterQueue's LocalQueues: lowest usage is admitted first"
+    )
+    weight = serializers.FloatField()
 
 
 class LocalQueueSerializer(serializers.Serializer):
@@ -31,9 +49,14 @@ class LocalQueueSerializer(serializers.Serializer):
     pendingWorkloads = serializers.IntegerField()
     admittedWorkloads = serializers.IntegerField()
     runningWorkloads = serializers.IntegerField()
+    admissionFairSharing = AdmissionFairSharingStatusSerializer(
+        allow_null=True,
+        help_text="null unless its ClusterQueue uses UsageBasedAdmissionFairSharing",
+    )
 
 
 def _queue_docs(tenant: Tenant | None) -> list[dict[str, Any]]:
+    fair = queue_selectors.local_queue_fair_usage()
     return [
         {
             "name": lq.name,
@@ -43,9 +66,22 @@ def _queue_docs(tenant: Tenant | None) -> list[dict[str, Any]]:
             "pendingWorkloads": lq.pending,
             "admittedWorkloads": lq.admitted,
             "runningWorkloads": lq.running,
+            "admissionFairSharing": _fair_usage_doc(fair.get(f"{lq.namespace}/{lq.name}")),
         }
         for lq in selectors.local_queues(tenant)
     ]
+
+
+def _fair_usage_doc(usage: queue_selectors.LocalQueueFairUsage | None) -> Any:
+    if usage is None:
+        return None
+    return {
+        "consumedResources": usage.consumed,
+        "lastUpdate": usage.sampled_at,
+        "weightedUsage": usage.usage if math.isfinite(usage.usage) else None,
+        "rank": usage.rank,
+        "weight": usage.weight,
+    }
 
 
 class LocalQueueListApi(TenantApi):
@@ -163,7 +199,19 @@ class ClusterQueueListApi(AdminApi):
             admittedWorkloads = serializers.IntegerField()
             weightedShare = serializers.IntegerField(help_text="Kueue's dominant resource share")
             dominantResource = serializers.CharField(allow_blank=True)
-            flavorsUsage = FlavorUsageSerializer(many=True)
+            admissionMode = serializers.CharField(
+                help_text="admissionScope.admissionMode (UsageBasedAdmissionFairSharing orders "
+                "by LocalQueue usage)"
+            )
+            stopPolicy = serializers.CharField()
+            cohortPath = serializers.ListField(
+                child=serializers.CharField(), help_text="its cohort, then each ancestor"
+            )
+            flavorsUsage = FlavorUsageSerializer(
+                many=True,
+                help_text="every covered resource: cpu, memory, GPUs, MIG, pods and extended "
+                "resources, in Kubernetes quantities",
+            )
 
         items = ClusterQueueSerializer(many=True)
 
@@ -197,6 +245,9 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
         "admittedWorkloads": status.admitted_workloads if status is not None else 0,
         "weightedShare": status.weighted_share if status is not None else 0,
         "dominantResource": status.dominant_resource if status is not None else "",
+        "admissionMode": cq.admission_mode,
+        "stopPolicy": cq.stop_policy,
+        "cohortPath": list(status.cohort_path) if status is not None else [],
         "flavorsUsage": [
             {
                 "name": flavor,
@@ -218,12 +269,67 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
     }
 
 
+class CohortListApi(AdminApi):
+    class OutputSerializer(serializers.Serializer):
+        class CohortSerializer(serializers.Serializer):
+            class ResourceSerializer(serializers.Serializer):
+                flavor = serializers.CharField()
+                name = serializers.CharField()
+                nominalQuota = serializers.CharField(help_text="the cohort's own quota")
+                subtreeQuota = serializers.CharField(
+                    help_text="its own plus what its members and child cohorts lend up"
+                )
+                usage = serializers.CharField(help_text="what the subtree uses of it")
+
+            name = serializers.CharField()
+            parentName = serializers.CharField(allow_blank=True)
+            fairSharingWeight = serializers.FloatField()
+            defined = serializers.BooleanField(
+                help_text="false: only named by ClusterQueues or child cohorts"
+            )
+            clusterQueues = serializers.ListField(child=serializers.CharField())
+            weightedShare = serializers.IntegerField(help_text="at its parent's level")
+            resources = ResourceSerializer(many=True)
+
+        items = CohortSerializer(many=True)
+
+    @extend_schema(
+        operation_id="admin_cohort_list",
+        summary="Cohorts (Kueue's hierarchical cohorts): tree, quotas and use",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request) -> Response:
+        items = [
+            {
+                "name": c.name,
+                "parentName": c.parent,
+                "fairSharingWeight": c.weight,
+                "defined": c.defined,
+                "clusterQueues": c.cluster_queues,
+                "weightedShare": c.weighted_share,
+                "resources": [
+                    {
+                        "flavor": r.flavor,
+                        "name": r.name,
+                        "nominalQuota": r.nominal_quota,
+                        "subtreeQuota": r.subtree_quota,
+                        "usage": r.usage,
+                    }
+                    for r in c.resources
+                ],
+            }
+            for c in queue_selectors.cohort_status()
+        ]
+        return Response(CohortListApi.OutputSerializer({"items": items}).data)
+
+
 class PriorityClassListApi(APIView):
     permission_classes = [IsTenant | IsAdmin]
 
     class OutputSerializer(serializers.Serializer):
         class PriorityClassSerializer(serializers.Serializer):
             name = serializers.CharField()
+            kind = serializers.ChoiceField(choices=["WorkloadPriorityClass", "PriorityClass"])
             value = serializers.IntegerField()
             preemptionPolicy = serializers.CharField()
             globalDefault = serializers.BooleanField()
@@ -240,6 +346,7 @@ class PriorityClassListApi(APIView):
         items = [
             {
                 "name": pc.name,
+                "kind": pc.kind,
                 "value": pc.value,
                 "preemptionPolicy": pc.preemption_policy,
                 "globalDefault": pc.global_default,

@@ -13,12 +13,9 @@ from api import selectors
 from api import services as api_services
 from api.exceptions import NotFound
 from api.fields import (
+    ResourceMapField,
     StrictSerializer,
-    defaults_map,
     dns_label,
-    hard_map,
-    quota_map,
-    requests_map,
 )
 from api.models import ApiToken
 from api.views.common import AdminApi, documented
@@ -86,7 +83,7 @@ class TenantCreateApi(AdminApi):
         queueName = dns_label(
             required=False, help_text="its LocalQueue; default: the tenant's name"
         )
-        quota = quota_map(
+        quota = ResourceMapField(
             required=False,
             default=dict,
             help_text="nominal quota of the tenant's own ClusterQueue, e.g. nvidia.com/gpu: '16'",
@@ -96,12 +93,12 @@ class TenantCreateApi(AdminApi):
         clusterQueue = dns_label(
             required=False, help_text="share this existing ClusterQueue instead of a new one"
         )
-        hard = hard_map(
+        hard = ResourceMapField(
             required=False, default=dict, help_text="hard cap on total requests, ResourceQuota-like"
         )
-        defaultRequests = defaults_map(required=False, default=dict)
-        minPerPod = requests_map(required=False, default=dict)
-        maxPerPod = requests_map(required=False, default=dict)
+        defaultRequests = ResourceMapField(required=False, default=dict)
+        minPerPod = ResourceMapField(required=False, default=dict)
+        maxPerPod = ResourceMapField(required=False, default=dict)
 
     class OutputSerializer(serializers.Serializer):
         tenant = TenantSerializer()
@@ -157,10 +154,10 @@ class TenantDetailApi(AdminApi):
 class TenantPolicyUpdateApi(AdminApi):
     class InputSerializer(StrictSerializer):
         queueName = dns_label(required=False)
-        hard = hard_map(required=False, default=dict)
-        defaultRequests = defaults_map(required=False, default=dict)
-        minPerPod = requests_map(required=False, default=dict)
-        maxPerPod = requests_map(required=False, default=dict)
+        hard = ResourceMapField(required=False, default=dict)
+        defaultRequests = ResourceMapField(required=False, default=dict)
+        minPerPod = ResourceMapField(required=False, default=dict)
+        maxPerPod = ResourceMapField(required=False, default=dict)
 
     @extend_schema(
         operation_id="admin_tenant_policy_update",

@@ -15,13 +15,14 @@ from rest_framework.throttling import BaseThrottle
 
 from api import selectors
 from api import services as api_services
+from api.exceptions import InvalidInput
 from api.fields import (
     LabelKeyField,
     LabelMapField,
     LabelValueField,
+    ResourceMapField,
     StrictSerializer,
     dns_label,
-    requests_map,
 )
 from api.throttling import PrincipalRateThrottle, SubmitRateThrottle
 from api.views.common import (
@@ -34,6 +35,7 @@ from api.views.common import (
     query_of,
 )
 from scheduling.core import limits
+from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import ServiceClass, TaintEffect, TopologyPolicy, TopologyScope
 from scheduling.models import Pod, Workload
 
@@ -54,7 +56,7 @@ class TolerationSerializer(StrictSerializer):
 
 
 class ResourcesSerializer(StrictSerializer):
-    requests = requests_map(required=False, default=dict)
+    requests = ResourceMapField(required=False, default=dict)
 
 
 class TopologySerializer(StrictSerializer):
@@ -85,6 +87,25 @@ class PodSetSerializer(StrictSerializer):
         min_value=1, max_value=1000, required=False, allow_null=True
     )
     template = PodTemplateSerializer()
+
+
+PRIORITY_GROUPS = {"kueue.x-k8s.io": "WorkloadPriorityClass", "scheduling.k8s.io": "PriorityClass"}
+
+
+class PriorityClassRefSerializer(StrictSerializer):
+    """Kueue's Workload spec.priorityClassRef."""
+
+    group = serializers.ChoiceField(choices=sorted(PRIORITY_GROUPS))
+    kind = serializers.ChoiceField(choices=sorted(PRIORITY_GROUPS.values()))
+    name = dns_label()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if PRIORITY_GROUPS[attrs["group"]] != attrs["kind"]:  # across fields: a 422
+            raise InvalidInput.one(
+                "priorityClassRef.kind",
+                f"group {attrs['group']} has kind {PRIORITY_GROUPS[attrs['group']]}",
+            )
+        return attrs
 
 
 class PodCountsSerializer(serializers.Serializer):
@@ -130,6 +151,11 @@ class WorkloadSerializer(serializers.Serializer):
     queueName = serializers.CharField()
     priority = serializers.IntegerField()
     priorityClassName = serializers.CharField(allow_blank=True)
+    priorityClassRef = PriorityClassRefSerializer(allow_null=True)
+    active = serializers.BooleanField(
+        help_text="Kueue's spec.active: false evicts the workload (InactiveWorkload) and keeps "
+        "it from admission"
+    )
     serviceClass = serializers.CharField()
     podSets = WorkloadPodSetSerializer(many=True)
     maximumExecutionTimeSeconds = serializers.IntegerField(allow_null=True)
@@ -191,6 +217,8 @@ def workload_doc(w: Workload, namespace: str, pods: Mapping[str, int]) -> dict[s
         "queueName": w.queue_name,
         "priority": w.priority,
         "priorityClassName": w.priority_class_name,
+        "priorityClassRef": _priority_ref(w),
+        "active": w.active,
         "serviceClass": w.service_class,
         "podSets": w.pod_sets,
         "createdAt": w.created_at,
@@ -208,6 +236,14 @@ def workload_doc(w: Workload, namespace: str, pods: Mapping[str, int]) -> dict[s
             "conditions": _conditions(w, pods),
         },
     }
+
+
+def _priority_ref(w: Workload) -> dict[str, str] | None:
+    if not w.priority_class_name:
+        return None
+    kind = w.priority_class_kind or "WorkloadPriorityClass"
+    group = next(g for g, k in PRIORITY_GROUPS.items() if k == kind)
+    return {"group": group, "kind": kind, "name": w.priority_class_name}
 
 
 def _workload_response(w: Workload, code: int = status.HTTP_200_OK) -> Response:
@@ -231,7 +267,13 @@ class WorkloadCreateApi(TenantApi):
             default=None,
             help_text="default: the priority class's value",
         )
-        priorityClassName = dns_label(required=False, default="")
+        priorityClassName = dns_label(
+            required=False,
+            default="",
+            help_text="a WorkloadPriorityClass, else a PriorityClass, of that name",
+        )
+        priorityClassRef = PriorityClassRefSerializer(required=False, allow_null=True, default=None)
+        active = serializers.BooleanField(default=True)
         serviceClass = serializers.ChoiceField(
             choices=[c.value for c in ServiceClass], default=ServiceClass.BATCH.value
         )
@@ -239,6 +281,15 @@ class WorkloadCreateApi(TenantApi):
         maximumExecutionTimeSeconds = serializers.IntegerField(
             min_value=1, max_value=10**8, required=False, allow_null=True, default=None
         )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # Across fields, which the schema cannot say: a 422 (api/exceptions.py).
+            ref = attrs.get("priorityClassRef")
+            if ref and attrs.get("priorityClassName") not in ("", ref["name"]):
+                raise InvalidInput.one(
+                    "priorityClassName", "give priorityClassName or priorityClassRef, not both"
+                )
+            return attrs
 
     @extend_schema(
         operation_id="workload_create",
@@ -271,13 +322,16 @@ class WorkloadCreateApi(TenantApi):
             raise serializers.ValidationError(
                 {"Idempotency-Key": [f"at most {MAX_IDEMPOTENCY_KEY} characters"]}
             )
+        ref = data["priorityClassRef"]
         workload, created = api_services.workload_create(
             tenant=tenant,
             name=data["name"],
             pod_sets=data["podSets"],
             queue_name=data.get("queueName"),
             priority=data["priority"],
-            priority_class_name=data["priorityClassName"],
+            priority_class_name=ref["name"] if ref else data["priorityClassName"],
+            priority_class_kind=ref["kind"] if ref else "",
+            active=data["active"],
             service_class=data["serviceClass"],
             maximum_execution_time_s=data["maximumExecutionTimeSeconds"],
             idempotency_key=key,
@@ -356,6 +410,27 @@ class WorkloadDetailApi(TenantApi):
     def get(self, request: Request, name: str) -> Response:
         return _workload_response(selectors.workload_get(self.tenant(request), name))
 
+    class PatchSerializer(StrictSerializer):
+        active = serializers.BooleanField(
+            help_text="false: evict and hold the workload (Kueue's deactivation); true: queue it "
+            "again"
+        )
+
+    @extend_schema(
+        operation_id="workload_update",
+        summary="Deactivate or reactivate a workload (Kueue's spec.active)",
+        request=PatchSerializer,
+        responses=documented(WorkloadSerializer, 400, 403, 404, 409),
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        workload = selectors.workload_get(self.tenant(request), name)
+        serializer = WorkloadDetailApi.PatchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        active = serializer.validated_data["active"]
+        return _workload_response(
+            api_services.workload_set_active(workload=workload, active=active)
+        )
+
 
 class WorkloadCancelApi(TenantApi):
     @extend_schema(
@@ -421,6 +496,8 @@ def _pod_requests(pod: Pod) -> dict[str, str]:
         out["gpusched.io/gpu-milli"] = str(pod.gpu_milli)
     if pod.mig_count:
         out[f"nvidia.com/mig-{pod.mig_profile}"] = str(pod.mig_count)
+    for resource, amount in sorted((pod.extended_resources or {}).items()):
+        out[resource] = format_quantity(resource, int(amount))
     return out
 
 

@@ -17,6 +17,7 @@ GPU_MILLI_RESOURCE = "gpusched.io/gpu-milli"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_AMOUNTS: Mapping[str, int] = MappingProxyType({})
 
 
 class ServiceClass(enum.StrEnum):
@@ -165,6 +166,9 @@ class PodRequest:
     # Share of a whole GPU this pod is expected to keep busy on each GPU it holds (what its tenant
     # really uses); None: as much as it asks for.
     load_estimate: float | None = None
+    # Extended resources (`example.com/credits`, `rdma/hca`), whole units per pod: counted against
+    # quota (scheduling.core.queueing.resources), not placed on nodes.
+    extended: Mapping[str, int] = field(default_factory=lambda: _NO_AMOUNTS)
 
     def __post_init__(self) -> None:
         forms = sum((self.gpus > 0, self.gpu_milli > 0, self.mig_count > 0))
@@ -176,7 +180,10 @@ class PodRequest:
             raise ValueError(f"pod {self.uid}: gpu_milli must be in 1..999 (1000 is one whole GPU)")
         if self.mig_count and not self.mig_profile:
             raise ValueError(f"pod {self.uid}: mig_count needs mig_profile")
-        if min(self.cpu_milli, self.memory_mib, self.gpus, self.mig_count) < 0:
+        if (
+            min(self.cpu_milli, self.memory_mib, self.gpus, self.mig_count, *self.extended.values())
+            < 0
+        ):
             raise ValueError(f"pod {self.uid}: requests must not be negative")
 
     @property

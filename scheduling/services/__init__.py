@@ -4,6 +4,7 @@ events (scheduling.events). One module per concern:
     tenants, nodes      what the cluster and the admins register
     workloads           submit, admit without queues, cancel, why they wait
     queues              Kueue-shaped queue configuration; admission (quota reserved)
+    fair_sharing        admission fair sharing: LocalQueue usage history, entry penalties
     evictions           admitted workloads losing their quota and pods, back to their queues
     binding             placements committed in batched transactions
     decisions           why a pod went where it went, or why it waits
@@ -18,6 +19,7 @@ from scheduling.services.binding import CommitResult, placements_commit
 from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
 from scheduling.services.errors import ServiceError
 from scheduling.services.evictions import workloads_evict
+from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
 from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
@@ -26,13 +28,16 @@ from scheduling.services.queues import (
     cluster_queue_fields,
     queue_admit,
     queues_apply,
+    resource_groups_json,
     toleration_json,
 )
 from scheduling.services.tenants import tenant_create
 from scheduling.services.workloads import (
     PodSetSpec,
+    priority_class_named,
     workload_cancel,
     workload_extend,
+    workload_set_active,
     workload_submit,
     workloads_admit,
     workloads_waiting,
@@ -49,10 +54,12 @@ __all__ = [
     "explanation",
     "lease_acquire",
     "lease_release",
+    "local_queue_usage_sample",
     "node_register",
     "node_set_cordoned",
     "nodes_quarantine",
     "placements_commit",
+    "priority_class_named",
     "pods_finish",
     "pods_start",
     "pods_terminated",
@@ -60,10 +67,12 @@ __all__ = [
     "queue_admit",
     "queues_apply",
     "reservations_expire",
+    "resource_groups_json",
     "tenant_create",
     "toleration_json",
     "workload_cancel",
     "workload_extend",
+    "workload_set_active",
     "workload_submit",
     "workloads_admit",
     "workloads_evict",

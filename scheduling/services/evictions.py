@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import events
+from scheduling.core.queueing.admission import PREEMPTED
 from scheduling.models import (
     Allocation,
     Pod,
@@ -29,13 +30,20 @@ def workloads_evict(
     now: datetime,
     preemptor: Workload | None = None,
     terminating: Collection[str] = (),
+    pending_reason: str = PREEMPTED,
 ) -> set[int]:
-    """Preempt admitted workloads: their pods give back what they hold (at once, or once gone for
-    the pod uids in `terminating`), the workloads go back to their queues (requeued, quota
-    released). Returns the ids of those evicted (the ones still admitted or running)."""
+    """Preempt (or evict, for a `pending_reason` such as Kueue's InactiveWorkload) admitted
+    workloads: their pods give back what they hold (at once, or once gone for the pod uids in
+    `terminating`), the workloads go back to their queues (requeued, quota released). Returns the
+    ids of those evicted (the ones still admitted or running)."""
     with transaction.atomic():
         payloads, evicted = evict_workloads(
-            workloads, reason=reason, preemptor=preemptor, now=now, terminating=terminating
+            workloads,
+            reason=reason,
+            preemptor=preemptor,
+            now=now,
+            terminating=terminating,
+            pending_reason=pending_reason,
         )
         events.publish(*payloads)
     return evicted
@@ -48,6 +56,7 @@ def evict_workloads(
     preemptor: Workload | None,
     now: datetime,
     terminating: Collection[str] = (),
+    pending_reason: str = PREEMPTED,
 ) -> tuple[list[events.EventPayload], set[int]]:
     """Returns the events to publish and the ids of the workloads evicted."""
     rows = list(
@@ -68,7 +77,7 @@ def evict_workloads(
         Allocation.objects.filter(pod__in=pods, active=True)
         .exclude(pod_id__in=staying)
         .select_related("node", "pod"),
-        reason=f"preempted: {reason}"[:256],
+        reason=f"{'preempted' if pending_reason == PREEMPTED else 'evicted'}: {reason}"[:256],
         now=now,
     )
     placed = [p for p in pods if p.phase in Pod.PLACED_PHASES]
@@ -77,7 +86,7 @@ def evict_workloads(
         pod.bound_at = None
         pod.started_at = None
         pod.next_attempt_at = None
-        pod.last_reason = f"Preempted: {reason}"[:1024]
+        pod.last_reason = f"{pending_reason}: {reason}"[:1024]
         pod.simulation.pop("lost_s", None)  # it starts over
     Pod.objects.bulk_update(
         pods, ["phase", "bound_at", "started_at", "next_attempt_at", "last_reason", "simulation"]
@@ -102,7 +111,7 @@ def evict_workloads(
         )
         w.state, w.admitted_at, w.cluster_queue = Workload.State.PENDING, None, None
         w.flavors, w.quota_usage, w.node_selector, w.tolerations = {}, {}, {}, []
-        w.pending_reason, w.reason = "Preempted", reason[:1024]
+        w.pending_reason, w.reason = pending_reason, reason[:1024]
         w.evictions += 1
         w.evicted_at = now
     Workload.objects.bulk_update(

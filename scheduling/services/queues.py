@@ -12,23 +12,35 @@ from django.db import transaction
 
 from scheduling import events
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
-from scheduling.core.queueing.config import QueueConfig
+from scheduling.core.queueing.config import QueueConfig, ResourceGroup
 from scheduling.models import (
+    AdmissionFairSharingSettings,
     ClusterQueue,
+    Cohort,
     LocalQueue,
     PriorityClass,
     ResourceFlavor,
     Workload,
 )
+from scheduling.services import fair_sharing
 from scheduling.services.errors import ServiceError
 from scheduling.services.workloads import workload_event
 
 
 def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
-    """Create or update flavors, cluster queues, local queues and priority classes (Kueue-shaped
-    documents, scheduling.core.queueing.config). Names are kept; nothing is deleted."""
+    """Create or update flavors, cohorts, cluster queues, local queues, priority classes and the
+    admission fair sharing settings (Kueue-shaped objects, scheduling.core.queueing.kueue_objects).
+    Names are kept; nothing is deleted."""
+    stored_parents = {
+        name: parent
+        for name, parent in Cohort.objects.exclude(
+            name__in=[c.name for c in config.cohorts]
+        ).values_list("name", "parent_name")
+    }
     try:
-        config.check_references(frozenset(ResourceFlavor.objects.values_list("name", flat=True)))
+        config.check_references(
+            frozenset(ResourceFlavor.objects.values_list("name", flat=True)), stored_parents
+        )
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
     known_queues = {cq.name for cq in config.cluster_queues} | set(
@@ -55,6 +67,15 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                     "tolerations": [toleration_json(t) for t in flavor.tolerations],
                 },
             )
+        for cohort in config.cohorts:
+            Cohort.objects.update_or_create(
+                name=cohort.name,
+                defaults={
+                    "parent_name": cohort.parent,
+                    "resource_groups": resource_groups_json(cohort.resource_groups),
+                    "fair_sharing_weight": cohort.weight,
+                },
+            )
         for cq in config.cluster_queues:
             ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
         rows = {
@@ -70,13 +91,17 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                 defaults={
                     "cluster_queue": rows[lq.cluster_queue],
                     "fair_sharing_weight": lq.weight,
+                    "stop_policy": lq.stop_policy.value,
                 },
             )
         for pc in config.priority_classes:
             if pc.global_default:
-                PriorityClass.objects.exclude(name=pc.name).update(global_default=False)
+                PriorityClass.objects.exclude(name=pc.name, kind=pc.kind.value).update(
+                    global_default=False
+                )
             PriorityClass.objects.update_or_create(
                 name=pc.name,
+                kind=pc.kind.value,
                 defaults={
                     "value": pc.value,
                     "preemption_policy": pc.preemption_policy.value,
@@ -84,8 +109,19 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
                     "global_default": pc.global_default,
                 },
             )
+        fair = config.admission_fair_sharing
+        if fair is not None:
+            AdmissionFairSharingSettings.objects.update_or_create(
+                pk=1,
+                defaults={
+                    "usage_half_life_s": fair.usage_half_life_s,
+                    "usage_sampling_interval_s": fair.usage_sampling_interval_s,
+                    "resource_weights": dict(fair.resource_weights),
+                },
+            )
         names = {
             "flavors": [f.name for f in config.flavors],
+            "cohorts": [c.name for c in config.cohorts],
             "cluster_queues": [cq.name for cq in config.cluster_queues],
             "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
             "priority_classes": [pc.name for pc in config.priority_classes],
@@ -94,37 +130,48 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
     return names
 
 
+def resource_groups_json(groups: Sequence[ResourceGroup]) -> list[dict[str, Any]]:
+    """Resource groups Kueue-shaped, amounts canonical (models.ClusterQueue.resource_groups)."""
+    return [
+        {
+            "coveredResources": list(group.covered),
+            "flavors": [
+                {
+                    "name": fq.name,
+                    "resources": [
+                        {
+                            "name": resource,
+                            "nominalQuota": quota.nominal,
+                            "borrowingLimit": quota.borrowing_limit,
+                            "lendingLimit": quota.lending_limit,
+                        }
+                        for resource, quota in fq.resources.items()
+                    ],
+                }
+                for fq in group.flavors
+            ],
+        }
+        for group in groups
+    ]
+
+
 def cluster_queue_fields(cq: ClusterQueueSpec) -> dict[str, Any]:
     """A core ClusterQueue as the model's columns (amounts stay canonical)."""
     return {
         "cohort": cq.cohort,
         "queueing_strategy": cq.queueing_strategy.value,
-        "resource_groups": [
-            {
-                "coveredResources": list(group.covered),
-                "flavors": [
-                    {
-                        "name": fq.name,
-                        "resources": [
-                            {
-                                "name": resource,
-                                "nominalQuota": quota.nominal,
-                                "borrowingLimit": quota.borrowing_limit,
-                                "lendingLimit": quota.lending_limit,
-                            }
-                            for resource, quota in fq.resources.items()
-                        ],
-                    }
-                    for fq in group.flavors
-                ],
-            }
-            for group in cq.resource_groups
-        ],
+        "resource_groups": resource_groups_json(cq.resource_groups),
         "within_cluster_queue": cq.preemption.within_cluster_queue.value,
         "reclaim_within_cohort": cq.preemption.reclaim_within_cohort.value,
         "borrow_within_cohort": cq.preemption.borrow_within_cohort.value,
         "borrow_max_priority_threshold": cq.preemption.borrow_max_priority_threshold,
         "fair_sharing_weight": cq.weight,
+        "admission_mode": cq.admission_mode.value,
+        "stop_policy": cq.stop_policy.value,
+        "when_can_borrow": cq.when_can_borrow.value,
+        "namespace_selector": [
+            [operator, sorted(values)] for operator, values in cq.namespace_selector.requirements
+        ],
     }
 
 
@@ -171,5 +218,6 @@ def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> in
                 for key, value in values.items():
                     setattr(w, key, value)
                 admitted.append(w)
+        fair_sharing.local_queue_entry_penalties(admitted=admitted)
         events.publish(*(workload_event(w) for w in admitted))
     return len(admitted)

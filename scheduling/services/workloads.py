@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import events
+from scheduling.core.queueing.admission import INACTIVE_WORKLOAD
 from scheduling.core.types import (
     ServiceClass,
 )
@@ -50,25 +51,29 @@ def workload_submit(
     queue_name: str = "default",
     priority: int | None = None,
     priority_class_name: str = "",
+    priority_class_kind: str = "",
     service_class: ServiceClass = ServiceClass.BATCH,
     raw_pod_sets: list[dict[str, Any]] | None = None,
     maximum_execution_time_s: int | None = None,
     origin: Workload.Origin = Workload.Origin.SUBMITTED,
     preemption_policy: str | None = None,
+    active: bool = True,
 ) -> Workload:
     """A new workload, Pending until its LocalQueue's cluster queue admits it. A priority class
-    (by name, else the global default one) sets the priority unless `priority` is given, and
-    whether the workload may preempt others unless `preemption_policy` is (a pod's own, as the
-    Kubernetes API server resolved it)."""
+    (by name and kind, else the global default one) sets the priority unless `priority` is
+    given, and whether the workload may preempt others unless `preemption_policy` is (a pod's
+    own, as the Kubernetes API server resolved it). Without a kind, a WorkloadPriorityClass of
+    that name wins over a PriorityClass (as Kueue's label wins over a pod's priorityClassName)."""
     if not pod_sets:
         raise ServiceError("a workload needs at least one pod set")
     with transaction.atomic():
         if Workload.objects.filter(tenant=tenant, name=name).exists():
             raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
         if priority_class_name:
-            priority_class = PriorityClass.objects.filter(name=priority_class_name).first()
+            priority_class = priority_class_named(priority_class_name, priority_class_kind)
             if priority_class is None:
-                raise ServiceError(f"priority class {priority_class_name!r} does not exist")
+                kind = priority_class_kind or "priority class"
+                raise ServiceError(f"{kind} {priority_class_name!r} does not exist")
         else:
             priority_class = PriorityClass.objects.filter(global_default=True).first()
         if priority is None:
@@ -79,6 +84,8 @@ def workload_submit(
             queue_name=queue_name,
             priority=priority,
             priority_class_name=priority_class.name if priority_class else "",
+            priority_class_kind=priority_class.kind if priority_class else "",
+            active=active,
             preemption_policy=preemption_policy
             or (
                 priority_class.preemption_policy
@@ -101,6 +108,15 @@ def workload_submit(
         )
         events.publish(workload_event(workload))
     return workload
+
+
+def priority_class_named(name: str, kind: str = "") -> PriorityClass | None:
+    """The class of that name (and kind); without a kind, WorkloadPriorityClass first."""
+    rows = PriorityClass.objects.filter(name=name)
+    if kind:
+        rows = rows.filter(kind=kind)
+    found = {row.kind: row for row in rows}
+    return found.get(PriorityClass.Kind.WORKLOAD) or found.get(PriorityClass.Kind.POD)
 
 
 def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
@@ -136,6 +152,7 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         mig_profile=t.mig_profile,
         mig_count=t.mig_count,
         gpu_models=list(t.gpu_models),
+        extended_resources=dict(t.extended),
         topology_policy=t.topology_policy.value,
         topology_scope=t.topology_scope.value if t.topology_scope else "",
         node_selector=dict(t.node_selector),
@@ -224,3 +241,26 @@ def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> list[W
         Workload.objects.bulk_update(changed, ["pending_reason", "reason"])
         events.publish(*(workload_event(w) for w in changed))
     return changed
+
+
+def workload_set_active(*, workload: Workload, active: bool) -> Workload:
+    """Kueue's spec.active. Deactivated, a pending workload is never admitted and an admitted one
+    is evicted by the next admission cycle (InactiveWorkload, on either cluster side);
+    reactivated, it queues again."""
+    with transaction.atomic():
+        if workload.state not in Workload.ACTIVE_STATES:
+            raise ServiceError(f"workload {workload.name} is already {workload.state}")
+        if workload.active == active:
+            return workload
+        workload.active = active
+        fields = ["active"]
+        if not active and workload.state == Workload.State.PENDING:
+            workload.pending_reason = INACTIVE_WORKLOAD
+            workload.reason = "the workload is deactivated (active: false)"
+            fields += ["pending_reason", "reason"]
+        elif active and workload.pending_reason == INACTIVE_WORKLOAD:
+            workload.pending_reason, workload.reason = "", ""
+            fields += ["pending_reason", "reason"]
+        workload.save(update_fields=fields)
+        events.publish(workload_event(workload))
+    return workload

@@ -139,6 +139,7 @@ def test_queues_and_priority_classes(team_a, cluster) -> None:
             "pendingWorkloads": 1,
             "admittedWorkloads": 0,
             "runningWorkloads": 0,
+            "admissionFairSharing": None,
         }
     ]
     assert team_a.client.get("/api/v1/priorityclasses").json() == {"items": []}

@@ -41,7 +41,7 @@ def _gpu(value: Any) -> Callable[[dict[str, Any]], None]:
 # The request breaks the schema: 400 (tests/api/test_schema.py holds the schema to the server).
 MALFORMED = [
     # (change, field path, words in the message)
-    (_requests(**{"amd.com/gpu": "1"}), f"{REQ}.amd.com/gpu", "unknown resource"),
+    (_requests(**{"bad key!": "1"}), f"{REQ}.bad key!", "not a resource name"),
     (_gpu("-1"), f"{REQ}.nvidia.com/gpu", "plain number"),
     (_requests(cpu="-500m"), f"{REQ}.cpu", "not a quantity"),
     (_requests(cpu=-1), f"{REQ}.cpu", "must not be negative"),
@@ -49,7 +49,6 @@ MALFORMED = [
     (_requests(cpu="Infinity"), f"{REQ}.cpu", "not a quantity"),
     (_gpu(True), f"{REQ}.nvidia.com/gpu", "quantity"),
     (_gpu("4Gi"), f"{REQ}.nvidia.com/gpu", "plain number"),
-    (_requests(**{"nvidia.com/mig-huge": "1"}), f"{REQ}.nvidia.com/mig-huge", "unknown resource"),
     (_set("name", "Not_A_Name"), "name", "DNS label"),
     (_set("name", 0), "name", "must be a string"),
     (_set("podSets.0.count", "2"), "podSets[0].count", "must be an integer"),
@@ -72,6 +71,9 @@ MALFORMED = [
 
 # Well formed, but refused for what it names or asks: 422, in the same shape.
 REFUSED = [
+    (_requests(gpu="1"), f"{REQ}.gpu", "unknown resource"),
+    (_requests(**{"example.com/credits": "1.5"}), f"{REQ}.example.com/credits", "whole number"),
+    (_requests(**{"nvidia.com/mig-huge": "1"}), f"{REQ}.nvidia.com/mig-huge", "MIG profile"),
     (_gpu("9"), f"{REQ}.nvidia.com/gpu", "no node of model NVIDIA-H100-80GB-HBM3 has more than 8"),
     (_gpu("0.5"), f"{REQ}.nvidia.com/gpu", "gpusched.io/gpu-milli"),
     (_requests(cpu="10000"), f"{REQ}.cpu", "the largest node has 64"),

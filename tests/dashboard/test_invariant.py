@@ -23,7 +23,7 @@ from dashboard.live import view_for
 from dashboard.selectors import head_event_id
 from dashboard.tailer import Tailer
 from scheduling import services
-from scheduling.core.queueing.config import parse_documents
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle

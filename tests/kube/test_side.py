@@ -9,14 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import yaml
 from django.utils import timezone
 
 from kube.api import KubeApi
 from kube.models import KubePod
 from kube.side import kubernetes_cycle
 from scheduling import services
-from scheduling.core.queueing.config import parse_documents
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
 from scheduling.cycle import SchedulingCycle
@@ -79,7 +78,7 @@ def quota(gpus: int) -> None:
             "spec": {"clusterQueue": NS},
         },
     ]
-    services.queues_apply(config=parse_documents(yaml.safe_load_all(yaml.safe_dump_all(docs))))
+    services.queues_apply(config=parse_documents(docs))
 
 
 def scheduled_condition(fake: SimulatedKubernetes, name: str) -> dict[str, Any]:

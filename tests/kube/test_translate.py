@@ -231,6 +231,39 @@ def test_pods_over_the_size_limits_are_refused_like_the_api_refuses_them(
     assert len(info.error) < 500  # an offending key is quoted by its first characters only
 
 
+def test_extended_resources_are_carried_through_for_quota() -> None:
+    doc = objects.pod(
+        "p",
+        gpus=1,
+        extra={"example.com/credits": "30", "rdma/hca": "1", "ephemeral-storage": "10Gi"},
+    )
+    doc["spec"]["initContainers"] = [
+        {"name": "warm", "resources": {"requests": {"example.com/credits": "40"}}}
+    ]
+    info = pod_info(doc)
+    assert info.ask is not None
+    # As the kubelet counts it: the init container's 40 is the pod's peak.
+    assert info.ask.extended == {
+        "example.com/credits": 40,
+        "ephemeral-storage": 10 * 1024,
+        "rdma/hca": 1,
+    }
+    assert dict(info.request().extended) == info.ask.extended
+    bad = pod_info(objects.pod("b", extra={"example.com/credits": "500m"}))
+    assert bad.ask is None and "not a whole number" in bad.error
+
+
+def test_the_kueue_priority_class_label_names_a_workload_priority_class() -> None:
+    doc = objects.pod("p", gpus=1)
+    doc["metadata"]["labels"] = {
+        "kueue.x-k8s.io/queue-name": "team-a",
+        "kueue.x-k8s.io/priority-class": "sample-priority",
+    }
+    info = pod_info(doc)
+    assert (info.queue_name, info.workload_priority_class) == ("team-a", "sample-priority")
+    assert pod_info(objects.pod("q")).workload_priority_class == ""
+
+
 def test_required_node_affinity_becomes_a_selector_or_is_refused() -> None:
     doc = objects.pod("p", gpus=1)
     term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["eu-1"]}]}

@@ -36,7 +36,8 @@ def test_every_payload_type_reads_back_as_itself() -> None:
         events.WorkloadEvicted: events.WorkloadEvicted(
             uid="u", tenant="t", name="w", queue="q", cluster_queue="cq", reason="r", pods=["p"]
         ),
-        events.QueuesChanged: events.QueuesChanged(flavors=["a100"]),
+        events.QueuesChanged: events.QueuesChanged(flavors=["a100"], cohorts=["org"]),
+        events.LocalQueueUsageSampled: events.LocalQueueUsageSampled(local_queues=["ns/q"]),
         events.PodBound: events.PodBound(
             uid="u",
             name="p",

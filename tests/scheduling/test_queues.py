@@ -14,7 +14,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from scheduling import selectors, services
-from scheduling.core.queueing.config import parse_documents
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass, TopologyPolicy
 from scheduling.cycle import SchedulingCycle

@@ -34,7 +34,10 @@
     const rows = docs.map((cq) => {
       const flavors = cq.flavors.map((f) => `<div style="margin-bottom:.25rem"><span class="badge muted">${GS.esc(f.flavor)}</span>${f.resources.map(usage).join("")}</div>`).join("");
       const share = cq.weighted_share ? `${cq.weighted_share}${cq.dominant_resource ? ` <span class="note">(${GS.esc(RESOURCE[cq.dominant_resource] || cq.dominant_resource)})</span>` : ""}` : "0";
-      return `<tr><td><strong>${GS.esc(cq.name)}</strong><div class="note">${GS.esc(cq.strategy)}</div></td><td>${GS.esc(cq.cohort) || "—"}</td><td>${flavors}</td>
+      const fair = cq.admission_mode === "UsageBasedAdmissionFairSharing" ? ' <span class="badge muted" title="LocalQueues are served by their decayed usage">fair usage</span>' : "";
+      const stopped = cq.stop_policy && cq.stop_policy !== "None" ? ` <span class="badge warn">${GS.esc(cq.stop_policy)}</span>` : "";
+      const cohort = (cq.cohort_path || []).length ? (cq.cohort_path || []).map(GS.esc).join(" › ") : "—";
+      return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
     });
     cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
@@ -49,9 +52,12 @@
     const rows = docs.map((lq) => {
       const w = lq.workloads;
       const cq = lq.cluster_queue ? GS.esc(lq.cluster_queue) : '<span class="badge warn" title="Workloads name a LocalQueue that does not exist">missing</span>';
-      return `<tr><td>${GS.esc(lq.namespace)}/<strong>${GS.esc(lq.name)}</strong></td><td>${cq}</td><td class="num">${w.Pending || 0}</td><td class="num">${w.Admitted || 0}</td><td class="num">${w.Running || 0}</td><td class="num">${lq.pending_pods}</td><td class="num">${GS.gpus(lq.gpus)}</td></tr>`;
+      const f = lq.fair_usage;
+      const consumed = f ? Object.entries(f.consumed).map(([r, v]) => `${GS.esc(RESOURCE[r] || r)} ${GS.esc(v)}`).join(", ") || "none" : "";
+      const fair = f ? `<span class="badge muted" title="Admitted first: lowest decayed usage (weight ${GS.esc(String(f.weight))})">#${f.rank}</span> ${f.usage === null ? "∞" : GS.esc(String(f.usage))}<div class="note">${consumed}</div>` : '<span class="note">—</span>';
+      return `<tr><td>${GS.esc(lq.namespace)}/<strong>${GS.esc(lq.name)}</strong></td><td>${cq}</td><td class="num">${w.Pending || 0}</td><td class="num">${w.Admitted || 0}</td><td class="num">${w.Running || 0}</td><td class="num">${lq.pending_pods}</td><td class="num">${GS.gpus(lq.gpus)}</td><td>${fair}</td></tr>`;
     });
-    lqs.innerHTML = `<table class="grid"><thead><tr><th>Local queue</th><th>Cluster queue</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num">Running</th><th class="num">Pods waiting</th><th class="num">GPUs held</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+    lqs.innerHTML = `<table class="grid"><thead><tr><th>Local queue</th><th>Cluster queue</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num">Running</th><th class="num">Pods waiting</th><th class="num">GPUs held</th><th title="Admission fair sharing: order among the cluster queue's local queues, weighted decayed usage, and the decayed usage per resource">Fair usage</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
   }
 
   function reasonBadge(reason) {

@@ -1,21 +1,30 @@
 """One admission cycle: which pending workloads get quota now, with which flavor, and which
-admitted workloads are preempted to make room. Kueue's semantics:
+admitted workloads are preempted (or evicted) to make room. Kueue's semantics:
 
-1. Each cluster queue orders its pending workloads: higher priority first; then, among a queue's
-   local queues (tenants), the one using the least of the queue's nominal quota for its weight
-   (usage-aware ordering); then FIFO by creation time.
+1. Each cluster queue orders its pending workloads (ordering.py: priority, usage-aware LocalQueue
+   order, FIFO; or admission fair sharing by LocalQueue decayed usage).
 2. Every queue nominates its head: flavor assignment (below) says Fit, Preempt (fits once the
    victims are evicted) or NoFit. A NoFit head of a `BestEffortFIFO` queue is set aside and the
    next workload nominated; in a `StrictFIFO` queue it blocks everything behind it.
-3. Among the nominated heads, the next one admitted is the highest priority, then the lowest
-   dominant resource share after admission (Kueue's DRS with weights: fair sharing across the
-   cohort), then the oldest. Admission charges the quota book, so the next round sees it.
+3. Among the nominated heads, the next one admitted is the highest priority, then the fairest by
+   Kueue's tournament over the cohort tree: at each cohort, the child (queue or cohort) with the
+   lowest dominant resource share once the head is admitted wins (quota.path_shares), then the
+   oldest. Admission charges the quota book, so the next round sees it.
+
+Before that, admitted workloads that must go are returned as evictions (the shell carries them
+out): deactivated ones (`spec.active: false`, InactiveWorkload) and those of a queue stopped with
+`stopPolicy: HoldAndDrain` (ClusterQueueStopped, LocalQueueStopped). A deactivated pending
+workload is never nominated; a stopped queue (Hold or HoldAndDrain) nominates nothing; a namespace
+outside a queue's namespaceSelector is inadmissible there.
 
 Flavor assignment: for each resource group of the queue that the workload needs, the flavors are
 tried in the listed order, skipping those that conflict with the pods' node selector or allowed GPU
-models (`nvidia.com/gpu.product`). The first flavor that fits without borrowing wins, else the first
-that fits by borrowing, else the first where preemption makes room. One flavor per resource group
-for the whole workload (Kueue assigns per pod set; gpusched's pod sets share it).
+models (`nvidia.com/gpu.product`) and those whose NoSchedule/NoExecute taints the pods (or the
+flavor itself) do not tolerate. The first flavor that fits without borrowing wins; one that fits
+by borrowing wins at once with `flavorFungibility.whenCanBorrow: MayStopSearch` (Kueue's default),
+else only if no later flavor fits without; else the first where preemption makes room. One flavor
+per resource group for the whole workload (Kueue assigns per pod set; gpusched's pod sets share
+it).
 """
 
 from __future__ import annotations
@@ -28,14 +37,19 @@ from types import MappingProxyType
 
 from scheduling.core.queueing.config import (
     ClusterQueue,
+    Cohort,
+    FungibilityPolicy,
     LocalQueue,
     QueueingStrategy,
     ResourceFlavor,
+    StopPolicy,
 )
+from scheduling.core.queueing.fair_usage import FairUsageState
+from scheduling.core.queueing.ordering import QueueOrder, queue_orders
 from scheduling.core.queueing.preemption import AdmittedWorkload, Preemptor, find_victims
 from scheduling.core.queueing.quota import FlavorResource, QuotaBook, Usage
 from scheduling.core.queueing.resources import Demand
-from scheduling.core.types import ServiceClass
+from scheduling.core.types import ServiceClass, TaintEffect, Toleration
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
@@ -43,13 +57,18 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 WAITING_FOR_QUOTA = "WaitingForQuota"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
-INADMISSIBLE = "Inadmissible"  # no such local queue / cluster queue
+INADMISSIBLE = "Inadmissible"  # no such local queue / cluster queue, stopped, namespace refused
 NO_FIT = "NoFit"
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 WAITING_FOR_GANG = "WaitingForGang"
 PREEMPTED = "Preempted"
+# Why an admitted workload is evicted (Kueue's Evicted condition reasons).
+INACTIVE_WORKLOAD = "InactiveWorkload"
+CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
 
 _EMPTY_SELECTOR: Mapping[str, str] = MappingProxyType({})
+_ENFORCED_TAINTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +83,12 @@ class QueuedWorkload:
     gpu_models: frozenset[str] = frozenset()
     node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY_SELECTOR)
     can_preempt: bool = True
+    tolerations: tuple[Toleration, ...] = ()
+    active: bool = True  # Kueue's spec.active
+
+    @property
+    def namespace(self) -> str:
+        return self.local_queue.partition("/")[0]
 
     def preemptor(self) -> Preemptor:
         return Preemptor(
@@ -118,73 +143,25 @@ class Waiting:
     position: int  # 1-based, in its cluster queue's order (0: not in any queue)
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """An admitted workload that must give its quota back (not a preemption: nobody takes it)."""
+
+    key: str
+    reason: str  # INACTIVE_WORKLOAD, CLUSTER_QUEUE_STOPPED, LOCAL_QUEUE_STOPPED
+    message: str
+
+
 @dataclass
 class CycleResult:
     admitted: list[Admission] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
+    evictions: list[Eviction] = field(default_factory=list)
 
     @property
     def victims(self) -> list[tuple[str, str]]:
         """(victim key, preemptor key) pairs, in admission order."""
         return [(v, a.workload.key) for a in self.admitted for v in a.victims]
-
-
-# --- ordering ------------------------------------------------------------------------------------
-
-
-def local_queue_shares(
-    book: QuotaBook,
-    admitted: Sequence[AdmittedWorkload],
-    weights: Mapping[str, float] | None = None,
-) -> dict[str, float]:
-    """Per local queue: the largest fraction of its cluster queue's nominal quota (any resource,
-    all flavors) that its admitted workloads use, divided by its weight."""
-    nominal: dict[tuple[str, str], int] = defaultdict(int)
-    for name, queue in book.queues.items():
-        for _, resource, quota in queue.flavor_resources():
-            nominal[(name, resource)] += quota.nominal
-    used: dict[tuple[str, str, str], int] = defaultdict(int)
-    for a in admitted:
-        for (_, resource), amount in a.usage.items():
-            used[(a.local_queue, a.cluster_queue, resource)] += amount
-    shares: dict[str, float] = defaultdict(float)
-    for (lq, cq_name, resource), amount in used.items():
-        total = nominal.get((cq_name, resource), 0)
-        if total > 0:
-            shares[lq] = max(shares[lq], amount / total)
-    out: dict[str, float] = {}
-    for lq, share in shares.items():
-        weight = (weights or {}).get(lq, 1.0)
-        out[lq] = share / weight if weight > 0 else float("inf")
-    return out
-
-
-def queue_order(
-    workloads: Sequence[QueuedWorkload], lq_shares: Mapping[str, float]
-) -> list[QueuedWorkload]:
-    """One cluster queue's pending workloads in admission order (module doc, step 1)."""
-    return sorted(
-        workloads,
-        key=lambda w: (-w.priority, lq_shares.get(w.local_queue, 0.0), w.created_at, w.key),
-    )
-
-
-def positions(
-    book: QuotaBook,
-    pending: Sequence[QueuedWorkload],
-    admitted: Sequence[AdmittedWorkload],
-    weights: Mapping[str, float] | None = None,
-) -> dict[str, int]:
-    """Each pending workload's 1-based place in its cluster queue."""
-    shares = local_queue_shares(book, admitted, weights)
-    by_queue: dict[str, list[QueuedWorkload]] = defaultdict(list)
-    for w in pending:
-        by_queue[w.cluster_queue].append(w)
-    out: dict[str, int] = {}
-    for items in by_queue.values():
-        for k, w in enumerate(queue_order(items, shares), start=1):
-            out[w.key] = k
-    return out
 
 
 # --- flavor assignment ----------------------------------------------------------------------------
@@ -198,7 +175,14 @@ def compatible(flavor: ResourceFlavor | None, workload: QueuedWorkload) -> bool:
         if wanted is not None and wanted != value:
             return False
     product = flavor.node_labels.get(GPU_PRODUCT_LABEL)
-    return not (workload.gpu_models and product is not None and product not in workload.gpu_models)
+    if workload.gpu_models and product is not None and product not in workload.gpu_models:
+        return False
+    tolerations = (*workload.tolerations, *flavor.tolerations)
+    return all(
+        any(t.tolerates(taint) for t in tolerations)
+        for taint in flavor.node_taints
+        if taint.effect in _ENFORCED_TAINTS
+    )
 
 
 def nominate(
@@ -210,6 +194,7 @@ def nominate(
     """Flavor assignment for `workload` in its cluster queue, with victims when it needs
     preemption (module doc)."""
     cq = book.queues[workload.cluster_queue]
+    stop_at_borrowing = cq.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
     amounts = workload.demand.amounts(cq.covered)
     chosen: list[tuple[dict[str, str], dict[FlavorResource, int], bool]] = []
     open_groups: list[list[tuple[dict[str, str], dict[FlavorResource, int]]]] = []
@@ -225,7 +210,7 @@ def nominate(
                 None,
                 reason=NO_MATCHING_FLAVOR,
                 message=f"no flavor of ClusterQueue {cq.name} ({names}) matches the pods' "
-                "node selector or GPU models",
+                "node selector, GPU models or tolerations",
             )
         fit: tuple[dict[str, str], dict[FlavorResource, int], bool] | None = None
         fit_borrowing: tuple[dict[str, str], dict[FlavorResource, int], bool] | None = None
@@ -244,6 +229,8 @@ def nominate(
                 break
             if fit_borrowing is None and book.fits(cq.name, usage) is None:
                 fit_borrowing = (resources, usage, True)
+                if stop_at_borrowing:
+                    break
             first_reason = first_reason or str(book.fits(cq.name, usage))
         if not possible:
             return Nomination(None, reason=EXCEEDS_MAX_QUOTA, message=too_big)
@@ -284,6 +271,50 @@ def nominate(
     return Nomination(None, reason=WAITING_FOR_QUOTA, message=first_reason)
 
 
+# --- choosing among the heads ---------------------------------------------------------------------
+
+
+def pick_head(
+    book: QuotaBook, heads: Sequence[tuple[QueuedWorkload, Nomination]]
+) -> tuple[QueuedWorkload, Nomination]:
+    """The head admitted next (module doc, step 3): priority, then Kueue's fair-sharing
+    tournament up each cohort tree, then age. Queues outside any cohort compete at share 0."""
+    shares: dict[str, dict[str, int]] = {}
+    chains: dict[str, list[str]] = {}
+    for w, nomination in heads:
+        assert nomination.assignment is not None
+        path = book.path_shares(w.cluster_queue, nomination.assignment.usage)
+        shares[w.key] = dict(path)
+        chains[w.key] = [cohort for cohort, _ in path]
+
+    def rank(h: tuple[QueuedWorkload, Nomination], cohort: str) -> tuple[int, int, float, str]:
+        w = h[0]
+        return (-w.priority, shares[w.key].get(cohort, 0), w.created_at, w.key)
+
+    # Cohorts deepest first: each forwards its best candidate to its parent.
+    depth = {c: len(chain) - i for chain in chains.values() for i, c in enumerate(chain)}
+    parent = {c: chain[i + 1] for chain in chains.values() for i, c in enumerate(chain[:-1])}
+    candidates: dict[str, list[tuple[QueuedWorkload, Nomination]]] = defaultdict(list)
+    finalists: list[tuple[tuple[QueuedWorkload, Nomination], str]] = []
+    for h in heads:
+        chain = chains[h[0].key]
+        if chain:
+            candidates[chain[0]].append(h)
+        else:
+            finalists.append((h, ""))
+
+    def best_at(cohort: str) -> tuple[QueuedWorkload, Nomination]:
+        return min(candidates[cohort], key=lambda h: rank(h, cohort))
+
+    for cohort in sorted(depth, key=lambda c: (-depth[c], c)):
+        best = best_at(cohort)
+        if cohort in parent:
+            candidates[parent[cohort]].append(best)
+        else:
+            finalists.append((best, cohort))
+    return min(finalists, key=lambda hc: rank(hc[0], hc[1]))[0]
+
+
 # --- the cycle ------------------------------------------------------------------------------------
 
 
@@ -294,33 +325,38 @@ def admission_cycle(
     admitted: Sequence[AdmittedWorkload],
     *,
     local_queues: Sequence[LocalQueue] = (),
+    cohorts: Sequence[Cohort] = (),
+    fair_usage: FairUsageState | None = None,
     limit: int | None = None,
     idle_weight: float = 0.0,
 ) -> CycleResult:
     """Admit what quota allows now (module doc). `admitted` is what holds quota before the cycle;
-    `limit` caps the number of admissions; `idle_weight` counts what admitted workloads hold idle
-    in the fair share (quota.QuotaBook)."""
-    book = QuotaBook(cluster_queues, idle_weight=idle_weight)
-    held = {a.key: a for a in admitted}
+    `fair_usage` the LocalQueues' decayed usage (admission fair sharing); `limit` caps the number
+    of admissions; `idle_weight` counts what admitted workloads hold idle in the fair share
+    (quota.QuotaBook)."""
+    book = QuotaBook(cluster_queues, cohorts=cohorts, idle_weight=idle_weight)
+    lqs = {lq.key: lq for lq in local_queues}
+    result = CycleResult()
+    held: dict[str, AdmittedWorkload] = {}
     for a in admitted:
-        if a.cluster_queue in book.queues:
+        eviction = _must_go(a, book, lqs)
+        if eviction is not None:
+            result.evictions.append(eviction)
+        elif a.cluster_queue in book.queues:
+            held[a.key] = a
             book.charge(a.cluster_queue, a.usage)
             book.charge_idle(a.cluster_queue, a.idle)
-    weights = {f"{lq.namespace}/{lq.name}": lq.weight for lq in local_queues}
-    shares = local_queue_shares(book, admitted, weights)
 
-    result = CycleResult()
-    by_queue: dict[str, list[QueuedWorkload]] = defaultdict(list)
+    queued: list[QueuedWorkload] = []
     for w in pending:
-        if w.cluster_queue in book.queues:
-            by_queue[w.cluster_queue].append(w)
+        refusal = _inadmissible(w, book, lqs)
+        if refusal is None:
+            queued.append(w)
         else:
-            result.waiting[w.key] = Waiting(
-                w, INADMISSIBLE, f"ClusterQueue {w.cluster_queue} does not exist", 0
-            )
-    queues = {name: queue_order(items, shares) for name, items in by_queue.items()}
-    position = {w.key: k for items in queues.values() for k, w in enumerate(items, start=1)}
-    cursor = dict.fromkeys(queues, 0)
+            result.waiting[w.key] = Waiting(w, refusal[0], refusal[1], 0)
+    orders = queue_orders(book, queued, list(held.values()), lqs, fair_usage)
+    position = {w.key: k for o in orders.values() for k, w in enumerate(o.full_order(), start=1)}
+    serving: dict[str, QueueOrder] = dict(orders)
     nominations: dict[str, Nomination] = {}
     admitted_now: set[str] = set()  # never victims in the cycle that admitted them
     # Per queue, the heads found inadmissible this cycle: a later head with the same constraints
@@ -333,14 +369,14 @@ def admission_cycle(
     def wait(w: QueuedWorkload, reason: str, message: str) -> None:
         result.waiting[w.key] = Waiting(w, reason, message, position[w.key])
 
-    while cursor and (limit is None or len(result.admitted) < limit):
+    while serving and (limit is None or len(result.admitted) < limit):
         heads: list[tuple[QueuedWorkload, Nomination]] = []
-        for name in list(cursor):
-            items = queues[name]
-            if cursor[name] >= len(items):
-                del cursor[name]
+        for name in list(serving):
+            order = serving[name]
+            head = order.head()
+            if head is None:
+                del serving[name]
                 continue
-            head = items[cursor[name]]
             nomination = nominations.get(name)
             if nomination is None:
                 signature = _signature(head, book.queues[name])
@@ -357,29 +393,18 @@ def admission_cycle(
                 continue
             wait(head, nomination.reason, nomination.message)
             nominations.pop(name, None)
+            order.pop(admitted=False)
             if book.queues[name].queueing_strategy is QueueingStrategy.STRICT_FIFO:
-                for behind in items[cursor[name] + 1 :]:
+                for behind in order.full_order():
                     wait(
                         behind,
                         WAITING_FOR_QUOTA,
                         f"StrictFIFO: waiting behind {head.key} at the head of ClusterQueue {name}",
                     )
-                del cursor[name]
-            else:
-                cursor[name] += 1
+                del serving[name]
         if not heads:
             continue
-        head, nomination = min(
-            heads,
-            key=lambda hn: (
-                -hn[0].priority,
-                book.dominant_resource_share(
-                    hn[0].cluster_queue, hn[1].assignment.usage if hn[1].assignment else None
-                )[0],
-                hn[0].created_at,
-                hn[0].key,
-            ),
-        )
+        head, nomination = pick_head(book, heads)
         assert nomination.assignment is not None
         touched = {head.cluster_queue}
         for victim in nomination.victims:
@@ -400,16 +425,57 @@ def admission_cycle(
         )
         result.admitted.append(Admission(head, nomination.assignment, nomination.victims))
         admitted_now.add(head.key)
-        cursor[head.cluster_queue] += 1
+        serving[head.cluster_queue].pop(admitted=True)
         # Every queue sharing quota with a changed one must nominate again.
         stale = {m for cq in touched for m in book.members(cq)}
         for name in stale:
             nominations.pop(name, None)
-    for name, at in cursor.items():
-        for w in queues[name][at:]:
+    for order in serving.values():
+        for w in order.full_order():
             if w.key not in result.waiting:
                 wait(w, WAITING_FOR_QUOTA, "not considered in this cycle")
     return result
+
+
+def _must_go(
+    a: AdmittedWorkload, book: QuotaBook, lqs: Mapping[str, LocalQueue]
+) -> Eviction | None:
+    if not a.active:
+        return Eviction(a.key, INACTIVE_WORKLOAD, "the workload is deactivated (active: false)")
+    cq = book.queues.get(a.cluster_queue)
+    if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return Eviction(
+            a.key, CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq.name} is stopped (HoldAndDrain)"
+        )
+    lq = lqs.get(a.local_queue)
+    if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return Eviction(
+            a.key, LOCAL_QUEUE_STOPPED, f"LocalQueue {lq.key} is stopped (HoldAndDrain)"
+        )
+    return None
+
+
+def _inadmissible(
+    w: QueuedWorkload, book: QuotaBook, lqs: Mapping[str, LocalQueue]
+) -> tuple[str, str] | None:
+    """Why `w` cannot even be queued now (reason, message), or None."""
+    if not w.active:
+        return INACTIVE_WORKLOAD, "the workload is deactivated (active: false)"
+    cq = book.queues.get(w.cluster_queue)
+    if cq is None:
+        return INADMISSIBLE, f"ClusterQueue {w.cluster_queue} does not exist"
+    if cq.stop_policy is not StopPolicy.NONE:
+        return INADMISSIBLE, f"ClusterQueue {cq.name} is stopped ({cq.stop_policy.value})"
+    lq = lqs.get(w.local_queue)
+    if lq is not None and lq.stop_policy is not StopPolicy.NONE:
+        return INADMISSIBLE, f"LocalQueue {lq.key} is stopped ({lq.stop_policy.value})"
+    if not cq.namespace_selector.admits(w.namespace):
+        return (
+            INADMISSIBLE,
+            f"namespace {w.namespace} is not selected by ClusterQueue {cq.name}'s "
+            "namespaceSelector",
+        )
+    return None
 
 
 def _signature(workload: QueuedWorkload, cq: ClusterQueue) -> tuple[object, ...] | None:
@@ -422,6 +488,7 @@ def _signature(workload: QueuedWorkload, cq: ClusterQueue) -> tuple[object, ...]
         workload.can_preempt,
         workload.gpu_models,
         tuple(sorted(workload.node_selector.items())),
+        workload.tolerations,
     )
 
 

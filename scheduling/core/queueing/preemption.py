@@ -81,6 +81,7 @@ class AdmittedWorkload:
     usage: Usage = field(default_factory=lambda: _EMPTY_USAGE)
     local_queue: str = ""
     idle: Usage = field(default_factory=lambda: _EMPTY_USAGE)  # held but unused (telemetry)
+    active: bool = True  # Kueue's spec.active: false evicts it (admission.Eviction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,18 +127,10 @@ def find_victims(
         for a in admitted
         if a.cluster_queue == cq.name and uses(a) and allowed(a, policy.within_cluster_queue)
     ]
-    others = (
-        [
-            a
-            for a in admitted
-            if a.cluster_queue != cq.name
-            and a.cluster_queue in book.queues
-            and book.queues[a.cluster_queue].cohort == cq.cohort
-            and uses(a)
-        ]
-        if cq.cohort
-        else []
-    )
+    tree = set(book.members(cq.name))  # Kueue: candidates from the whole cohort tree
+    others = [
+        a for a in admitted if a.cluster_queue != cq.name and a.cluster_queue in tree and uses(a)
+    ]
     attempts: list[tuple[list[AdmittedWorkload], bool]] = []
     if policy.reclaim_within_cohort is not ReclaimWithinCohort.NEVER or own:
         reclaim = [a for a in others if allowed(a, policy.reclaim_within_cohort.value)]

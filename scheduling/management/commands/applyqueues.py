@@ -1,8 +1,9 @@
 """`manage.py applyqueues FILE...`: create or update queues from Kueue-shaped YAML documents
-(ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass / PriorityClass), like
-`kubectl apply -f`. Every unknown or repeated key is refused with its name and place; nothing is
-written unless every document is valid. A shipped file can be named without its path:
-`applyqueues demo`.
+(ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass / PriorityClass, and the
+admissionFairSharing part of Kueue's Configuration), like `kubectl apply -f`. Every unknown or
+repeated key is refused with its name and place, and every Kueue feature gpusched does not act on
+with the reason (scheduling.core.queueing.compatibility); nothing is written unless every document
+is valid. A shipped file can be named without its path: `applyqueues demo`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import services
 from scheduling.core import yaml_documents
-from scheduling.core.queueing.config import QueueConfig, QueueConfigError, parse_documents
+from scheduling.core.queueing.config import QueueConfig, QueueConfigError
+from scheduling.core.queueing.kueue_objects import parse_documents
 
 QUEUE_DIR = Path(__file__).resolve().parents[2] / "queues"
 
@@ -43,7 +45,10 @@ def read_config(paths: list[Path]) -> QueueConfig:
 
 
 class Command(BaseCommand):
-    help = "Create or update ResourceFlavors, ClusterQueues, LocalQueues and priority classes."
+    help = (
+        "Create or update ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, priority classes "
+        "and admission fair sharing settings."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", help="YAML files (or a shipped name: demo)")
@@ -53,9 +58,10 @@ class Command(BaseCommand):
         config = read_config([queue_file(f) for f in options["files"]])
         if options["dry_run"]:
             self.stdout.write(
-                f"valid: {len(config.flavors)} flavor(s), {len(config.cluster_queues)} cluster "
-                f"queue(s), {len(config.local_queues)} local queue(s), "
-                f"{len(config.priority_classes)} priority class(es)"
+                f"valid: {len(config.flavors)} flavor(s), {len(config.cohorts)} cohort(s), "
+                f"{len(config.cluster_queues)} cluster queue(s), {len(config.local_queues)} "
+                f"local queue(s), {len(config.priority_classes)} priority class(es)"
+                + (", admission fair sharing" if config.admission_fair_sharing else "")
             )
             return
         try:

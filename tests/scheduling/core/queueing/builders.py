@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Any
 
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
     BorrowWithinCohortPolicy,
     ClusterQueue,
     FlavorQuotas,
+    FungibilityPolicy,
     Preemption,
     QueueingStrategy,
     ReclaimWithinCohort,
@@ -42,6 +44,8 @@ def cq(
     borrow_within: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER,
     threshold: int | None = None,
     weight: float = 1.0,
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH,
+    **more: Any,
 ) -> ClusterQueue:
     """A cluster queue with GPU quota only, in flavor h100 (or per flavor, in the given order)."""
     per_flavor = gpus if isinstance(gpus, dict) else {"h100": gpus}
@@ -67,6 +71,8 @@ def cq(
         strategy,
         Preemption(within, reclaim, borrow_within, threshold),
         weight,
+        when_can_borrow=when_can_borrow,
+        **more,
     )
 
 

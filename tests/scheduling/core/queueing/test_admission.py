@@ -8,12 +8,27 @@ from types import MappingProxyType
 import pytest
 
 from scheduling.core.queueing import admission as adm
-from scheduling.core.queueing.admission import admission_cycle, positions
-from scheduling.core.queueing.config import LocalQueue, QueueingStrategy
+from scheduling.core.queueing.admission import admission_cycle
+from scheduling.core.queueing.config import (
+    Cohort,
+    FlavorQuotas,
+    FungibilityPolicy,
+    LocalQueue,
+    NamespaceSelector,
+    QueueingStrategy,
+    ResourceGroup,
+    ResourceQuota,
+    StopPolicy,
+    WithinClusterQueue,
+)
+from scheduling.core.queueing.ordering import positions, queue_orders
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand
+from scheduling.core.types import PodRequest, Taint, TaintEffect, Toleration
 from tests.scheduling.core.queueing.builders import FLAVORS, G, cq, held, wl
+
+TRY_NEXT = FungibilityPolicy.TRY_NEXT_FLAVOR
 
 
 def admitted_keys(result) -> list[str]:
@@ -106,8 +121,19 @@ def test_flavors_are_tried_in_order() -> None:
     assert dict(first.admitted[0].assignment.flavors) == {GPU: "h100"}
 
 
-def test_a_flavor_without_borrowing_is_preferred_to_borrowing_in_an_earlier_one() -> None:
+def test_when_can_borrow_may_stop_search_borrows_in_the_first_flavor_that_fits() -> None:
+    # Kueue's default flavorFungibility: the first flavor that fits, borrowing or not, wins.
     queues = [cq("a", {"h100": 2, "a100": 8}, cohort="x"), cq("b", {"h100": 8}, cohort="x")]
+    result = admission_cycle(queues, FLAVORS, [wl("w", "a", 4)], [])
+    assert dict(result.admitted[0].assignment.flavors) == {GPU: "h100"}
+    assert result.admitted[0].assignment.borrowing
+
+
+def test_when_can_borrow_try_next_flavor_prefers_a_later_flavor_without_borrowing() -> None:
+    queues = [
+        cq("a", {"h100": 2, "a100": 8}, cohort="x", when_can_borrow=TRY_NEXT),
+        cq("b", {"h100": 8}, cohort="x"),
+    ]
     result = admission_cycle(queues, FLAVORS, [wl("w", "a", 4)], [])
     assert dict(result.admitted[0].assignment.flavors) == {GPU: "a100"}
     assert not result.admitted[0].assignment.borrowing
@@ -149,7 +175,8 @@ def test_positions_follow_queue_order() -> None:
         "a2": 3,
         "b1": 1,
     }
-    assert positions(QuotaBook(queues), pending, []) == {"a0": 1, "a1": 2, "a2": 3, "b1": 1}
+    orders = queue_orders(QuotaBook(queues), pending, [], {})
+    assert positions(orders) == {"a0": 1, "a1": 2, "a2": 3, "b1": 1}
 
 
 def test_usage_aware_ordering_between_tenants_of_one_queue() -> None:
@@ -207,3 +234,146 @@ def test_a_low_share_tenant_is_not_starved() -> None:
             break
     # The flood took all 8 GPUs at t=0; the first ones end at t=10 and small goes first then.
     assert started_small == 10
+
+
+# --- Kueue compatibility: any resource, trees, priority classes, deactivation, stop policies ---
+
+
+def credits_queue(credits: int, *, pods: int | None = None):
+    """A queue covering GPUs (in flavor h100) and, in a second group, example.com/credits (and
+    pods) in flavor h100 too."""
+    resources = {"example.com/credits": ResourceQuota(credits)}
+    covered: tuple[str, ...] = ("example.com/credits",)
+    if pods is not None:
+        resources["pods"] = ResourceQuota(pods)
+        covered += ("pods",)
+    base = cq("shared", 8)
+    group = ResourceGroup(covered, (FlavorQuotas("a100", MappingProxyType(resources)),))
+    return replace(base, resource_groups=(*base.resource_groups, group))
+
+
+def extended(key: str, credits: int, *, pods: int = 1, created: float = 0.0):
+    pod = PodRequest(uid=key, gpus=1, extended={"example.com/credits": credits})
+    return replace(wl(key, "shared", 0, created=created), demand=Demand.of_pods([(pod, pods)]))
+
+
+def test_an_extended_resource_quota_holds_a_workload_back() -> None:
+    queues = [credits_queue(100)]
+    result = admission_cycle(
+        queues, FLAVORS, [extended("w1", 60, created=0), extended("w2", 60, created=1)], []
+    )
+    assert [a.workload.key for a in result.admitted] == ["w1"]
+    assert result.admitted[0].assignment.usage[("a100", "example.com/credits")] == 60
+    waiting = result.waiting["w2"]
+    assert waiting.reason == adm.WAITING_FOR_QUOTA
+    assert "insufficient unused quota for example.com/credits in flavor a100" in waiting.message
+    # GPUs were free: only the credits held it back.
+    assert result.admitted[0].assignment.usage[("h100", GPU)] == G
+
+
+def test_pods_are_counted_as_kueue_counts_them() -> None:
+    queues = [credits_queue(1000, pods=3)]
+    result = admission_cycle(queues, FLAVORS, [extended("four", 1, pods=4)], [])
+    assert result.waiting["four"].reason == adm.EXCEEDS_MAX_QUOTA
+    assert "request 4 > maximum capacity 3" in result.waiting["four"].message
+    fits = admission_cycle(queues, FLAVORS, [extended("three", 1, pods=3)], [])
+    assert fits.admitted[0].assignment.usage[("a100", "pods")] == 3
+
+
+def test_a_deactivated_workload_is_evicted_and_never_readmitted() -> None:
+    queues = [cq("a", 4)]
+    admitted = [replace(held("run", "a", 2), active=False)]
+    pending = [replace(wl("off", "a", 1), active=False), wl("on", "a", 1)]
+    result = admission_cycle(queues, FLAVORS, pending, admitted)
+    assert [(e.key, e.reason) for e in result.evictions] == [("run", adm.INACTIVE_WORKLOAD)]
+    assert [a.workload.key for a in result.admitted] == ["on"]
+    assert result.waiting["off"].reason == adm.INACTIVE_WORKLOAD
+    # The evicted workload's quota is free in the same cycle.
+    big = admission_cycle(queues, FLAVORS, [wl("big", "a", 4)], admitted)
+    assert [a.workload.key for a in big.admitted] == ["big"]
+
+
+def test_stop_policies_hold_and_drain() -> None:
+    hold = replace(cq("held", 4), stop_policy=StopPolicy.HOLD)
+    drain = replace(cq("drained", 4), stop_policy=StopPolicy.HOLD_AND_DRAIN)
+    admitted = [held("keeps", "held", 1), held("goes", "drained", 1)]
+    pending = [wl("w1", "held", 1), wl("w2", "drained", 1)]
+    result = admission_cycle([hold, drain], FLAVORS, pending, admitted)
+    assert not result.admitted
+    assert [(e.key, e.reason) for e in result.evictions] == [("goes", adm.CLUSTER_QUEUE_STOPPED)]
+    assert "ClusterQueue held is stopped (Hold)" in result.waiting["w1"].message
+    lq = LocalQueue("ns", "drained-lq", "held", stop_policy=StopPolicy.HOLD_AND_DRAIN)
+    open_cq = cq("held", 4)
+    by_lq = admission_cycle(
+        [open_cq],
+        FLAVORS,
+        [wl("w3", "held", 1, local_queue="ns/drained-lq")],
+        [held("lq-run", "held", 1, local_queue="ns/drained-lq")],
+        local_queues=[lq],
+    )
+    assert [(e.key, e.reason) for e in by_lq.evictions] == [("lq-run", adm.LOCAL_QUEUE_STOPPED)]
+    assert by_lq.waiting["w3"].reason == adm.INADMISSIBLE
+
+
+def test_the_namespace_selector_decides_who_may_use_a_queue() -> None:
+    only_a = replace(
+        cq("a", 4), namespace_selector=NamespaceSelector((("In", frozenset({"ns-a"})),))
+    )
+    result = admission_cycle(
+        [only_a],
+        FLAVORS,
+        [wl("in", "a", 1, local_queue="ns-a/q"), wl("out", "a", 1, local_queue="ns-b/q")],
+        [],
+    )
+    assert [a.workload.key for a in result.admitted] == ["in"]
+    assert result.waiting["out"].reason == adm.INADMISSIBLE
+    assert "namespace ns-b is not selected" in result.waiting["out"].message
+
+
+def test_a_tainted_flavor_needs_a_toleration() -> None:
+    taint = Taint("spot", "true", TaintEffect.NO_SCHEDULE)
+    flavors = {**FLAVORS, "h100": replace(FLAVORS["h100"], node_taints=(taint,))}
+    queues = [cq("a", {"h100": 4, "a100": 4})]
+    plain = admission_cycle(queues, flavors, [wl("w", "a", 1)], [])
+    assert dict(plain.admitted[0].assignment.flavors) == {GPU: "a100"}
+    tolerant = replace(wl("t", "a", 1), tolerations=(Toleration("spot", "Equal", "true"),))
+    chosen = admission_cycle(queues, flavors, [tolerant], [])
+    assert dict(chosen.admitted[0].assignment.flavors) == {GPU: "h100"}
+    # A flavor that tolerates its own taints is open to everyone (Kueue's rule).
+    self_tolerated = replace(flavors["h100"], tolerations=(Toleration("spot", "Exists"),))
+    both = admission_cycle(queues, {**flavors, "h100": self_tolerated}, [wl("w", "a", 1)], [])
+    assert dict(both.admitted[0].assignment.flavors) == {GPU: "h100"}
+
+
+def test_the_tournament_prefers_the_subtree_with_the_lower_share() -> None:
+    # org <- {big (weight 3), small (weight 1)}; both orgs' heads ask 2 GPUs beyond their
+    # subtree's quota: the big org's share is a third of the small one's, so it goes first.
+    tree = [
+        Cohort("org", "", _gpu_groups(8)),
+        Cohort("big", "org", (), 3.0),
+        Cohort("small", "org", (), 1.0),
+    ]
+    queues = [cq("b", 1, cohort="big"), cq("s", 1, cohort="small")]
+    pending = [wl("s1", "s", 3, created=0), wl("b1", "b", 3, created=1)]
+    result = admission_cycle(queues, FLAVORS, pending, [], cohorts=tree, limit=1)
+    assert [a.workload.key for a in result.admitted] == ["b1"]
+    # Priority still comes first.
+    urgent = [replace(pending[0], priority=10), pending[1]]
+    first = admission_cycle(queues, FLAVORS, urgent, [], cohorts=tree, limit=1)
+    assert [a.workload.key for a in first.admitted] == ["s1"]
+
+
+def _gpu_groups(gpus: int):
+    quota = MappingProxyType({GPU: ResourceQuota(gpus * G)})
+    return (ResourceGroup((GPU,), (FlavorQuotas("h100", quota),)),)
+
+
+def test_a_higher_priority_class_preempts_within_the_queue() -> None:
+    # What a WorkloadPriorityClass gives a workload is its priority; LowerPriority preemption
+    # acts on it.
+    queues = [cq("a", 4, within=WithinClusterQueue.LOWER_PRIORITY)]
+    admitted = [held("low", "a", 4, priority=100)]
+    result = admission_cycle(queues, FLAVORS, [wl("high", "a", 2, priority=10000)], admitted)
+    assert result.admitted[0].victims == ("low",)
+    none = admission_cycle(queues, FLAVORS, [wl("same", "a", 2, priority=100)], admitted)
+    assert not none.admitted

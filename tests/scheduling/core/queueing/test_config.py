@@ -12,8 +12,8 @@ from scheduling.core.queueing.config import (
     QueueingStrategy,
     ReclaimWithinCohort,
     WithinClusterQueue,
-    parse_documents,
 )
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.resources import parse_quantity
 
 EXAMPLE = """
@@ -84,7 +84,6 @@ def test_the_kueue_example_reads_as_written() -> None:
     )
     gpu = cq.quota("h100", "nvidia.com/gpu")
     assert (gpu.nominal, gpu.borrowing_limit, gpu.lending_limit) == (16_000, 8_000, 4_000)
-    assert (gpu.lendable, gpu.guaranteed) == (4_000, 12_000)
     assert cq.quota("h100", "cpu").nominal == 256_000
     assert cq.quota("h100", "memory").nominal == 2 << 20  # MiB
     assert cq.preemption.within_cluster_queue is WithinClusterQueue.LOWER_PRIORITY
@@ -115,8 +114,9 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
             "unknown key 'cohrtName'",
         ),
         (
-            "kind: ClusterQueue\nmetadata: {name: a}\nspec: {flavorFungibility: {}}",
-            "'flavorFungibility' is not supported",
+            "kind: ClusterQueue\nmetadata: {name: a}\n"
+            "spec: {flavorFungibility: {preference: BorrowingOverPreemption}}",
+            "flavorFungibility.preference is not supported by gpusched",
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
@@ -126,8 +126,8 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
-            "  - coveredResources: [nvidia.com/gpus]\n    flavors: []",
-            "unknown resource 'nvidia.com/gpus'",
+            "  - coveredResources: [gpus]\n    flavors: []",
+            "unknown resource 'gpus'",
         ),
         (
             "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
@@ -157,8 +157,9 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
             "unknown key 'withinClusterQueu'",
         ),
         (
-            "kind: ClusterQueue\nmetadata: {name: a}\nspec: {namespaceSelector: {matchLabels: {}}}",
-            "only {} (every namespace) is supported",
+            "kind: ClusterQueue\nmetadata: {name: a}\n"
+            "spec: {namespaceSelector: {matchLabels: {team: a}}}",
+            "selecting namespaces by 'team' is not supported",
         ),
         ("kind: LocalQueue\nmetadata: {name: q}\nspec: {clusterQueue: a}", "metadata.namespace"),
         (

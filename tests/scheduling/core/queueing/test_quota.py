@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.queueing.admission import admission_cycle
+from scheduling.core.queueing.config import Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
 from scheduling.core.queueing.quota import MAX_SHARE, QuotaBook
 from scheduling.core.queueing.resources import CPU, GPU
 from tests.scheduling.core.queueing.builders import FLAVORS, G, cq, held, wl
@@ -182,12 +185,16 @@ def test_drs_hand_computed_examples() -> None:
 
 
 def test_drs_integer_arithmetic_weights_and_dominant_resource() -> None:
-    # Kueue truncates: 1 of 3 lendable is 333; weight 0.5 doubles it; weight 0 is the maximum.
+    # Kueue truncates: 1 of 3 lendable is 333; weight 0.5 doubles it.
     b = book(cq("a", 1, cohort="x"), cq("b", 2, cohort="x"), usage={"a": 2})
     assert b.dominant_resource_share("a")[0] == 333
     half = book(cq("a", 1, cohort="x", weight=0.5), cq("b", 2, cohort="x"), usage={"a": 2})
     assert half.dominant_resource_share("a")[0] == 666
+    # Weight 0: the maximum share once borrowing, 0 within nominal (Kueue's zeroWeightBorrows,
+    # pkg/cache/scheduler/fair_sharing.go).
     zero = book(cq("a", 1, cohort="x", weight=0), cq("b", 2, cohort="x"))
+    assert zero.dominant_resource_share("a") == (0, "")
+    zero.charge("a", {H100: 2 * G})
     assert zero.dominant_resource_share("a") == (MAX_SHARE, "")
     assert book(cq("solo", 1), usage={"solo": 1}).dominant_resource_share("solo") == (0, "")
 
@@ -239,8 +246,19 @@ def _queues(specs):
     ]
 
 
+def _gpu_quota(queue) -> ResourceQuota:
+    quota = queue.quota("h100", GPU)
+    assert quota is not None
+    return quota
+
+
+def _lendable(quota) -> int:
+    """The flat formula (one cohort): what the cohort may use of a queue's quota."""
+    return quota.nominal if quota.lending_limit is None else min(quota.nominal, quota.lending_limit)
+
+
 def _check_invariants(queues, usage) -> None:
-    pool = sum(q.quota("h100", GPU).lendable for q in queues)
+    pool = sum(_lendable(q.quota("h100", GPU)) for q in queues)
     for q in queues:
         quota = q.quota("h100", GPU)
         used = usage.get(q.name, 0)
@@ -249,9 +267,15 @@ def _check_invariants(queues, usage) -> None:
         # Lending limits: the others together never use more of q's quota than it lends.
         others = sum(usage.get(m.name, 0) for m in queues if m is not q)
         others_nominal = sum(m.quota("h100", GPU).nominal for m in queues if m is not q)
-        assert others <= others_nominal + quota.lendable
+        assert others <= others_nominal + _lendable(quota)
     assert sum(usage.values()) <= sum(q.quota("h100", GPU).nominal for q in queues)
-    beyond = sum(max(0, usage.get(q.name, 0) - q.quota("h100", GPU).guaranteed) for q in queues)
+    beyond = sum(
+        max(
+            0,
+            usage.get(q.name, 0) - (q.quota("h100", GPU).nominal - _lendable(q.quota("h100", GPU))),
+        )
+        for q in queues
+    )
     assert beyond <= pool
 
 
@@ -292,3 +316,160 @@ def test_an_admission_cycle_never_breaks_a_limit(specs, asks, holders) -> None:
             usage[admission.workload.cluster_queue] += amount
     _check_invariants(queues, usage)
     assert len(result.admitted) + len(result.waiting) == len(pending)
+
+
+# --- cohort trees (Kueue's hierarchical cohorts) -----------------------------------------------
+
+
+def cohort(
+    name: str, parent: str = "", gpus: float = 0, *, lending=None, borrowing=None, weight=1.0
+):
+    quota = ResourceQuota(
+        round(gpus * G),
+        None if borrowing is None else round(borrowing * G),
+        None if lending is None else round(lending * G),
+    )
+    groups = (ResourceGroup((GPU,), (FlavorQuotas("h100", MappingProxyType({GPU: quota})),)),)
+    return Cohort(
+        name, parent, groups if gpus or lending is not None or borrowing is not None else (), weight
+    )
+
+
+def test_a_cohort_tree_lends_through_its_parent() -> None:
+    # org <- {research, product}; queue a in research, b in product: a borrows b's idle quota
+    # through org, two levels up.
+    tree = [cohort("org"), cohort("research", "org"), cohort("product", "org")]
+    b = QuotaBook([cq("a", 4, cohort="research"), cq("b", 8, cohort="product")], cohorts=tree)
+    assert b.available("a", H100) == 12 * G
+    assert b.fits("a", {H100: 10 * G}) is None
+    b.charge("a", {H100: 10 * G})
+    assert b.borrowed("a", H100) == 6 * G
+    assert b.available("b", H100) == 2 * G  # what a left of b's quota
+    assert b.members("a") == ["a", "b"]
+    assert b.cohort_chain("a") == ["research", "org"]
+
+
+def test_a_cohort_lending_limit_keeps_its_subtree_quota_home() -> None:
+    tree = [cohort("org"), cohort("research", "org"), cohort("product", "org", 0, lending=2)]
+    b = QuotaBook([cq("a", 4, cohort="research"), cq("b", 8, cohort="product")], cohorts=tree)
+    assert b.available("a", H100) == 6 * G  # product lends only 2 of its 8
+    assert "insufficient quota for nvidia.com/gpu in flavor h100" in str(b.fits("a", {H100: 7 * G}))
+    assert b.max_capacity("a", H100) == 6 * G
+    assert b.available("b", H100) == 8 * G + 4 * G  # b may still borrow a's 4 through org
+
+
+def test_a_cohort_borrowing_limit_caps_what_its_subtree_takes_from_above() -> None:
+    tree = [cohort("org"), cohort("research", "org", 0, borrowing=1), cohort("product", "org")]
+    b = QuotaBook([cq("a", 4, cohort="research"), cq("b", 8, cohort="product")], cohorts=tree)
+    assert b.available("a", H100) == 5 * G
+    b.charge("a", {H100: 5 * G})
+    assert b.fits("a", {H100: G}) is not None
+
+
+def test_cohort_quota_is_a_pool_for_the_queues_below_it() -> None:
+    # Kueue: a cohort's nominalQuota is additional quota; a queue needs quota (even 0) for the
+    # flavor and resource to borrow it.
+    b = QuotaBook(
+        [cq("a", 0, cohort="pool"), cq("b", 0, cohort="pool")], cohorts=[cohort("pool", "", 6)]
+    )
+    assert b.available("a", H100) == 6 * G
+    b.charge("a", {H100: 4 * G})
+    assert b.available("b", H100) == 2 * G
+    assert b.cohort_resources("pool") == {H100: (6 * G, 6 * G, 4 * G)}
+
+
+def test_shares_up_the_tree_compare_subtrees_by_their_weight() -> None:
+    # org <- {important (0.75), regular (0.25)}: the same borrowing weighs three times less in
+    # the important org's share.
+    tree = [
+        cohort("org", "", 8),
+        cohort("important", "org", weight=0.75),
+        cohort("regular", "org", weight=0.25),
+    ]
+    queues = [cq("i", 1, cohort="important"), cq("r", 1, cohort="regular")]
+    b = QuotaBook(queues, cohorts=tree)
+    important = b.path_shares("i", {H100: 3 * G})
+    regular = b.path_shares("r", {H100: 3 * G})
+    assert [c for c, _ in important] == ["important", "org"]
+    # 2 GPUs above the subtree's 1, of the 10 the org could offer: 200, then / weight.
+    assert important[1][1] == 200 * 1000 // 750
+    assert regular[1][1] == 200 * 1000 // 250
+    assert b.used("i", H100) == 0  # path_shares leaves the book as it was
+
+
+def test_a_stored_cycle_never_hangs_the_book() -> None:
+    b = QuotaBook([cq("a", 1, cohort="x")], cohorts=[cohort("x", "y"), cohort("y", "x")])
+    assert b.available("a", H100) >= G
+
+
+tree_specs = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # where: 0 under the root, 1 in cohort c1, 2 in cohort c2
+        st.integers(0, 8),  # nominal GPUs
+        st.one_of(st.none(), st.integers(0, 6)),  # borrowing limit
+        st.one_of(st.none(), st.integers(0, 8)),  # lending limit (clipped to nominal)
+    ),
+    min_size=1,
+    max_size=5,
+)
+cohort_limits = st.tuples(
+    st.integers(0, 4),  # own nominal
+    st.one_of(st.none(), st.integers(0, 6)),  # borrowing limit
+    st.one_of(st.none(), st.integers(0, 10)),  # lending limit
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tree_specs, cohort_limits, cohort_limits, st.integers(0, 6), requests)
+def test_admitting_what_fits_in_a_tree_never_breaks_a_limit(specs, c1, c2, root_gpus, asks) -> None:
+    """Whatever the tree, admitting only what fits keeps every subtree within its quota plus its
+    borrowing limit, and lets the rest of the tree use no more of a subtree than it lends."""
+    cohorts = [
+        cohort("root", "", root_gpus),
+        cohort("c1", "root", c1[0], borrowing=c1[1], lending=c1[2]),
+        cohort("c2", "root", c2[0], borrowing=c2[1], lending=c2[2]),
+    ]
+    where = {0: "root", 1: "c1", 2: "c2"}
+    queues = [
+        cq(
+            f"q{k}",
+            nominal,
+            cohort=where[place],
+            borrowing=borrow,
+            lending=None if lend is None else min(lend, nominal),
+        )
+        for k, (place, nominal, borrow, lend) in enumerate(specs)
+    ]
+    b = QuotaBook(queues, cohorts=cohorts)
+    for who, gpus in asks:
+        name = queues[who % len(queues)].name
+        if b.fits(name, {H100: gpus * G}) is None:
+            b.charge(name, {H100: gpus * G})
+    used = {q.name: b.used(q.name, H100) for q in queues}
+    nominal = {q.name: _gpu_quota(q).nominal for q in queues}
+    own = {
+        c.name: (c.flavor_resources()[0][2] if c.resource_groups else ResourceQuota(0))
+        for c in cohorts
+    }
+    subtrees = {
+        "c1": [q.name for q in queues if q.cohort == "c1"],
+        "c2": [q.name for q in queues if q.cohort == "c2"],
+    }
+    total_quota = sum(nominal.values()) + sum(limit.nominal for limit in own.values())
+    assert sum(used.values()) <= total_quota
+    for q in queues:
+        quota = _gpu_quota(q)
+        if quota.borrowing_limit is not None:
+            assert used[q.name] <= quota.nominal + quota.borrowing_limit
+        if quota.lending_limit is not None:
+            others_used = sum(used.values()) - used[q.name]
+            assert others_used <= total_quota - quota.nominal + quota.lending_limit
+    for name, members in subtrees.items():
+        limit = own[name]
+        inside = sum(used[m] for m in members)
+        quota_inside = sum(nominal[m] for m in members) + limit.nominal
+        if limit.borrowing_limit is not None:
+            assert inside <= quota_inside + limit.borrowing_limit
+        if limit.lending_limit is not None:
+            outside = sum(used.values()) - inside
+            assert outside <= total_quota - quota_inside + limit.lending_limit

@@ -1,0 +1,201 @@
+"""Field readers of the Kueue object reader (kueue_objects): names, quantities, weights,
+durations, enums, namespace selectors and shapes, each raising QueueConfigError with the path of
+the offending key."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any, TypeVar
+
+from scheduling.core.queueing.config import (
+    NAMESPACE_NAME_LABEL,
+    NamespaceSelector,
+    QueueConfigError,
+)
+from scheduling.core.queueing.resources import (
+    GPU,
+    QuantityError,
+    parse_quantity,
+    resource_name_error,
+)
+from scheduling.core.types import GPU_MILLI_RESOURCE, Taint, TaintEffect, Toleration
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+MIN_WEIGHT = 1e-9  # Kueue: "When not 0, Weight must be greater than 10^-9"
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def taint(raw: object, path: str) -> Taint:
+    doc = mapping(raw, path)
+    no_unknown(doc, {"key", "value", "effect", "timeAdded"}, path)
+    effect = enum_value(TaintEffect, doc.get("effect", "NoSchedule"), f"{path}.effect")
+    return Taint(str(doc.get("key", "")), str(doc.get("value", "") or ""), effect)
+
+
+def toleration(raw: object, path: str) -> Toleration:
+    doc = mapping(raw, path)
+    no_unknown(doc, {"key", "operator", "value", "effect", "tolerationSeconds"}, path)
+    operator = str(doc.get("operator") or "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise QueueConfigError(f"{path}.operator must be Equal or Exists, got {operator!r}")
+    effect = doc.get("effect")
+    return Toleration(
+        key=str(doc.get("key", "") or ""),
+        operator=operator,
+        value=str(doc.get("value", "") or ""),
+        effect=enum_value(TaintEffect, effect, f"{path}.effect") if effect else None,
+    )
+
+
+def resource_name(value: object, path: str) -> str:
+    error = resource_name_error(value)
+    if error:
+        raise QueueConfigError(f"{path}: {error}")
+    assert isinstance(value, str)
+    if value == GPU_MILLI_RESOURCE:
+        raise QueueConfigError(
+            f"{path}: {GPU_MILLI_RESOURCE} is a pod's share of one GPU and counts against "
+            f"{GPU}; cover {GPU} instead"
+        )
+    return value
+
+
+def quantity(resource: str, value: object, path: str) -> int:
+    try:
+        amount = parse_quantity(resource, value)
+    except QuantityError as exc:
+        raise QueueConfigError(f"{path}: {exc}") from exc
+    if amount < 0:
+        raise QueueConfigError(f"{path} must not be negative")
+    return amount
+
+
+def optional_quantity(resource: str, value: object, path: str) -> int | None:
+    return None if value is None else quantity(resource, value, path)
+
+
+def weight(raw: object, path: str) -> float:
+    """fairSharing.weight, a Kubernetes quantity ("0.75", "750m", 2); default 1."""
+    doc = mapping(raw or {}, path)
+    no_unknown(doc, {"weight"}, path)
+    value = doc.get("weight")
+    if value is None:
+        return 1.0
+    number = float(decimal(value, f"{path}.weight"))
+    if number != 0 and number < MIN_WEIGHT:
+        raise QueueConfigError(f"{path}.weight must be 0 or greater than 10^-9, got {value!r}")
+    return number
+
+
+def decimal(value: object, path: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise QueueConfigError(f"{path} must be a number, got {value!r}")
+    text = str(value).strip()
+    scale = Decimal(1)
+    if text.endswith("m"):
+        text, scale = text[:-1], Decimal(1) / 1000
+    try:
+        number = Decimal(text) * scale
+    except InvalidOperation:
+        raise QueueConfigError(f"{path} must be a number, got {value!r}") from None
+    if not number.is_finite() or number < 0:
+        raise QueueConfigError(f"{path} must be a non-negative number, got {value!r}")
+    return number
+
+
+def duration(value: object, path: str) -> float | None:
+    """A Go duration ("168h", "5m", "1h30m", "0") in seconds; None when not given."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text == "0":
+        return 0.0
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise QueueConfigError(f"{path}: {value!r} is not a duration (e.g. 168h, 5m, 1h30m)")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def enum_value(kind: type[E], value: object, path: str) -> E:
+    try:
+        return kind(str(value))
+    except ValueError:
+        known = ", ".join(m.value for m in kind)
+        raise QueueConfigError(f"{path}: {value!r} is not one of {known}") from None
+
+
+def dns_name(value: object, path: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise QueueConfigError(f"{path} must be a DNS-1123 name, got {value!r}")
+    return value
+
+
+def no_unknown(doc: Mapping[str, Any], allowed: set[str] | frozenset[str], path: str) -> None:
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        raise QueueConfigError(f"{path}: unknown key {unknown[0]!r}")
+
+
+def mapping(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise QueueConfigError(f"{path} must be a mapping")
+    return value
+
+
+def list_of(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise QueueConfigError(f"{path} must be a list")
+    return value
+
+
+def namespace_selector(raw: object, path: str) -> NamespaceSelector:
+    """A ClusterQueue's namespaceSelector on `kubernetes.io/metadata.name` (compatibility.py says
+    why other labels are refused); absent: every namespace."""
+    if raw is None:
+        return NamespaceSelector()
+    doc = mapping(raw, path)
+    no_unknown(doc, {"matchLabels", "matchExpressions"}, path)
+    requirements: list[tuple[str, frozenset[str]]] = []
+
+    def only_name_label(key: object, where: str) -> None:
+        if key != NAMESPACE_NAME_LABEL:
+            raise QueueConfigError(
+                f"{where}: selecting namespaces by {key!r} is not supported by gpusched: only "
+                f"{NAMESPACE_NAME_LABEL} (every namespace has it) can be judged on both cluster "
+                "sides"
+            )
+
+    labels = mapping(doc.get("matchLabels") or {}, f"{path}.matchLabels")
+    for key, value in labels.items():
+        only_name_label(key, f"{path}.matchLabels")
+        requirements.append(("In", frozenset({str(value)})))
+    for k, item in enumerate(
+        list_of(doc.get("matchExpressions") or [], f"{path}.matchExpressions")
+    ):
+        epath = f"{path}.matchExpressions[{k}]"
+        expression = mapping(item, epath)
+        no_unknown(expression, {"key", "operator", "values"}, epath)
+        only_name_label(expression.get("key"), f"{epath}.key")
+        operator = expression.get("operator")
+        values = frozenset(
+            str(v) for v in list_of(expression.get("values") or [], f"{epath}.values")
+        )
+        if operator in ("In", "NotIn"):
+            if not values:
+                raise QueueConfigError(f"{epath}.values must not be empty for {operator}")
+            requirements.append((str(operator), values))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                raise QueueConfigError(f"{epath}.values must be empty for {operator}")
+            if operator == "DoesNotExist":
+                requirements.append(("DoesNotExist", frozenset()))
+        else:
+            raise QueueConfigError(
+                f"{epath}.operator: {operator!r} is not one of In, NotIn, Exists, DoesNotExist"
+            )
+    return NamespaceSelector(tuple(requirements))

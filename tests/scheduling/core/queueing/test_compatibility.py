@@ -1,0 +1,23 @@
+"""The README's Kueue compatibility table is the registry the reader refuses from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scheduling.core.queueing import compatibility
+
+README = Path(__file__).parents[4] / "README.md"
+
+
+def test_the_readme_table_is_the_registry() -> None:
+    assert compatibility.markdown_table() in README.read_text()
+
+
+def test_every_feature_says_why() -> None:
+    for feature in compatibility.FEATURES:
+        assert feature.status in (
+            compatibility.HONOURED,
+            compatibility.REFUSED,
+            compatibility.PARTLY,
+        )
+        assert len(feature.why) > 20, feature
