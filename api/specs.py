@@ -157,7 +157,8 @@ def _template(
         _check_cluster(amounts, mig, models, requests_path, cluster, errors)
 
     topology = raw.get("topology") or {}
-    policy = TopologyPolicy(topology.get("policy") or TopologyPolicy.NONE.value)
+    policy_text = topology.get("policy")
+    policy = TopologyPolicy(policy_text) if policy_text else None
     scope_text = topology.get("scope")
     template = PodTemplate(
         cpu_milli=amounts.get(q.CPU, 0),
@@ -176,7 +177,10 @@ def _template(
     stored: dict[str, Any] = {
         "resources": {"requests": {r: str(v) for r, v in given.items()}},
         "gpuModels": list(raw.get("gpuModels") or []),
-        "topology": {"policy": policy.value, **({"scope": scope_text} if scope_text else {})},
+        "topology": {
+            **({"policy": policy.value} if policy else {}),
+            **({"scope": scope_text} if scope_text else {}),
+        },
     }
     if template.node_selector:
         stored["nodeSelector"] = dict(template.node_selector)

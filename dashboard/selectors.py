@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
@@ -198,7 +199,7 @@ def _pending_demands() -> list[_Demand]:
             uid="",
             gpus=gpus,
             gpu_milli=milli,
-            topology_policy=TopologyPolicy(policy),
+            topology_policy=TopologyPolicy(policy) if policy else None,
             topology_scope=TopologyScope(scope) if scope else None,
         )
         demands.add(
@@ -301,7 +302,8 @@ def _fits(
         return share_free >= demand.gpu_milli
     if demand.gpus > chooser.gpu_count:
         return False
-    return bool(chooser.table(demand.requirement, demand.gpus).rank[free_mask] > 0)
+    masks = np.array([free_mask], dtype=np.int64)
+    return bool(chooser.ranks(masks, demand.gpus, demand.requirement)[0] > 0)
 
 
 def cluster_telemetry(now: datetime | None = None, nodes: Iterable[str] = ()) -> dict[str, Doc]:

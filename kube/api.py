@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 `note` is at most 1 kB
 REPORTING_CONTROLLER = "gpusched.io/scheduler"
+NODE_EVENT_NAMESPACE = "default"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -110,7 +112,12 @@ class KubeApi:
     """Thin adapter: typed calls in, plain results out; ApiException never escapes `bind`."""
 
     def __init__(
-        self, api_client: client.ApiClient, *, reporting_instance: str, timeout_s: float = 10.0
+        self,
+        api_client: client.ApiClient,
+        *,
+        reporting_instance: str,
+        timeout_s: float = 10.0,
+        reporting_controller: str = REPORTING_CONTROLLER,
     ) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
@@ -118,6 +125,7 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s
 
@@ -160,19 +168,39 @@ class KubeApi:
         note: str,
         now: datetime,
     ) -> bool:
+        regarding = client.V1ObjectReference(
+            api_version="v1", kind="Pod", name=pod_name, namespace=namespace, uid=pod_uid
+        )
+        return self._event(namespace, regarding, kind, reason, action, note, now)
+
+    def node_event(
+        self, *, node: str, uid: str, kind: str, reason: str, action: str, note: str, now: datetime
+    ) -> bool:
+        """An event about a Node (cluster-scoped: recorded in `default`, as the kubelet does)."""
+        regarding = client.V1ObjectReference(api_version="v1", kind="Node", name=node, uid=uid)
+        return self._event(NODE_EVENT_NAMESPACE, regarding, kind, reason, action, note, now)
+
+    def _event(
+        self,
+        namespace: str,
+        regarding: client.V1ObjectReference,
+        kind: str,
+        reason: str,
+        action: str,
+        note: str,
+        now: datetime,
+    ) -> bool:
         body = client.EventsV1Event(
             api_version="events.k8s.io/v1",
             kind="Event",
-            metadata=client.V1ObjectMeta(generate_name=f"{pod_name}.", namespace=namespace),
+            metadata=client.V1ObjectMeta(generate_name=f"{regarding.name}.", namespace=namespace),
             event_time=micro_time(now),
-            reporting_controller=REPORTING_CONTROLLER,
+            reporting_controller=self.reporting_controller,
             reporting_instance=self.reporting_instance,
             action=action,
             reason=reason,
             type=kind,
-            regarding=client.V1ObjectReference(
-                api_version="v1", kind="Pod", name=pod_name, namespace=namespace, uid=pod_uid
-            ),
+            regarding=regarding,
             note=truncate_note(note),
         )
         try:
@@ -180,7 +208,12 @@ class KubeApi:
                 namespace, body, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:  # an event is best effort, as in kube-scheduler
-            logger.warning("event %s for %s/%s: %s", reason, namespace, pod_name, exc.status)
+            logger.warning(
+                "event %s for %s %s: %s", reason, regarding.kind, regarding.name, exc.status
+            )
+            return False
+        except urllib3.exceptions.HTTPError as exc:  # a dropped connection: still best effort
+            logger.warning("event %s for %s %s: %s", reason, regarding.kind, regarding.name, exc)
             return False
         return True
 
@@ -257,16 +290,7 @@ class KubeApi:
         return CreateOutcome(201, json.loads(response.data or b"{}"))
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response: Any = self.core.read_namespaced_config_map(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        doc: dict[str, Any] = json.loads(response.data)
-        return doc
+        return self._read(self.core.read_namespaced_config_map, name, namespace)
 
     def delete_config_map(self, namespace: str, name: str) -> bool:
         """Delete it and, through the garbage collector, everything it owns (background)."""
@@ -285,11 +309,23 @@ class KubeApi:
             return False
         return True
 
+    def read_node(self, name: str) -> dict[str, Any] | None:
+        return self._read(self.core.read_node, name)
+
+    def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
+        """Set (None: remove) annotations of a Node with a strategic-merge patch, which leaves
+        every other annotation alone. ApiException on failure."""
+        patch = {"metadata": {"annotations": annotations}}
+        self.core.patch_node(name, patch, _preload_content=False, _request_timeout=self.timeout_s)
+
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(self.core.read_namespaced_pod, name, namespace)
+
+    def _read(self, read: Callable[..., Any], *names: str) -> dict[str, Any] | None:
+        """An object as JSON, None when it does not exist; other API errors raise
+        ApiException."""
         try:
-            response: Any = self.core.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
-            )
+            response: Any = read(*names, _preload_content=False, _request_timeout=self.timeout_s)
         except ApiException as exc:
             if exc.status == 404:
                 return None

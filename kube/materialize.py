@@ -29,6 +29,8 @@ from kube.translate import (
     ANNOTATION_SERVICE_CLASS,
     QUEUE_LABEL,
 )
+from scheduling import services
+from scheduling.core.queueing.admission import INADMISSIBLE
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from scheduling.models import Pod, Workload
 
@@ -173,12 +175,19 @@ class Materializer:
         manifest = parent_manifest(workload)
         namespace, name = workload.tenant.namespace, manifest["metadata"]["name"]
         outcome = self.api.create(manifest)
+        if outcome.status == 404:  # the tenant's namespace does not exist in the cluster
+            self._wait(workload, f"Namespace {namespace} does not exist in the cluster")
+            return None
         parent = outcome.obj if outcome.created else self.api.read_config_map(namespace, name)
         if parent is None or (parent.get("data") or {}).get("uid") != str(workload.uid):
             logger.warning("ConfigMap %s/%s is not workload %s's", namespace, name, workload.uid)
             return None
         self._parents[workload.pk] = parent
         return parent
+
+    def _wait(self, workload: Workload, message: str) -> None:
+        """Why the workload's pods are not made: on the workload, once per change."""
+        services.workloads_waiting(updates=[(workload, INADMISSIBLE, message)])
 
     def _delete_ended(self) -> None:
         """A cancelled or finished submitted workload whose pods still exist: its parent goes,

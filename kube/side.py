@@ -26,21 +26,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import partial
 from typing import Any
 
+from django.db import transaction
+
 from kube import groups
 from kube import services as kube_services
 from kube.adopt import annotations_for, placement_on, single_strategy_ask
-from kube.api import KubeApi
+from kube.api import BindOutcome, KubeApi
 from kube.disruption import protected_uids
 from kube.groups import GROUP_OBJECTS, GroupError, GroupRef
 from kube.informer import Change, Informer, NrtSource, PeriodicList
 from kube.leader import KubernetesLease, LeaseElector, LeaseLost
 from kube.materialize import POD_UID_ANNOTATION, Materializer
 from kube.models import KubePod
+from kube.topology_warnings import TopologyWarnings
 from kube.translate import PodInfo, TranslationError, node_spec, pod_info, to_request
 from scheduling import services
 from scheduling.cache import ClusterCache
@@ -51,11 +55,13 @@ from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.status import Status
 from scheduling.core.types import NodeSpec
 from scheduling.cycle import SchedulingCycle
-from scheduling.models import Node, Pod, Workload
+from scheduling.models import Allocation, Node, Pod, Workload
 from scheduling.side import BindRefused, PodEviction, SideSync, Verdict, Waiting
 
 logger = logging.getLogger(__name__)
 
+# Bindings in flight at once (kube-scheduler binds each pod in a goroutine of its own).
+BIND_CONCURRENCY = 8
 # Terminal pods leave this selector's view with a DELETED event, as in kube-scheduler's informer.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -100,6 +106,7 @@ class KubernetesSide:
             watch_timeout_s=self.watch_timeout_s,
         )
         self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
+        self.topology_warnings = TopologyWarnings(self.api)
         self.budgets = PeriodicList(
             "poddisruptionbudgets",
             self.api.policy.list_pod_disruption_budget_for_all_namespaces,
@@ -125,6 +132,7 @@ class KubernetesSide:
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
         self._reported: dict[str, str] = {}  # pod uid -> the last reason told (pods not mirrored)
+        self._quarantine_told: dict[str, str] = {}  # node -> the quarantine reason told
         self._resync_at = 0.0
         self._seen_lists = (0, 0)
         self._stop = threading.Event()
@@ -172,18 +180,49 @@ class KubernetesSide:
         if full:
             self._resync_at, self._seen_lists = monotonic + self.resync_s, lists
         counts: dict[str, int] = {}
-        self._sync_nodes(counts, full=full)
+        self._sync_nodes(counts, now, full=full)
         self.budgets.refresh()
         for sources in self.group_objects.values():
             for source in sources:
                 source.refresh()
         self._sync_pods(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
+        self._tell_quarantine(now)
         current = self.pods.snapshot()
         protected = protected_uids(self.budgets.items.values(), current.values())
         return SideSync(protected=_pod_uids(protected), counts=counts)
 
-    def _sync_nodes(self, counts: dict[str, int], *, full: bool) -> None:
+    def _tell_quarantine(self, now: datetime) -> None:
+        """A Node event when the scheduler stops trusting a node's recorded state (quarantine,
+        decided by the cycle after the previous sync), and when it trusts it again."""
+        current = dict(
+            Node.objects.filter(source=Node.Source.KUBERNETES)
+            .exclude(quarantine_reason="")
+            .values_list("name", "quarantine_reason")
+        )
+        nodes = self.nodes.snapshot()
+        for name in sorted(set(current) | set(self._quarantine_told)):
+            reason = current.get(name, "")
+            if self._quarantine_told.get(name, "") == reason:
+                continue
+            uid = str(((nodes.get(name) or {}).get("metadata") or {}).get("uid") or "")
+            self.api.node_event(
+                node=name,
+                uid=uid,
+                kind="Warning" if reason else "Normal",
+                reason="Quarantined" if reason else "QuarantineLifted",
+                action="Scheduling",
+                note=f"gpusched places nothing here: {reason}"
+                if reason
+                else "gpusched trusts this node's recorded state again",
+                now=now,
+            )
+            if reason:
+                self._quarantine_told[name] = reason
+            else:
+                self._quarantine_told.pop(name, None)
+
+    def _sync_nodes(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
         nrt_changed = self.nrt.refresh()
         changes: dict[str, Change] = self.nodes.drain()
         if full or nrt_changed:
@@ -197,6 +236,7 @@ class KubernetesSide:
             if deleted:
                 kube_services.node_gone(name=name)
                 self._registered.pop(name, None)
+                self.topology_warnings.forget(name)
                 counts["nodes_gone"] = counts.get("nodes_gone", 0) + 1
                 continue
             try:
@@ -206,6 +246,7 @@ class KubernetesSide:
                 continue
             for warning in facts.warnings:
                 self._warn_once(f"node:{warning}", "%s", warning)
+            self.topology_warnings.observe(obj, facts, now)
             if self._registered.get(name) != facts.spec:
                 kube_services.node_apply(spec=facts.spec)
                 self._registered[name] = facts.spec
@@ -231,8 +272,14 @@ class KubernetesSide:
             .select_related("pod__workload__tenant")
             .order_by("id")
         }
+        held_on = dict(
+            Allocation.objects.filter(
+                active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
+            ).values_list("pod_id", "node__name")
+        )
         bound_by_others: list[tuple[PodInfo, KubePod | None]] = []
         started: list[Pod] = []
+        singles: list[PodInfo] = []
         grouped: dict[str, GroupRef] = {}
         for info, deleted, obj in infos:
             kube_pod = mirrored.get(info.uid)
@@ -251,7 +298,7 @@ class KubernetesSide:
                     continue
                 kube_services.kube_pod_seen(kube_pod=kube_pod, info=info)
                 pod = kube_pod.pod
-                if pod.phase in Pod.PLACED_PHASES and self._held_node(pod) not in (
+                if pod.phase in Pod.PLACED_PHASES and held_on.get(pod.pk) not in (
                     None,
                     info.node_name,
                 ):
@@ -278,10 +325,12 @@ class KubernetesSide:
                 continue
             ref = groups.group_of(obj)
             if ref is None:
-                if self._mirror([info], info.name, None, now):
-                    counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + 1
+                singles.append(info)
             else:
                 grouped[ref.key] = ref
+        with transaction.atomic():  # one commit for a burst of new pods, not one each
+            mirrored_now = sum(self._mirror([info], info.name, None, now) for info in singles)
+        counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + mirrored_now
         for ref in grouped.values():
             counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + self._mirror_group(ref, now)
         if bound_by_others:
@@ -360,10 +409,6 @@ class KubernetesSide:
                 self._tell(info, f"gpusched cannot schedule this pod: {exc}", now)
             return False
         return True
-
-    def _held_node(self, pod: Pod) -> str | None:
-        allocation = pod.allocations.filter(active=True).select_related("node").first()
-        return allocation.node.name if allocation else None
 
     def _adopt(
         self,
@@ -473,13 +518,15 @@ class KubernetesSide:
     # --- 10. bind -------------------------------------------------------------------------------
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
+        """Bindings (and their `Scheduled` events) go out several at a time, as kube-scheduler's
+        binding cycles run beside each other; what the API server refuses is handled here after
+        (the database is written from this thread only)."""
         links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[p for p, _ in placed])}
-        refused: list[BindRefused] = []
-        for k, (pod, decision) in enumerate(placed):
+
+        def make_real(item: tuple[Pod, Decision]) -> BindOutcome | None:
+            pod, decision = item
             if not self.still_leading():
-                for later, _ in placed[k:]:
-                    kube_services.pod_requeue(pod=later, reason="lease lost", now=now)
-                raise LeaseLost(f"{self.identity} stopped leading before binding {pod.name}")
+                return None  # not ours to bind any more
             placement = decision.placement
             assert placement is not None
             link = links[pod.pk]
@@ -501,14 +548,32 @@ class KubernetesSide:
                     note=f"Successfully assigned {link.namespace}/{link.name} to {placement.node}",
                     now=now,
                 )
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=BIND_CONCURRENCY) as pool:
+            outcomes = list(pool.map(make_real, placed))
+        refused: list[BindRefused] = []
+        lost = [pod for (pod, _), outcome in zip(placed, outcomes, strict=True) if outcome is None]
+        for (pod, decision), outcome in zip(placed, outcomes, strict=True):
+            if outcome is None or outcome.ok:
                 continue
             # Refused (409: bound elsewhere meanwhile, or not the pod we saw; 404: deleted): the
             # reservation goes back and the pod is tried again, or dropped once its deletion is
             # seen.
-            logger.info("bind of %s to %s refused: %s", link, placement.node, outcome.message)
+            assert decision.placement is not None
+            logger.info(
+                "bind of %s to %s refused: %s",
+                links[pod.pk],
+                decision.placement.node,
+                outcome.message,
+            )
             reason = outcome.message or str(outcome.status)
             kube_services.pod_requeue(pod=pod, reason=reason, now=now)
             refused.append(BindRefused(pod, reason, conflict=outcome.conflict))
+        if lost:
+            for pod in lost:
+                kube_services.pod_requeue(pod=pod, reason="lease lost", now=now)
+            raise LeaseLost(f"{self.identity} stopped leading before binding {lost[0].name}")
         return refused
 
     # --- 11. report -----------------------------------------------------------------------------
@@ -586,7 +651,7 @@ def kubernetes_cycle(
 ) -> SchedulingCycle:
     """The scheduling cycle on the Kubernetes side (what `runkube` runs); `options` go to the
     side where it has them (watch_timeout_s, background, resync_s, ...), else to the cycle."""
-    cache = ClusterCache()
+    cache = options.pop("cache", None) or ClusterCache()
     lease = KubernetesLease(elector)
     side_fields = {f.name for f in fields(KubernetesSide)}
     side = KubernetesSide(

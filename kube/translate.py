@@ -2,7 +2,8 @@
 
 Nodes: allocatable cpu / memory / `nvidia.com/gpu` / `nvidia.com/mig-*`, GFD labels for the GPU
 model, memory and sharing mode, and the topology from (in order) the profile's annotation
-(`gpu-topology.nvidia.com/info`), the NodeResourceTopology object, or a uniform guess.
+(`gpu-topology.nvidia.com/info`), the NodeResourceTopology object, or none (kube.node_topology).
+The annotation's GPU identities (UUIDs, MIG mode, from the topology agent) name the GPUs.
 
 Pods: the effective requests (containers summed, the largest init container, sidecars and
 overhead, as the kubelet counts them) of cpu, memory, `nvidia.com/gpu`, `gpusched.io/gpu-milli`
@@ -30,16 +31,12 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from kube import gfd, nrt
+from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
 from scheduling.core import limits, quantity
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.queueing import resources as queue_resources
-from scheduling.core.topology import (
-    NodeTopology,
-    TopologyError,
-    parse_topology_annotation,
-    uniform,
-)
+from scheduling.core.topology_info import TopologyInfo
 from scheduling.core.types import (
     GPU_MILLI_RESOURCE,
     GPU_RESOURCE,
@@ -82,11 +79,12 @@ class TranslationError(ValueError):
 
 @dataclass(frozen=True)
 class NodeFacts:
-    spec: NodeSpec
-    topology_source: str  # "annotation" | "nrt" | "uniform"
+    spec: NodeSpec  # spec.topology is None when unknown (the snapshot then plans on a guess)
+    topology_source: Source
     mig_strategy: str
     warnings: tuple[str, ...] = ()
     kubelet_policy: str = ""  # the Topology Manager policy NRT reports
+    topology_unknown: Unknown | None = None  # why a GPU node has no topology facts
 
 
 def node_spec(
@@ -110,7 +108,9 @@ def node_spec(
 
     facts = gfd.facts(labels)
     gpus = _gpu_devices(name, allocatable, facts, warnings)
-    topology, source = _topology(name, len(gpus), annotations.get(annotation), nrt, warnings)
+    topology = node_topology(name, len(gpus), annotations.get(annotation), nrt)
+    if topology.info is not None:
+        gpus = _identified(gpus, topology.info)
     return NodeFacts(
         spec=NodeSpec(
             name=name,
@@ -120,16 +120,36 @@ def node_spec(
                 _node_memory, _quantity(allocatable.get("memory", "0"), "memory"), "memory"
             ),
             gpus=gpus,
-            topology=topology,
+            topology=topology.topology,
             labels=labels,
             taints=tuple(_taints(spec.get("taints") or [])),
             cordoned=bool(spec.get("unschedulable", False)),
         ),
-        topology_source=source,
+        topology_source=topology.source,
         mig_strategy=facts.mig_strategy,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings) + topology.warnings,
         kubelet_policy=nrt.policy if nrt else "",
+        topology_unknown=topology.problem,
     )
+
+
+def _identified(gpus: tuple[GpuDevice, ...], info: TopologyInfo) -> tuple[GpuDevice, ...]:
+    """The agent's identities on the devices: UUIDs, and MIG-partitioned devices moved to the
+    physical GPUs in MIG mode (allocatable does not say which GPUs those are)."""
+    if len(info.gpus) != len(gpus):
+        return gpus
+    mig_slots = [k for k, identity in enumerate(info.gpus) if identity.mig]
+    whole_slots = [k for k, identity in enumerate(info.gpus) if not identity.mig]
+    migs = [gpu for gpu in gpus if gpu.sharing is SharingMode.MIG]
+    if mig_slots and len(migs) == len(mig_slots):
+        wholes = [gpu for gpu in gpus if gpu.sharing is not SharingMode.MIG]
+        placed = sorted(
+            [replace(g, index=k) for g, k in zip(wholes, whole_slots, strict=True)]
+            + [replace(g, index=k) for g, k in zip(migs, mig_slots, strict=True)],
+            key=lambda g: g.index,
+        )
+        gpus = tuple(placed)
+    return tuple(replace(g, uuid=info.gpus[g.index].uuid or g.uuid) for g in gpus)
 
 
 def _gpu_devices(
@@ -204,57 +224,6 @@ def _pack_mig(allocatable: Mapping[str, Any], slices_per_gpu: int) -> list[tuple
             gpus.append([profile])
             free.append(slices_per_gpu - need)
     return [tuple(layout) for layout in gpus]
-
-
-def _topology(
-    node: str,
-    gpu_count: int,
-    annotation: object,
-    nrt: NrtInfo | None,
-    warnings: list[str],
-) -> tuple[NodeTopology | None, str]:
-    if gpu_count == 0:
-        return None, "uniform"
-    topology: NodeTopology | None = None
-    source = "uniform"
-    if isinstance(annotation, str) and annotation:
-        try:
-            parsed = parse_topology_annotation(annotation)
-        except TopologyError as exc:
-            warnings.append(f"node {node}: topology annotation ignored: {exc}")
-        else:
-            if parsed.gpu_count == gpu_count:
-                topology, source = parsed, "annotation"
-            else:
-                warnings.append(
-                    f"node {node}: topology annotation lists {parsed.gpu_count} GPUs, "
-                    f"the node has {gpu_count}"
-                )
-    if nrt is not None:
-        if topology is None and sum(nrt.zone_gpus) == gpu_count:
-            numa = nrt.gpu_numa
-            links = tuple(
-                tuple(
-                    "X" if i == j else ("NODE" if numa[i] == numa[j] else "SYS")
-                    for j in range(gpu_count)
-                )
-                for i in range(gpu_count)
-            )
-            topology = NodeTopology(
-                gpu_numa=numa,
-                gpu_switch=tuple(range(gpu_count)),
-                links=links,
-                numa_cpus=nrt.zone_cpus,
-            )
-            source = "nrt"
-        elif topology is not None and len(nrt.zone_cpus) >= topology.numa_count:
-            topology = replace(topology, numa_cpus=nrt.zone_cpus)
-        elif topology is None:
-            warnings.append(
-                f"node {node}: NodeResourceTopology has {sum(nrt.zone_gpus)} GPUs in its zones, "
-                f"the node has {gpu_count}"
-            )
-    return topology or uniform(gpu_count), source
 
 
 def _taints(raw: Iterable[Any]) -> Iterable[Taint]:
@@ -429,7 +398,8 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
         raise TranslationError(
             f"spec.tolerations: at most {limits.MAX_TOLERATIONS} (got {len(raw_tolerations)})"
         )
-    policy = _enum(TopologyPolicy, annotations.get(ANNOTATION_POLICY), TopologyPolicy.NONE)
+    policy_text = annotations.get(ANNOTATION_POLICY)
+    policy = _enum(TopologyPolicy, policy_text, TopologyPolicy.NONE) if policy_text else None
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
     return PodTemplate(

@@ -15,7 +15,7 @@ from django.db.models import Q
 
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
-from scheduling.core.topology import NodeTopology, uniform
+from scheduling.core.topology import NodeTopology
 from scheduling.core.types import (
     GangRef,
     GpuDevice,
@@ -118,20 +118,22 @@ def sound_node_spec(
     elif indices != list(range(len(gpus))):
         problem = f"its GPUs' indices {indices} are not 0..{len(gpus) - 1}"
         gpus = []
+    topology: NodeTopology | None
     try:
-        topology = _topology(node.topology, len(gpus), topologies if topologies is not None else {})
+        topology = _topology(node.topology, topologies if topologies is not None else {})
     except (KeyError, TypeError, ValueError) as exc:
         problem = problem or f"its recorded topology cannot be read: {exc}"
-        topology = uniform(len(gpus))
-    if topology.gpu_count != len(gpus):
+        topology = None
+    if topology is not None and topology.gpu_count != len(gpus):
         problem = problem or (
             f"its topology lists {topology.gpu_count} GPUs, it reports {len(gpus)}"
         )
-        topology = uniform(len(gpus))
+        topology = None
     return node_spec(node, gpus, topology), problem[:512]
 
 
-def node_spec(node: Node, gpus: Sequence[Gpu], topology: NodeTopology) -> NodeSpec:
+def node_spec(node: Node, gpus: Sequence[Gpu], topology: NodeTopology | None) -> NodeSpec:
+    """`topology` None: not known (the snapshot plans on its uniform shape and knows it)."""
     return NodeSpec(
         name=node.name,
         cpu_milli=node.cpu_milli,
@@ -157,10 +159,11 @@ def node_spec(node: Node, gpus: Sequence[Gpu], topology: NodeTopology) -> NodeSp
     )
 
 
-def _topology(doc: dict[str, Any], gpu_count: int, seen: dict[str, NodeTopology]) -> NodeTopology:
-    """Identical topologies become one object, so the snapshot builds one GPU-set table per kind."""
+def _topology(doc: dict[str, Any], seen: dict[str, NodeTopology]) -> NodeTopology | None:
+    """Identical topologies become one object, so the snapshot builds one GPU-set table per kind.
+    None: no topology was recorded."""
     if not doc:
-        return uniform(gpu_count)
+        return None
     key = json.dumps(doc, sort_keys=True)
     if key not in seen:
         seen[key] = topology_from_json(doc)
@@ -241,7 +244,7 @@ def pod_request(pod: Pod) -> PodRequest:
         mig_profile=pod.mig_profile,
         mig_count=pod.mig_count,
         gpu_models=frozenset(pod.gpu_models),
-        topology_policy=TopologyPolicy(pod.topology_policy),
+        topology_policy=TopologyPolicy(pod.topology_policy) if pod.topology_policy else None,
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
         node_selector=selector,
         tolerations=tolerations_from_json(tolerations),

@@ -388,10 +388,11 @@ class Pod(models.Model):
     gpu_models = models.JSONField(default=list)
     # Extended resources per pod (`example.com/credits`: whole units), counted against quota.
     extended_resources = models.JSONField(default=dict, blank=True)
-    topology_policy = models.CharField(
+    topology_policy = models.CharField(  # "": the pod named none (the profile's default holds)
         max_length=24,
+        blank=True,
+        default="",
         choices=[(p.value, p.value) for p in TopologyPolicy],
-        default=TopologyPolicy.NONE.value,
     )
     topology_scope = models.CharField(
         max_length=8, blank=True, default="", choices=[(s.value, s.value) for s in TopologyScope]

@@ -18,7 +18,7 @@ class PodTemplate:
     mig_profile: str = ""
     mig_count: int = 0
     gpu_models: tuple[str, ...] = ()
-    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_policy: TopologyPolicy | None = None  # None: the pod named none
     topology_scope: TopologyScope | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()

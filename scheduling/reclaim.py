@@ -90,7 +90,8 @@ class ReclaimFeed:
         lendable = np.zeros_like(snapshot.gpu_lendable)
         for (node, index), gpu in gpus.items():
             row = snapshot.index.get(node)
-            if row is not None:
+            # A GPU the node no longer reports (kept as absent) has no column to lend from.
+            if row is not None and index < snapshot.gpu_count[row]:
                 lendable[row, index] = lendable_milli(gpu, self.margin)
         snapshot.refresh_reclaimable(lendable)
         return self.tracker.victims(gpus, now.timestamp())

@@ -20,7 +20,7 @@ from scheduling import services
 from scheduling.core.types import SharingMode
 from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
 from scheduling.pod_template import PodTemplate
-from sim.arrivals import Arrival, ArrivalStream, arrivals_for
+from sim.arrivals import Arrival, arrivals_for
 from sim.cluster import build_nodes
 from sim.gpu_states import Holder, demand, lost_seconds, mig_instance_state, whole_gpu_states
 from sim.spec import ClusterSpec
@@ -39,19 +39,79 @@ class SimReport:
     finished: int = 0
 
 
+class Arrivals:
+    """The spec's workloads submitted as their arrival time comes, through the services (as
+    tenants would through the REST API): the simulated cluster of either side runs them."""
+
+    def __init__(self, spec: ClusterSpec, *, started_at: datetime, speed: float = 1.0) -> None:
+        self.stream = arrivals_for(spec)
+        self.started_at, self.speed = started_at, speed
+        self._tenants: dict[str, Tenant] = {}
+
+    def sim_seconds(self, now: datetime) -> float:
+        return (now - self.started_at).total_seconds() * self.speed
+
+    def submit_due(self, now: datetime) -> int:
+        due = self.stream.due(self.sim_seconds(now))
+        for arrival in due:
+            self._submit(arrival)
+        return len(due)
+
+    def _submit(self, arrival: Arrival) -> None:
+        tenant = self._tenants.get(arrival.tenant)
+        if tenant is None:
+            tenant = Tenant.objects.filter(name=arrival.tenant).first() or services.tenant_create(
+                name=arrival.tenant
+            )
+            self._tenants[arrival.tenant] = tenant
+        shape = arrival.shape
+        template = PodTemplate(
+            cpu_milli=shape.cpu_milli,
+            memory_mib=shape.memory_mib,
+            gpus=shape.gpus,
+            gpu_milli=shape.gpu_milli,
+            mig_profile=shape.mig_profile,
+            mig_count=1 if shape.mig_profile else 0,
+            gpu_models=shape.gpu_models,
+            topology_policy=shape.topology_policy,
+            topology_scope=shape.topology_scope,
+            simulation={
+                "arrival_s": arrival.at_s,
+                "duration_s": arrival.duration_s,
+                "utilization": arrival.utilization.as_json(),
+            },
+        )
+        try:
+            services.workload_submit(
+                tenant=tenant,
+                name=arrival.name,
+                priority=arrival.priority,
+                service_class=arrival.service_class,
+                pod_sets=[
+                    services.PodSetSpec(
+                        name="main",
+                        count=shape.pods,
+                        template=template,
+                        min_count=shape.pods if arrival.gang else None,
+                    )
+                ],
+            )
+        except services.ServiceError as exc:  # a restarted simulator meets its own old names
+            logger.info("arrival %s skipped: %s", arrival.name, exc)
+
+
 @dataclass
 class Simulator:
     spec: ClusterSpec
     speed: float = 60.0
     clock: Callable[[], datetime] = timezone.now
-    stream: ArrivalStream = field(init=False)
+    arrivals: Arrivals = field(init=False)
     started_at: datetime = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stream = arrivals_for(self.spec)
         self.started_at = self.clock()
+        self.arrivals = Arrivals(self.spec, started_at=self.started_at, speed=self.speed)
         self._last_tick: datetime | None = None
-        self._tenants: dict[str, Tenant] = {}
 
     def setup(self) -> int:
         """Register (or refresh) every node of the spec; returns how many."""
@@ -60,17 +120,12 @@ class Simulator:
             services.node_register(spec=spec)
         return len(nodes)
 
-    def sim_seconds(self, now: datetime) -> float:
-        return (now - self.started_at).total_seconds() * self.speed
-
     def run_once(self) -> SimReport:
         now = self.clock()
-        report = SimReport(sim_time_s=self.sim_seconds(now))
+        report = SimReport(sim_time_s=self.arrivals.sim_seconds(now))
 
         # 1. Arrivals up to now.
-        for arrival in self.stream.due(report.sim_time_s):
-            self._submit(arrival)
-            report.submitted += 1
+        report.submitted = self.arrivals.submit_due(now)
 
         # 2. Bound pods start running.
         bound = list(Pod.objects.filter(phase=Pod.Phase.BOUND).select_related("workload__tenant"))
@@ -115,48 +170,6 @@ class Simulator:
             return False
         lost = float(pod.simulation.get("lost_s", 0.0))
         return now >= pod.started_at + timedelta(seconds=(duration + lost) / self.speed)
-
-    def _submit(self, arrival: Arrival) -> None:
-        tenant = self._tenants.get(arrival.tenant)
-        if tenant is None:
-            tenant = Tenant.objects.filter(name=arrival.tenant).first() or services.tenant_create(
-                name=arrival.tenant
-            )
-            self._tenants[arrival.tenant] = tenant
-        shape = arrival.shape
-        template = PodTemplate(
-            cpu_milli=shape.cpu_milli,
-            memory_mib=shape.memory_mib,
-            gpus=shape.gpus,
-            gpu_milli=shape.gpu_milli,
-            mig_profile=shape.mig_profile,
-            mig_count=1 if shape.mig_profile else 0,
-            gpu_models=shape.gpu_models,
-            topology_policy=shape.topology_policy,
-            topology_scope=shape.topology_scope,
-            simulation={
-                "arrival_s": arrival.at_s,
-                "duration_s": arrival.duration_s,
-                "utilization": arrival.utilization.as_json(),
-            },
-        )
-        try:
-            services.workload_submit(
-                tenant=tenant,
-                name=arrival.name,
-                priority=arrival.priority,
-                service_class=arrival.service_class,
-                pod_sets=[
-                    services.PodSetSpec(
-                        name="main",
-                        count=shape.pods,
-                        template=template,
-                        min_count=shape.pods if arrival.gang else None,
-                    )
-                ],
-            )
-        except services.ServiceError as exc:  # a restarted simulator meets its own old names
-            logger.info("arrival %s skipped: %s", arrival.name, exc)
 
     def dcgm_states(self, now: datetime | None = None) -> list[GpuState]:
         """Every GPU (every MIG instance) as dcgm-exporter would report it now."""

@@ -42,6 +42,16 @@ class NodeBuilder:
         self.spec = replace(self.spec, gpus=gpus, topology=topo)
         return self
 
+    def topology_of(self, topo: NodeTopology | None, model: str = "H100") -> NodeBuilder:
+        """GPUs on a topology built in the test; None: as many GPUs, topology unknown."""
+        count = topo.gpu_count if topo is not None else len(self.spec.gpus)
+        gpus = tuple(
+            GpuDevice(i, model, 80 * 1024, f"GPU-{self.spec.name}-{i}", SharingMode.EXCLUSIVE)
+            for i in range(count)
+        )
+        self.spec = replace(self.spec, gpus=gpus, topology=topo)
+        return self
+
     def gpus(
         self, count: int, model: str = "T4", sharing: SharingMode = SharingMode.TIME_SLICING
     ) -> NodeBuilder:

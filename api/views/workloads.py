@@ -60,9 +60,8 @@ class ResourcesSerializer(StrictSerializer):
 
 
 class TopologySerializer(StrictSerializer):
-    policy = serializers.ChoiceField(
-        choices=[p.value for p in TopologyPolicy], default=TopologyPolicy.NONE.value
-    )
+    # Omitted: the pod names no policy, and the scheduler profile's default holds.
+    policy = serializers.ChoiceField(choices=[p.value for p in TopologyPolicy], required=False)
     scope = serializers.ChoiceField(choices=[s.value for s in TopologyScope], required=False)
 
 

@@ -33,60 +33,25 @@ from typing import Any
 
 from django.db.models import Avg
 
+from bench.experiments import worlds
 from bench.experiments.fairshare import percentile
+from bench.experiments.worlds import SimClock
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Event, Pod
 from scheduling.profile_files import load_profile
 from scheduling.reclaim import ReclaimFeed
-from sim.simulator import Simulator
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
-from telemetry.dcgm import gpu_samples_from_groups
-from telemetry.exposition import render_exposition
 from telemetry.management.commands.ingesttelemetry import Command as IngestCommand
 from telemetry.models import GpuMinute
-from telemetry.parsing import parse_grouped
-from telemetry.sources import Fetched
 
 POLICIES = {"request-only": ("topology", False), "gpusched": ("gpusched", True)}
 HONEST_TENANT = "vision"  # the spec's tenant that uses what it requests
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 Progress = Callable[[str, float], None]
-
-
-class SimClock:
-    """One simulated clock for the simulator, the telemetry worker and the scheduler."""
-
-    def __init__(self, start: datetime) -> None:
-        self.start = self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def monotonic(self) -> float:
-        return (self.now - self.start).total_seconds()
-
-
-class SimulatorSource:
-    """The telemetry source that scrapes the simulator in-process: its dcgm-exporter text, parsed
-    exactly as a scrape of it would be."""
-
-    name = "simulator"
-
-    def __init__(self, simulator: Simulator) -> None:
-        self.simulator = simulator
-
-    def fetch(self) -> Fetched:
-        groups, stats = parse_grouped(render_exposition(self.simulator.dcgm_states()))
-        gpus, mapping = gpu_samples_from_groups(groups)
-        fetched = Fetched(gpus=gpus)
-        fetched.parse.merge(stats)
-        fetched.mapping.merge(mapping)
-        return fetched
 
 
 @dataclass
@@ -133,40 +98,51 @@ def simulate(
     hours: float,
     warmup_hours: float,
     step_s: float = 60.0,
+    side: str = "database",
     progress: Progress | None = None,
 ) -> PolicyResult:
-    """Run one policy on an empty database (the caller provides a scratch one)."""
+    """Run one policy on an empty database (the caller provides a scratch one), through the
+    given cluster side (bench/experiments/worlds.py)."""
     profile, reclaim = POLICIES[policy]
     started = time.perf_counter()
     clock = SimClock(START)
-    simulator = Simulator(spec, speed=1.0, clock=clock)
-    simulator.setup()
-    ingest = IngestCommand()
-    ingest.source, ingest.clock = SimulatorSource(simulator), clock
-    worker = database_cycle(
-        Framework(load_profile(profile)),
-        clock=clock,
-        lease_duration_s=10 * hours * 3600,
-        cache=ClusterCache(monotonic=clock.monotonic),
-        load_feed=LoadFeed(monotonic=clock.monotonic, clock=clock),
-        reclaim_feed=ReclaimFeed(monotonic=clock.monotonic, enabled=reclaim),
-    )
-    end = START + timedelta(hours=hours)
-    while clock.now < end:
-        clock.now += timedelta(seconds=step_s)
-        simulator.run_once()
-        ingest.run_once()
-        while worker.run_once().more:
-            pass
-        if progress is not None:
-            progress(policy, (clock.now - START) / (end - START))
-    result = PolicyResult(policy, profile, reclaim, window_h=hours - warmup_hours)
-    _measure(result, window_start=START + timedelta(hours=warmup_hours), end=end)
+    cluster = worlds.world(side, spec, clock)
+    try:
+        ingest = IngestCommand()
+        ingest.source, ingest.clock = worlds.ExpositionSource(cluster), clock
+        scheduler = cluster.cycle(
+            Framework(load_profile(profile)),
+            clock=clock,
+            lease_duration_s=10 * hours * 3600,
+            cache=ClusterCache(monotonic=clock.monotonic),
+            load_feed=LoadFeed(monotonic=clock.monotonic, clock=clock),
+            reclaim_feed=ReclaimFeed(monotonic=clock.monotonic, enabled=reclaim),
+        )
+        end = START + timedelta(hours=hours)
+        while clock.now < end:
+            clock.advance(step_s)
+            cluster.step()
+            ingest.run_once()
+            while scheduler.run_once().more:
+                pass
+            if progress is not None:
+                progress(policy, (clock.now - START) / (end - START))
+        result = PolicyResult(policy, profile, reclaim, window_h=hours - warmup_hours)
+        _measure(
+            result,
+            window_start=START + timedelta(hours=warmup_hours),
+            end=end,
+            slowed=cluster.slowed(),
+        )
+    finally:
+        cluster.close()
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _measure(result: PolicyResult, *, window_start: datetime, end: datetime) -> None:
+def _measure(
+    result: PolicyResult, *, window_start: datetime, end: datetime, slowed: set[str]
+) -> None:
     first_s = (window_start - START).total_seconds()
     end_s = (end - START).total_seconds()
     waits: dict[str, list[float]] = defaultdict(list)
@@ -196,7 +172,7 @@ def _measure(result: PolicyResult, *, window_start: datetime, end: datetime) -> 
         )
         if online:
             result.online_pods += 1
-            result.online_slowed += float(doc.get("lost_s", 0.0)) > 0
+            result.online_slowed += f"{pod.workload.tenant.namespace}/{pod.name}" in slowed
     result.gpu_work_by_tenant = dict(sorted(work.items()))
     result.gpu_work_per_hour = sum(work.values()) / result.window_h
     result.finished_by_tenant = dict(sorted(finished.items()))

@@ -57,9 +57,16 @@ class ClusterSnapshot:
                 raise ValueError(
                     f"node {node.name}: more than {MAX_GPUS_PER_NODE} GPUs is not supported"
                 )
+        # A node without topology facts is scheduled on a uniform guess (its `shape`: one NUMA
+        # node, no shared switch, no NVLink); `topology_known` tells the two apart.
         topologies = [node.shape for node in self.nodes]
+        self.topology_known: BoolArray = np.array(
+            [node.topology is not None or not node.gpus for node in self.nodes], dtype=np.bool_
+        )
+        self.any_topology_guessed = not bool(self.topology_known.all())
         self.max_numa = max((t.numa_count for t in topologies), default=1)
-        g = MAX_GPUS_PER_NODE
+        # GPU columns: as many as the largest node has, so 8-GPU clusters keep 8-wide arrays.
+        g = self.gpu_slots = max((len(node.gpus) for node in self.nodes), default=1) or 1
 
         self.cpu_free: IntArray = np.array([node.cpu_milli for node in self.nodes], dtype=np.int64)
         self.memory_free: IntArray = np.array(
@@ -190,7 +197,7 @@ class ClusterSnapshot:
             if k > chooser.gpu_count:
                 continue
             selected = np.flatnonzero(topology_of_row == topology)
-            ranks[selected] = chooser.table(requirement, k).rank[masks[rows[selected]]]
+            ranks[selected] = chooser.ranks(masks[rows[selected]], k, requirement)
         return ranks
 
     def refresh_reclaimable(self, lendable: IntArray) -> None:

@@ -1,15 +1,15 @@
 """A node's GPU topology: NUMA node and PCIe switch of every GPU, and the link between every pair.
 
-Sources: `nvidia-smi topo -m` text and the seeds' JSON annotation `gpu-topology.nvidia.com/info`.
+Sources: `nvidia-smi topo -m` text (here) and the seeds' node annotation
+`gpu-topology.nvidia.com/info` (topology_info).
 Pair scores follow NVIDIA's go-gpuallocator (100 per NVLink, PIX 50, PXB 40, PHB 30, NODE 20, SYS
 10; see shared/reference/benchmarks-and-traces.md §4), the usual baseline for ranking GPU sets.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -203,60 +203,3 @@ def _switch_groups(
             union(near[0], i)
     roots: dict[int, int] = {}
     return tuple(roots.setdefault(find(i), len(roots)) for i in range(len(gpus)))
-
-
-def parse_topology_annotation(value: str) -> NodeTopology:
-    """The seeds' annotation:
-    {"gpuIds":[..],"numaNode":{id:numa},"pcieSwitch":{id:switch},"totalGpus":n}.
-
-    It carries no NVLink facts, so links are derived: same switch PIX, same NUMA node NODE, else
-    SYS."""
-    try:
-        doc = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise TopologyError(f"annotation is not JSON: {exc.msg} at position {exc.pos}") from exc
-    if not isinstance(doc, dict):
-        raise TopologyError("annotation must be a JSON object")
-    unknown = set(doc) - {"gpuIds", "numaNode", "pcieSwitch", "totalGpus"}
-    if unknown:
-        raise TopologyError(f"unknown key {sorted(unknown)[0]!r} in topology annotation")
-    ids = doc.get("gpuIds")
-    if not isinstance(ids, list) or not all(isinstance(i, int) and i >= 0 for i in ids):
-        raise TopologyError("gpuIds must be a list of GPU indices")
-    total = doc.get("totalGpus", len(ids))
-    if total != len(ids):
-        raise TopologyError(f"totalGpus is {total} but gpuIds lists {len(ids)} GPUs")
-    numa = _per_gpu(doc, "numaNode", ids)
-    switch = _per_gpu(doc, "pcieSwitch", ids)
-
-    def derived(i: int, j: int) -> str:
-        if i == j:
-            return "X"
-        if switch[i] == switch[j]:
-            return "PIX"
-        return "NODE" if numa[i] == numa[j] else "SYS"
-
-    order = range(len(ids))
-    return NodeTopology(
-        gpu_numa=tuple(numa),
-        gpu_switch=_renumber(switch),
-        links=tuple(tuple(derived(i, j) for j in order) for i in order),
-    )
-
-
-def _per_gpu(doc: dict[str, object], key: str, ids: list[int]) -> list[int]:
-    table = doc.get(key, {})
-    if not isinstance(table, dict):
-        raise TopologyError(f"{key} must map GPU id to a number")
-    values = []
-    for gpu in ids:
-        value = table.get(str(gpu), 0)
-        if not isinstance(value, int) or value < 0:
-            raise TopologyError(f"{key}[{gpu}] must be a non-negative integer, got {value!r}")
-        values.append(value)
-    return values
-
-
-def _renumber(groups: Iterable[int]) -> tuple[int, ...]:
-    seen: dict[int, int] = {}
-    return tuple(seen.setdefault(group, len(seen)) for group in groups)

@@ -151,7 +151,7 @@ class PodRequest:
     mig_profile: str = ""
     mig_count: int = 0
     gpu_models: frozenset[str] = frozenset()
-    topology_policy: TopologyPolicy = TopologyPolicy.NONE
+    topology_policy: TopologyPolicy | None = None  # None: named none (the profile's default holds)
     topology_scope: TopologyScope | None = None
     node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     tolerations: tuple[Toleration, ...] = ()
@@ -202,19 +202,6 @@ class PodRequest:
         if self.load_estimate is not None:
             return self.load_estimate
         return self.gpu_milli / MILLI_PER_GPU if self.gpu_milli else float(self.gpus > 0)
-
-    @property
-    def effective_scope(self) -> TopologyScope:
-        """The scope a filtering policy enforces: the one asked for, else one NUMA node."""
-        if self.topology_scope is not None:
-            return self.topology_scope
-        if self.topology_policy in (TopologyPolicy.RESTRICTED, TopologyPolicy.SINGLE_NUMA_NODE):
-            return TopologyScope.NUMA
-        return TopologyScope.NODE
-
-    @property
-    def topology_filters(self) -> bool:
-        return self.topology_policy in (TopologyPolicy.RESTRICTED, TopologyPolicy.SINGLE_NUMA_NODE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,7 +153,7 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         mig_count=t.mig_count,
         gpu_models=list(t.gpu_models),
         extended_resources=dict(t.extended),
-        topology_policy=t.topology_policy.value,
+        topology_policy=t.topology_policy.value if t.topology_policy else "",
         topology_scope=t.topology_scope.value if t.topology_scope else "",
         node_selector=dict(t.node_selector),
         tolerations=list(t.tolerations),

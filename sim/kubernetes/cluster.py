@@ -19,13 +19,13 @@ publish for each server.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduling.core.topology import NodeTopology
+from scheduling.core.topology_info import TopologyInfo
 from scheduling.core.types import MIG_RESOURCE_PREFIX, GpuDevice, NodeSpec, SharingMode
 from sim.cluster import build_nodes
 from sim.spec import ClusterSpec
@@ -134,7 +134,7 @@ def node_object(node: NodeSpec, *, dra: bool = False, address: int = 0) -> Obj:
     }
     annotations = {}
     if node.topology is not None:
-        annotations[TOPOLOGY_ANNOTATION] = topology_annotation(node.topology)
+        annotations[TOPOLOGY_ANNOTATION] = topology_annotation(node.topology, node.name)
     ip = f"10.0.{address // 250}.{address % 250 + 2}"
     conditions = [
         _condition("MemoryPressure", "KubeletHasSufficientMemory", "sufficient memory available"),
@@ -184,20 +184,12 @@ def _condition(kind: str, reason: str, state: str) -> Obj:
     return {"type": kind, "status": "False", "reason": reason, "message": f"kubelet has {state}"}
 
 
-def topology_annotation(topology: NodeTopology) -> str:
-    """The value of `gpu-topology.nvidia.com/info` for `topology`: the seeds' JSON (gpuIds,
-    numaNode and pcieSwitch keyed by GPU id as strings, totalGpus), which
-    scheduling/core/topology.py::parse_topology_annotation reads."""
-    ids = list(range(topology.gpu_count))
-    return json.dumps(
-        {
-            "gpuIds": ids,
-            "numaNode": {str(i): topology.gpu_numa[i] for i in ids},
-            "pcieSwitch": {str(i): topology.gpu_switch[i] for i in ids},
-            "totalGpus": len(ids),
-        },
-        separators=(",", ":"),
-    )
+def topology_annotation(topology: NodeTopology, node: str = "") -> str:
+    """The value of `gpu-topology.nvidia.com/info` for `topology`, as the topology agent writes it
+    on a real node (scheduling/core/topology_info.py): the seeds' GPUTopologyInfo keys plus the
+    measured links, so simulated nodes carry their NVLink facts as real ones do."""
+    ids = tuple(range(topology.gpu_count))
+    return TopologyInfo(node, ids, topology, link_detail=True).to_json()
 
 
 def pci_bus(index: int) -> int:

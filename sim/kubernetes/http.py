@@ -360,6 +360,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
+        # The connection ends with the watch: said up front, so no client puts it back in its
+        # pool and sends its next request into a closed socket.
+        self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.flush()
 

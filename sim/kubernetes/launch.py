@@ -59,6 +59,8 @@ class SimulatedCluster:
             kube.put("resourceslices", found)
         for device_class in objects.device_classes:
             kube.put("deviceclasses", device_class)
+        for tenant in spec.tenants:  # as an admin makes each tenant's namespace
+            kube.add_namespace(tenant.name)
         kubelets = Kubelets(
             kube.registry, clock=clock, devices=objects.devices, honour_gpu_ids=honour_gpu_ids
         )

@@ -91,3 +91,21 @@ def side_of(cycle: SchedulingCycle) -> KubernetesSide:
 def elector_of(cycle: SchedulingCycle) -> LeaseElector:
     assert isinstance(cycle.elector, KubernetesLease) and cycle.elector.elector is not None
     return cycle.elector.elector
+
+
+def kubeconfig(tmp_path: Path, server: str) -> Path:
+    """A kubeconfig file pointing at `server` (commands that connect like kubectl)."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "gpusched", "user": {"token": "not-checked"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "gpusched"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path

@@ -243,7 +243,7 @@ def test_the_shipped_profile_is_the_default_gpusched_profile() -> None:
 
 
 def test_the_example_pod_is_for_the_profile_and_asks_a_numa_local_gpu_set() -> None:
-    (example,) = [d for p, d in documents() if p.startswith("examples/") and d.get("kind") == "Pod"]
+    (example,) = [d for p, d in documents() if p == "examples/gpu-pod.yaml"]
     info = pod_info(example)
     (shipped,) = load_profiles(shipped_profile_text())
     assert info.scheduler_name == shipped.scheduler_name
@@ -280,3 +280,53 @@ def test_kubectl_kustomize_builds_every_listed_object(folder: Path) -> None:
         if d
     }
     assert built == listed
+
+
+def test_the_seeds_example_pod_names_no_policy_and_is_for_the_seeds_profile() -> None:
+    (example,) = [d for p, d in documents() if p == "examples/seed-pod.yaml"]
+    info = pod_info(example)
+    (seeds,) = load_profiles(seeds_profile_text())
+    assert info.scheduler_name == seeds.scheduler_name
+    assert info.annotations == {"scheduling.k8s.io/group-name": "llama-ft"}  # Volcano's group
+    request = info.request()
+    assert request.gpus == 4 and request.topology_policy is None  # the profile's default holds
+
+
+def test_the_topology_agent_runs_on_gpu_nodes_with_exactly_its_rbac() -> None:
+    (daemonset,) = by_kind("DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:4] == ["python", "manage.py", "topologyagent", "--loop"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "nvidia.com/gpu" not in str(container["resources"])  # it holds no GPU
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True and context["capabilities"]["drop"] == ["ALL"]
+
+    def rules(kind: str, name: str) -> set[tuple[str, str, str]]:
+        return {
+            (group, resource, verb)
+            for rule in named(kind, name)["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]
+        }
+
+    assert pod["serviceAccountName"] == "gpusched-topology-agent"
+    assert rules("ClusterRole", "gpusched-topology-agent") == {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+    }
+    events = named("Role", "gpusched-topology-agent-events")
+    assert events["metadata"]["namespace"] == "default"  # where events about Nodes go
+    assert rules("Role", "gpusched-topology-agent-events") == {
+        ("events.k8s.io", "events", "create")
+    }
+    policy = named("ValidatingAdmissionPolicy", "gpusched-topology-agent-own-node")
+    assert (
+        "gpu-system:gpusched-topology-agent" in policy["spec"]["matchConditions"][0]["expression"]
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -14,28 +13,11 @@ from kube.management.commands.runkube import run_step
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.dashboard.servers import free_port
 from tests.kube import objects
-from tests.kube.helpers import seeds_profile_text
+from tests.kube.helpers import kubeconfig, seeds_profile_text
 from tests.test_observability import running, scrape_until, value
 from tests.test_process_probes import probe
 
 pytestmark = pytest.mark.django_db
-
-
-def kubeconfig(tmp_path: Path, server: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "gpusched", "user": {"token": "not-checked"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "gpusched"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
 
 
 def run(tmp_path: Path, fake: SimulatedKubernetes, identity: str) -> None:

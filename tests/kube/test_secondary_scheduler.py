@@ -11,6 +11,8 @@ from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import Clock, scheduler, side_of
 
+WHOLE_NODE = {"gpusched.io/topology-policy": "none"}
+
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
@@ -70,7 +72,8 @@ def test_gated_pods_and_other_schedulers_pods_wait_until_they_are_ours(
 def test_a_409_on_bind_releases_the_reservation_and_requeues(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
     fake.add_node(objects.node("gpu-b"))
-    fake.add_pod(objects.pod("contended", gpus=8))
+    # A whole-node pod opts out of GPUTopologyAware's one-NUMA-node default for multi-GPU pods.
+    fake.add_pod(objects.pod("contended", gpus=8, annotations=WHOLE_NODE))
 
     def rival_binds_first(namespace: str, name: str) -> None:
         fake.on_binding = None
@@ -170,8 +173,8 @@ def test_watch_resumes_from_its_resource_version_and_relists_after_410(
 
 def test_finished_and_deleted_pods_give_their_gpus_back(fake: SimulatedKubernetes) -> None:
     fake.add_node(objects.node("gpu-a"))
-    fake.add_pod(objects.pod("first", gpus=8))
-    fake.add_pod(objects.pod("second", gpus=8))
+    fake.add_pod(objects.pod("first", gpus=8, annotations=WHOLE_NODE))
+    fake.add_pod(objects.pod("second", gpus=8, annotations=WHOLE_NODE))
     clock = Clock()
     sched = scheduler(fake, clock=clock, now=clock.now)
     sched.run_once()

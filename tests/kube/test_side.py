@@ -267,3 +267,30 @@ def test_a_workload_submitted_through_the_api_becomes_pods_in_the_namespace_and_
     assert not fake.objects("pods", NS) or all(
         p["metadata"].get("deletionTimestamp") for p in fake.objects("pods", NS)
     )
+
+
+def test_a_node_whose_gpus_drop_under_a_pod_is_quarantined_and_told_the_rest_schedules(
+    fake,
+) -> None:
+    """An unhealthy GPU lowers allocatable nvidia.com/gpu under the pod that holds it (issue 17)."""
+    fake.add_node(objects.node("gpu-a"))
+    fake.add_node(objects.node("gpu-b"))
+    sched = cycle(fake)
+    fake.add_pod(pod("whole", gpus=8, annotations={"gpusched.io/topology-policy": "none"}))
+    sched.run_once()
+    held_on = node_of(fake, "whole")
+    assert held_on is not None
+    fake.update_node(held_on, lambda n: n["status"]["allocatable"].update({"nvidia.com/gpu": "7"}))
+    fake.add_pod(pod("next", gpus=1))
+    sched.run_once()
+    sched.run_once()
+    other = "gpu-b" if held_on == "gpu-a" else "gpu-a"
+    assert node_of(fake, "next") == other
+    told = [e for e in fake.events if e["regarding"].get("kind") == "Node"]
+    assert any(e["reason"] == "Quarantined" and e["regarding"]["name"] == held_on for e in told)
+
+    fake.delete_pod(NS, "whole")  # the pod is gone: the node is consistent again
+    sched.run_once()
+    sched.run_once()
+    told = [e for e in fake.events if e["regarding"].get("kind") == "Node"]
+    assert any(e["reason"] == "QuarantineLifted" for e in told)

@@ -40,7 +40,8 @@ def test_node_allocatable_labels_taints_and_annotation_topology() -> None:
 def test_an_annotation_that_disagrees_with_allocatable_is_not_trusted() -> None:
     doc = objects.node("gpu-a", allocatable={"nvidia.com/gpu": "7"})  # one GPU unhealthy
     facts = node_spec(doc)
-    assert len(facts.spec.gpus) == 7 and facts.topology_source == "uniform"
+    assert len(facts.spec.gpus) == 7 and facts.topology_source == "unknown"
+    assert facts.spec.topology is None and facts.topology_unknown == "gpu-count-mismatch"
     assert "lists 8 GPUs, the node has 7" in facts.warnings[0]
 
 
@@ -143,10 +144,13 @@ def test_time_slicing_counts_physical_gpus(allocatable: dict[str, str]) -> None:
     assert gpus[0].model == "Tesla-T4"
 
 
-def test_more_gpus_than_the_core_handles_are_cut_with_a_warning() -> None:
+def test_sixteen_gpus_are_kept_and_more_are_cut_with_a_warning() -> None:
     facts = node_spec(objects.node("hgx", gpus=16))
-    assert len(facts.spec.gpus) == 8
-    assert any("only the first 8" in w for w in facts.warnings)
+    assert len(facts.spec.gpus) == 16 and facts.topology_source == "annotation"
+    assert not facts.warnings
+    facts = node_spec(objects.node("big", gpus=20, topology={}))
+    assert len(facts.spec.gpus) == 16
+    assert any("only the first 16" in w for w in facts.warnings)
 
 
 def test_pod_requests_as_the_kubelet_counts_them() -> None:
@@ -305,3 +309,115 @@ def test_micro_time_always_has_six_digits_and_a_zone() -> None:
     assert rfc3339(datetime(2026, 1, 1, 12, 0, 0, 999, tzinfo=UTC)) == "2026-01-01T12:00:00Z"
     with pytest.raises(ValueError, match="aware"):
         micro_time(datetime(2026, 1, 1))  # noqa: DTZ001
+
+
+# --- the seeds' annotation as written, and what happens when a node changes -----------------------
+
+SEEDS_ANNOTATION = {
+    "nodeName": "gpu-a",
+    "gpuIds": [0, 1, 2, 3, 4, 5, 6, 7],
+    "numaNode": {str(i): i // 4 for i in range(8)},
+    "pcieSwitch": {str(i): i // 2 for i in range(8)},
+    "totalGpus": 8,
+}
+
+
+def test_the_seeds_annotation_with_node_name_is_accepted() -> None:
+    facts = node_spec(objects.node("gpu-a", topology=SEEDS_ANNOTATION))
+    assert facts.topology_source == "annotation" and not facts.warnings
+    assert facts.topology_unknown is None
+    assert facts.spec.topology is not None
+    assert facts.spec.topology.gpu_numa == (0, 0, 0, 0, 1, 1, 1, 1)
+
+
+def test_an_annotation_naming_another_node_is_used_and_noted() -> None:
+    facts = node_spec(objects.node("gpu-b", topology=SEEDS_ANNOTATION))
+    assert facts.topology_source == "annotation"
+    assert facts.warnings == ("node gpu-b: topology annotation names node 'gpu-a'",)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reason"),
+    [
+        (None, "no-source"),
+        ({"gpuIds": [0, 1]}, "invalid-annotation"),
+        ({**SEEDS_ANNOTATION, "numaNode": "0"}, "invalid-annotation"),
+    ],
+)
+def test_a_gpu_node_without_usable_topology_is_unknown_not_guessed(
+    annotation: dict[str, object] | None, reason: str
+) -> None:
+    doc = objects.node("gpu-a")
+    doc["metadata"]["annotations"] = (
+        {} if annotation is None else {"gpu-topology.nvidia.com/info": json.dumps(annotation)}
+    )
+    facts = node_spec(doc)
+    assert facts.spec.topology is None and facts.topology_source == "unknown"
+    assert facts.topology_unknown == reason
+    assert "GPU topology unknown" in facts.warnings[-1]
+    assert len(facts.spec.gpus) == 8
+
+
+def test_a_node_without_gpus_has_no_topology_to_know() -> None:
+    facts = node_spec(objects.node("cpu-only", gpus=0))
+    assert facts.topology_source == "none" and facts.topology_unknown is None
+    assert not facts.warnings
+
+
+def agent_annotation(
+    mig: tuple[int, ...] = (), ids: tuple[int, ...] = tuple(range(8))
+) -> dict[str, object]:
+    """What the topology agent writes: the seeds' keys plus GPU identities."""
+    return {
+        "nodeName": "gpu-a",
+        "gpuIds": list(ids),
+        "numaNode": {str(i): i // 4 for i in ids},
+        "pcieSwitch": {str(i): i // 2 for i in ids},
+        "totalGpus": len(ids),
+        "gpus": {str(i): {"uuid": f"GPU-{i}", "mig": i in mig} for i in ids},
+    }
+
+
+def test_the_agents_gpu_identities_name_the_devices() -> None:
+    gpus = node_spec(objects.node("gpu-a", topology=agent_annotation())).spec.gpus
+    assert [g.uuid for g in gpus] == [f"GPU-{i}" for i in range(8)]
+
+
+def test_mig_devices_sit_on_the_gpus_the_agent_says_are_in_mig_mode() -> None:
+    doc = objects.node(
+        "a100",
+        product="NVIDIA-A100-SXM4-80GB",
+        labels={"nvidia.com/mig.strategy": "mixed"},
+        topology=agent_annotation(mig=(1, 6)),
+        allocatable={"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "14"},
+    )
+    gpus = node_spec(doc).spec.gpus
+    assert [g.index for g in gpus] == list(range(8))
+    assert [g.index for g in gpus if g.sharing is SharingMode.MIG] == [1, 6]
+    assert gpus[6].uuid == "GPU-6" and gpus[6].mig_layout == ("1g.10gb",) * 7
+
+
+def test_translation_follows_a_node_that_loses_gains_or_repartitions_gpus() -> None:
+    doc = objects.node("gpu-a", topology=agent_annotation())
+    assert len(node_spec(doc).spec.gpus) == 8
+    # The device plugin marks a GPU unhealthy: allocatable drops before the agent sees anything.
+    doc["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    lost = node_spec(doc)
+    assert len(lost.spec.gpus) == 7 and lost.topology_unknown == "gpu-count-mismatch"
+    # The agent rewrites the annotation without the GPU that fell off the bus: known again.
+    seven = agent_annotation(ids=(0, 1, 2, 3, 5, 6, 7))
+    doc["metadata"]["annotations"]["gpu-topology.nvidia.com/info"] = json.dumps(seven)
+    again = node_spec(doc)
+    assert again.topology_source == "annotation" and again.spec.topology is not None
+    assert again.spec.topology.gpu_numa == (0, 0, 0, 0, 1, 1, 1)
+    assert [g.uuid for g in again.spec.gpus][3:5] == ["GPU-3", "GPU-5"]
+    # MIG turned on for two GPUs: the layout follows allocatable.
+    doc = objects.node(
+        "gpu-a",
+        labels={"nvidia.com/mig.strategy": "mixed"},
+        topology=agent_annotation(mig=(0, 1)),
+        allocatable={"nvidia.com/gpu": "6", "nvidia.com/mig-3g.40gb": "4"},
+    )
+    gpus = node_spec(doc).spec.gpus
+    assert [g.mig_layout for g in gpus[:2]] == [("3g.40gb", "3g.40gb")] * 2
+    assert {g.sharing for g in gpus[2:]} == {SharingMode.EXCLUSIVE}

@@ -100,7 +100,7 @@ def test_workloads_arrive_run_report_metrics_and_finish() -> None:
     assert all(s[0] != "DCGM_FI_DEV_GPU_UTIL" or "GPU_I_PROFILE" not in s[1] for s in samples)
 
     clock.now += timedelta(hours=3)  # long past every duration (30 min simulated = 30 s wall)
-    simulator.stream = GeneratedArrivals((), seed=0)  # no new arrivals
+    simulator.arrivals.stream = GeneratedArrivals((), seed=0)  # no new arrivals
     finished = simulator.run_once().finished
     assert finished == len(running)
     assert Gpu.objects.filter(used_milli__gt=0).count() == 0

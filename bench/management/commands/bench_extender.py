@@ -103,7 +103,7 @@ def pod_json(pod: PodRequest) -> dict[str, Any]:
         limits["gpusched.io/gpu-milli"] = str(pod.gpu_milli)
     if pod.mig_count:
         limits[f"nvidia.com/mig-{pod.mig_profile}"] = str(pod.mig_count)
-    annotations = {"gpusched.io/topology-policy": pod.topology_policy.value}
+    annotations = {"gpusched.io/topology-policy": pod.topology_policy or "none"}
     if pod.topology_scope is not None:
         annotations["gpusched.io/topology-scope"] = pod.topology_scope.value
     resources: dict[str, Any] = {

@@ -1,26 +1,41 @@
-"""`manage.py bench_worker`: the scheduling worker with the database in the loop.
+"""`manage.py bench_worker`: the scheduling cycle with the database in the loop, on either side.
 
 Builds a throwaway database (Django's test-database machinery, on whatever DATABASE_URL points at:
-SQLite by default, PostgreSQL when set), registers a synthetic cluster, submits pods, then times
+SQLite by default, PostgreSQL when set) and a synthetic cluster, then times
 `SchedulingCycle.run_once()` until every pod is bound or waiting. Prints one JSON object.
+
+- `--side database`: the nodes registered and the pods submitted through the services;
+- `--side kubernetes`: the nodes and the pods (schedulerName gpusched, as users create them) in
+  the simulated Kubernetes API; the timed cycles mirror them into the database and bind each
+  through the Binding API with the official client: pods bound per second against the API server.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from kube.api import KubeApi
+from kube.side import kubernetes_cycle
+from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
 from scheduling.core.scheduler import Framework
+from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, PodRequest
+from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import command_profile
 from sim.cluster import build_nodes, synthetic_pools
+from sim.kubernetes.launch import SimulatedCluster
+from sim.spec import ClusterSpec
 from sim.workload import synthetic_pods
 
 PODS_PER_WORKLOAD = 100
@@ -35,6 +50,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=500)
         parser.add_argument("--profile", default="gpusched")
         parser.add_argument("--topology", default="mixed")
+        parser.add_argument("--side", choices=("database", "kubernetes"), default="database")
 
     def handle(self, *args: Any, **options: Any) -> None:
         creation = connection.creation
@@ -46,10 +62,18 @@ class Command(BaseCommand):
             creation.destroy_test_db(original, verbosity=0)
 
     def _run(self, options: dict[str, Any]) -> dict[str, Any]:
-        for spec in build_nodes(synthetic_pools(options["nodes"], options["topology"])):
+        framework = Framework(command_profile(options["profile"]))
+        pools = synthetic_pools(options["nodes"], options["topology"])
+        pods = list(synthetic_pods(options["pods"], seed=1))
+        if options["side"] == "kubernetes":
+            with kubernetes_cluster(ClusterSpec(pools=tuple(pools)), pods) as api:
+                worker = kubernetes_cycle(
+                    api, framework, None, identity="bench", batch_size=options["batch"]
+                )
+                return {"side": "kubernetes", **self._time(worker, options)}
+        for spec in build_nodes(pools):
             services.node_register(spec=spec)
         tenant = services.tenant_create(name="bench")
-        pods = list(synthetic_pods(options["pods"], seed=1))
         for start in range(0, len(pods), PODS_PER_WORKLOAD):
             chunk = pods[start : start + PODS_PER_WORKLOAD]
             services.workload_submit(
@@ -71,9 +95,10 @@ class Command(BaseCommand):
                     for k, pod in enumerate(chunk)
                 ],
             )
-        worker = database_cycle(
-            Framework(command_profile(options["profile"])), batch_size=options["batch"]
-        )
+        worker = database_cycle(framework, batch_size=options["batch"])
+        return {"side": "database", **self._time(worker, options)}
+
+    def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:
         totals = {"cycles": 0, "snapshot_s": 0.0, "schedule_s": 0.0, "commit_s": 0.0}
         started = time.perf_counter()
         while True:
@@ -81,7 +106,13 @@ class Command(BaseCommand):
             totals["cycles"] += 1
             for key in ("snapshot_s", "schedule_s", "commit_s"):
                 totals[key] += getattr(report, key)
-            if not report.attempted and not report.admitted:
+            if not report.synced:
+                continue  # informers still listing
+            if (
+                not report.attempted
+                and not report.admitted
+                and not any(report.side_counts.values())
+            ):
                 break
             if not report.more and not Pod.objects.filter(phase="Pending", last_reason="").exists():
                 break
@@ -97,3 +128,38 @@ class Command(BaseCommand):
             "pods_per_s": round(bound / seconds, 1),
             **{k: round(v, 3) if isinstance(v, float) else v for k, v in totals.items()},
         }
+
+
+@contextmanager
+def kubernetes_cluster(spec: ClusterSpec, pods: list[PodRequest]) -> Iterator[KubeApi]:
+    """The simulated Kubernetes with the spec's nodes and the pods pending for gpusched (written
+    straight into its store: what users created before the timing starts)."""
+    cluster = SimulatedCluster.from_spec(spec, clock=lambda: datetime.now(UTC), watch_linger_s=0.0)
+    cluster.kube.add_namespace("bench")
+    for k, pod in enumerate(pods):
+        cluster.kube.put("pods", pod_object(f"bench-{k:06d}", pod))
+    cluster.start()
+    try:
+        yield KubeApi(cluster.kube.api_client(), reporting_instance="bench")
+    finally:
+        cluster.close()
+
+
+def pod_object(name: str, pod: PodRequest) -> dict[str, Any]:
+    limits = {}
+    if pod.gpus:
+        limits[GPU_RESOURCE] = str(pod.gpus)
+    if pod.gpu_milli:
+        limits[GPU_MILLI_RESOURCE] = str(pod.gpu_milli)
+    annotations = {ANNOTATION_POLICY: pod.topology_policy.value} if pod.topology_policy else {}
+    if pod.topology_scope is not None:
+        annotations[ANNOTATION_SCOPE] = pod.topology_scope.value
+    requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi", **limits}
+    return {
+        "metadata": {"name": name, "namespace": "bench", "annotations": annotations},
+        "spec": {
+            "schedulerName": "gpusched",
+            "containers": [{"name": "main", "resources": {"requests": requests, "limits": limits}}],
+        },
+        "status": {"phase": "Pending"},
+    }

@@ -28,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.test.utils import setup_databases, teardown_databases
 
-from bench.experiments import fairshare, overrequest
+from bench.experiments import fairshare, overrequest, worlds
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
@@ -73,6 +73,13 @@ class Command(BaseCommand):
         parser.add_argument("--policies", default="", help="comma-separated (default: all)")
         parser.add_argument("--profile", default="topology", help="scheduler profile")
         parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+        parser.add_argument(
+            "--side",
+            choices=worlds.SIDES,
+            default="database",
+            help="the cluster side the scheduling cycle runs against: the embedded simulator, "
+            "or the simulated Kubernetes through the official client",
+        )
         over = parser.add_argument_group("overrequest")
         over.add_argument("--spec", default="overrequest", help="cluster spec (name or YAML)")
         over.add_argument("--hours", type=float, default=8.0, help="simulated hours")
@@ -109,6 +116,7 @@ class Command(BaseCommand):
                     hours=options["hours"],
                     warmup_hours=options["warmup_hours"],
                     step_s=options["step"],
+                    side=options["side"],
                     progress=None if options["json"] else self._progress,
                 )
                 call_command("flush", interactive=False, verbosity=0)
@@ -116,6 +124,7 @@ class Command(BaseCommand):
                     sys.stderr.write("\n")
         doc: dict[str, Any] = {
             "experiment": "overrequest",
+            "side": options["side"],
             "spec": options["spec"],
             "hours": options["hours"],
             "warmup_hours": options["warmup_hours"],

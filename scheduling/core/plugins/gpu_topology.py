@@ -2,9 +2,15 @@
 
 Filter enforces `restricted` / `single-numa-node` (the GPU set within the asked scope; with a NUMA-
 level scope, the pod's CPU on that NUMA node too). Score ranks nodes by the closest set they can
-still offer. Reserve picks the GPU ids by best fit (see gpu_sets): the seeds' plugin took the NUMA
-node with the *most* free GPUs, which is worst fit and breaks up the blocks that later 4- and 8-GPU
-pods need.
+still offer; a node whose topology is unknown (scheduled on a uniform guess) ranks as if its GPUs
+were only on one node, below every node whose facts show a closer set. Reserve picks the GPU ids by
+best fit (see gpu_sets): the seeds' plugin took the NUMA node with the *most* free GPUs, which is
+worst fit and breaks up the blocks that later 4- and 8-GPU pods need.
+
+Under the seeds' name (GPUTopologyAware) the seeds' Filter holds: a multi-GPU pod that names no
+topology policy gets all its GPUs from one NUMA node (its CPU may come from anywhere, as the seeds'
+plugin did not place CPU); a pod that names a policy gets that policy. Nodes without topology facts
+pass: their uniform guess is one NUMA node, which is the seeds' "degrade to default scheduling".
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import (
@@ -24,17 +31,19 @@ from scheduling.core.framework import (
     NodeVerdicts,
     VerdictBuilder,
 )
-from scheduling.core.gpu_sets import NO_REQUIREMENT, Requirement
+from scheduling.core.gpu_sets import NO_REQUIREMENT, RANK_NODE, Requirement
 from scheduling.core.plugin_args import ArgReader
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
-from scheduling.core.types import PodRequest, TopologyScope
+from scheduling.core.types import PodRequest, TopologyPolicy, TopologyScope
 
 NAME = "GPUTopology"
 SEEDS_NAME = "GPUTopologyAware"  # what the seeds' profile calls this plugin
 DEFAULT_ANNOTATION = "gpu-topology.nvidia.com/info"
-_STATE_KEY = "PreFilter" + NAME
 _NUMA_BOUND_SCOPES = (TopologyScope.NUMA, TopologyScope.PCIE)
+# Distinct per-NUMA count reasons a Filter call writes before it falls back to a general one (the
+# verdict codes are one byte).
+_MAX_SPREAD_REASONS = 32
 # Nodes that cannot offer the best rank any candidate offers score at most this, so with the
 # profile's weight a closer GPU set outweighs every other plugin's preference.
 _LOWER_RANK_CEILING = 20.0
@@ -43,39 +52,58 @@ _LOWER_RANK_CEILING = 20.0
 @dataclass(frozen=True, slots=True)
 class _PodTopology:
     requirement: Requirement
+    policy: TopologyPolicy
+    defaulted: bool  # the policy is the plugin's default, the pod named none
     cpu_on_gpu_numa: bool  # the pod's CPU must come from the NUMA node of its GPUs
 
-    def describe(self, pod: PodRequest) -> str:
-        return f"topology policy {pod.topology_policy} (scope {self.requirement.scope})"
+    @property
+    def one_numa_node(self) -> bool:
+        return self.requirement.same_numa or self.requirement.scope in _NUMA_BOUND_SCOPES
+
+    def describe(self) -> str:
+        default = ", the default for multi-GPU pods" if self.defaulted else ""
+        return f"topology policy {self.policy}, scope {self.requirement.scope}{default}"
 
 
 class GPUTopology:
-    def __init__(self, name: str, annotation: str, prefer_same_numa: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        annotation: str,
+        prefer_same_numa: bool,
+        multi_gpu_policy: TopologyPolicy = TopologyPolicy.NONE,
+    ) -> None:
         self.name = name
         self.annotation = annotation  # where the Kubernetes adapter reads a node's topology from
         self.prefer_same_numa = prefer_same_numa
+        self.multi_gpu_policy = multi_gpu_policy  # for multi-GPU pods that name no policy
+        self._state_key = "PreFilter" + name
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> Status:
         if pod.gpus == 0:
             state.skipped.add(self.name)
             return Status.of(Code.SKIP, plugin=self.name)
-        _wanted(state, pod)
+        self._wanted(state, pod)
         return Status.success(self.name)
 
     def filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> NodeVerdicts:
-        wanted = _wanted(state, pod)
+        wanted = self._wanted(state, pod)
         if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
             return NodeVerdicts.all_pass(len(snapshot))
         verdicts = VerdictBuilder(len(snapshot))
-        never = snapshot.best_set_rank(snapshot.whole_gpu_mask, pod.gpus, wanted.requirement) == 0
-        verdicts.fail(
-            never, f"node(s) have no GPU set for {wanted.describe(pod)}", unresolvable=True
-        )
+        for masks, unresolvable, what in (
+            (snapshot.whole_gpu_mask, True, "GPUs"),
+            (snapshot.full_free_mask, False, "free GPUs"),
+        ):
+            failing = snapshot.best_set_rank(masks, pod.gpus, wanted.requirement) == 0
+            if wanted.one_numa_node:
+                _fail_by_numa_counts(verdicts, failing, masks, snapshot, pod.gpus, what, wanted)
+            verdicts.fail(
+                failing,
+                f"{what} do not form a set for {wanted.describe()}",
+                unresolvable=unresolvable,
+            )
         free = snapshot.full_free_mask
-        verdicts.fail(
-            snapshot.best_set_rank(free, pod.gpus, wanted.requirement) == 0,
-            f"free GPUs do not form a set for {wanted.describe(pod)}",
-        )
         if wanted.cpu_on_gpu_numa:
             aligned = np.zeros(len(snapshot), dtype=np.bool_)
             for numa in range(snapshot.max_numa):
@@ -98,10 +126,13 @@ class GPUTopology:
     ) -> FloatArray:
         if pod.gpus < 2:
             return np.full(len(candidates), MAX_NODE_SCORE)
-        wanted = _wanted(state, pod)
+        wanted = self._wanted(state, pod)
         ranks = snapshot.best_set_rank(
             snapshot.full_free_mask, pod.gpus, wanted.requirement, candidates
         )
+        if snapshot.any_topology_guessed:
+            guessed = ~snapshot.topology_known[candidates]
+            ranks[guessed] = np.minimum(ranks[guessed], RANK_NODE)
         scores: FloatArray = ranks.astype(np.float64)
         return scores
 
@@ -119,7 +150,7 @@ class GPUTopology:
     ) -> Status:
         if pod.gpus == 0 or draft.gpu_indices is not None:
             return Status.success(self.name)
-        wanted = _wanted(state, pod)
+        wanted = self._wanted(state, pod)
         i = draft.node
         free = int(snapshot.full_free_mask[i])
         if wanted.cpu_on_gpu_numa:
@@ -134,7 +165,7 @@ class GPUTopology:
         )
         if gpus is None:
             return Status.of(
-                Code.UNSCHEDULABLE, f"no GPU set left for {wanted.describe(pod)}", plugin=self.name
+                Code.UNSCHEDULABLE, f"no GPU set left for {wanted.describe()}", plugin=self.name
             )
         draft.gpu_indices = gpus
         draft.milli_per_gpu = 1000
@@ -142,17 +173,59 @@ class GPUTopology:
             draft.scope = chooser.scope_of(gpus)
         return Status.success(self.name)
 
+    def _wanted(self, state: CycleState, pod: PodRequest) -> _PodTopology:
+        """The pod's topology needs, computed once per cycle by whichever phase runs first (a
+        profile may enable this plugin at Filter without PreFilter, as the seeds' profile does)."""
+        wanted = state.get(self._state_key, _PodTopology)
+        if wanted is None:
+            default = self.multi_gpu_policy if pod.gpus > 1 else TopologyPolicy.NONE
+            policy = pod.topology_policy or default
+            requirement = Requirement.of(pod, default_policy=default)
+            defaulted = pod.topology_policy is None and policy is not TopologyPolicy.NONE
+            # The kubelet's single-numa-node aligns CPU too; the seeds' default placed GPUs only.
+            aligned = not defaulted and (
+                requirement.same_numa or requirement.scope in _NUMA_BOUND_SCOPES
+            )
+            wanted = _PodTopology(requirement, policy, defaulted, aligned)
+            state.write(self._state_key, wanted)
+        return wanted
 
-def _wanted(state: CycleState, pod: PodRequest) -> _PodTopology:
-    """The pod's topology needs, computed once per cycle by whichever phase runs first (a profile
-    may enable this plugin at Filter without PreFilter, as the seeds' profile does)."""
-    wanted = state.get(_STATE_KEY, _PodTopology)
-    if wanted is None:
-        requirement = Requirement.of(pod)
-        aligned = requirement.same_numa or requirement.scope in _NUMA_BOUND_SCOPES
-        wanted = _PodTopology(requirement, aligned)
-        state.write(_STATE_KEY, wanted)
-    return wanted
+
+def _fail_by_numa_counts(
+    verdicts: VerdictBuilder,
+    failing: npt.NDArray[np.bool_],
+    masks: IntArray,
+    snapshot: ClusterSnapshot,
+    k: int,
+    what: str,
+    wanted: _PodTopology,
+) -> None:
+    """Name the per-NUMA-node counts where no NUMA node holds k of the GPUs (e.g. free GPUs 2+2
+    for a 4-GPU pod), one reason per distinct count pattern."""
+    rows = np.flatnonzero(failing)
+    counts = np.bitwise_count(masks[rows, None] & snapshot.numa_gpu_mask[rows]).astype(np.int64)
+    spread = (counts.max(axis=1, initial=0) < k) & (counts.sum(axis=1) >= k)
+    rows, counts = rows[spread], counts[spread]
+    if not len(rows):
+        return
+    # Per node: its counts on the NUMA nodes that hold GPUs (-1 on the others), grouped by one
+    # packed key per node (5 bits per NUMA node; counts are at most 16).
+    shown = np.where(snapshot.numa_gpu_mask[rows] != 0, counts, -1)
+    if shown.shape[1] * 5 < 63:
+        keys = ((shown + 1) << (5 * np.arange(shown.shape[1], dtype=np.int64))).sum(axis=1)
+        _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+        patterns = shown[first]
+    else:
+        patterns, which = np.unique(shown, axis=0, return_inverse=True)
+    for p, pattern in enumerate(patterns[:_MAX_SPREAD_REASONS].tolist()):
+        where = np.zeros(len(snapshot), dtype=np.bool_)
+        where[rows[which.reshape(-1) == p]] = True
+        shape = "+".join(str(n) for n in pattern if n >= 0)
+        verdicts.fail(
+            where,
+            f"{what} per NUMA node {shape}: {k} needed on one NUMA node ({wanted.describe()})",
+            unresolvable=what == "GPUs",
+        )
 
 
 def new(args: Mapping[str, Any] | None, *, name: str = NAME) -> GPUTopology:
@@ -160,4 +233,6 @@ def new(args: Mapping[str, Any] | None, *, name: str = NAME) -> GPUTopology:
     annotation = reader.get("topologyAnnotation", str, DEFAULT_ANNOTATION)
     prefer_same_numa = reader.get("preferSameNUMA", bool, True)
     reader.done()
-    return GPUTopology(name, annotation, prefer_same_numa)
+    seeds = name == SEEDS_NAME
+    policy = TopologyPolicy.SINGLE_NUMA_NODE if seeds else TopologyPolicy.NONE
+    return GPUTopology(name, annotation, prefer_same_numa, multi_gpu_policy=policy)

@@ -1,6 +1,11 @@
 """`manage.py demo`: the whole system on one machine — web (HTTP + websockets), the scheduler, the
 simulated cluster and, when available, the telemetry ingester — as child processes sharing one
-database. Prints the URL and the admin login; Ctrl-C (or SIGTERM) stops them all."""
+database. Prints the URL and the admin login; Ctrl-C (or SIGTERM) stops them all.
+
+`--kubernetes` runs the same demo through the Kubernetes side: the simulated Kubernetes
+(`fakekube`: API server, kubelets, dcgm-exporter) instead of the embedded simulator, `runkube` as
+the scheduler, and the spec's workloads submitted as they arrive (`simulate --arrivals-only`),
+made into pods by the scheduler's Kubernetes side."""
 
 from __future__ import annotations
 
@@ -11,12 +16,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from subprocess import Popen
 from types import FrameType
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.management.commands.applyqueues import queue_file
 from scheduling.selectors import SIM_SPEED_ENV
@@ -42,6 +48,14 @@ class Command(BaseCommand):
         )
         parser.add_argument("--profile", default="gpusched", help="scheduler profile")
         parser.add_argument(
+            "--kubernetes",
+            action="store_true",
+            help="through the simulated Kubernetes API and runkube instead of the database side",
+        )
+        parser.add_argument(
+            "--kube-port", type=int, default=6443, help="the simulated Kubernetes API's port"
+        )
+        parser.add_argument(
             "--queues",
             default="",
             help="queue YAML applied first (default: the cluster's shipped one, e.g. "
@@ -58,41 +72,25 @@ class Command(BaseCommand):
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"
-        roles = {
-            "web": [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                options["host"],
-                "-p",
-                str(options["port"]),
-                "gpusched.asgi:application",
-            ],
-            "scheduler": [*manage, "runscheduler", "--loop", "--profile", options["profile"]],
-            "simulator": [
-                *manage,
-                "simulate",
-                "--loop",
-                "--cluster",
-                options["cluster"],
-                "--speed",
-                str(options["speed"]),
-                "--metrics-port",
-                str(options["metrics_port"]),
-            ],
-        }
+        web = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            options["host"],
+            "-p",
+            str(options["port"]),
+            "gpusched.asgi:application",
+        ]
+        cluster = self._kubernetes if options["kubernetes"] else self._database
+        children = {"web": subprocess.Popen(web, cwd=ROOT)}
+        children.update(cluster(manage, options))
         if "ingesttelemetry" in get_commands():
-            roles["telemetry"] = [
-                *manage,
-                "ingesttelemetry",
-                "--loop",
-                "--source",
-                "scrape",
-                "--targets",
-                metrics_url,
-            ]
-        children = {name: subprocess.Popen(argv, cwd=ROOT) for name, argv in roles.items()}
+            telemetry = [*manage, "ingesttelemetry", "--loop", "--source", "scrape"]
+            children["telemetry"] = subprocess.Popen(
+                [*telemetry, "--targets", metrics_url], cwd=ROOT
+            )
+
         self.stdout.write(
             f"\ngpusched demo: http://{options['host']}:{options['port']}/  "
             f"(login {ADMIN_USER} / {password})\n"
@@ -120,6 +118,49 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     child.kill()
             self.stdout.write("gpusched demo stopped")
+
+    def _database(self, manage: list[str], options: dict[str, Any]) -> dict[str, Popen]:
+        """The database side: the embedded simulator and `runscheduler`."""
+        simulate = [*manage, "simulate", "--loop", "--cluster", options["cluster"]]
+        simulate += [
+            "--speed",
+            str(options["speed"]),
+            "--metrics-port",
+            str(options["metrics_port"]),
+        ]
+        return {
+            "scheduler": subprocess.Popen(
+                [*manage, "runscheduler", "--loop", "--profile", options["profile"]], cwd=ROOT
+            ),
+            "simulator": subprocess.Popen(simulate, cwd=ROOT),
+        }
+
+    def _kubernetes(self, manage: list[str], options: dict[str, Any]) -> dict[str, Popen]:
+        """The Kubernetes side: the simulated Kubernetes first (the others need its
+        kubeconfig), then the arrivals and `runkube`."""
+        kubeconfig = ROOT / "var" / "demo-kubeconfig.yaml"
+        kubeconfig.unlink(missing_ok=True)
+        fakekube = [*manage, "fakekube", "--cluster", options["cluster"]]
+        fakekube += ["--port", str(options["kube_port"]), "--speed", str(options["speed"])]
+        fakekube += [
+            "--metrics-port",
+            str(options["metrics_port"]),
+            "--kubeconfig",
+            str(kubeconfig),
+        ]
+        children = {"kubernetes": subprocess.Popen(fakekube, cwd=ROOT)}
+        deadline = time.monotonic() + 60
+        while not kubeconfig.is_file():
+            if children["kubernetes"].poll() is not None or time.monotonic() > deadline:
+                raise CommandError("the simulated Kubernetes did not start (fakekube)")
+            time.sleep(0.2)
+        arrivals = [*manage, "simulate", "--loop", "--arrivals-only"]
+        arrivals += ["--cluster", options["cluster"], "--speed", str(options["speed"])]
+        runkube = [*manage, "runkube", "--loop", "--no-leader-elect"]
+        runkube += ["--kubeconfig", str(kubeconfig), "--profile", options["profile"]]
+        children["arrivals"] = subprocess.Popen(arrivals, cwd=ROOT)
+        children["scheduler"] = subprocess.Popen(runkube, cwd=ROOT)
+        return children
 
     def _ensure_admin(self) -> str:
         """The admin account: password from GPUSCHED_ADMIN_PASSWORD, else a new one per start."""

@@ -1,7 +1,8 @@
 """`manage.py simulate --cluster SPEC`: the embedded simulated cluster.
 
 Registers the spec's nodes, then submits, starts and finishes workloads on a simulated clock, and
-serves what dcgm-exporter would report for its GPUs on http://HOST:PORT/metrics.
+serves what dcgm-exporter would report for its GPUs on http://HOST:PORT/metrics. With
+--arrivals-only it only submits the workloads (the simulated Kubernetes runs them).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import close_old_connections
+from django.utils import timezone
 
 from gpusched.loop import LoopCommand
 from sim.metrics_server import serve_exposition
-from sim.simulator import Simulator
-from sim.spec import SpecError, load_spec
+from sim.simulator import Arrivals, Simulator
+from sim.spec import ClusterSpec, SpecError, load_spec
 from telemetry.exposition import render_exposition
 
 
@@ -33,6 +35,12 @@ class Command(LoopCommand):
         parser.add_argument("--metrics-host", default="127.0.0.1")
         parser.add_argument("--metrics-port", type=int, default=9400, help="0: no /metrics")
         parser.add_argument("--json", action="store_true", help="one JSON line per busy step")
+        parser.add_argument(
+            "--arrivals-only",
+            action="store_true",
+            help="only submit the spec's workloads as they arrive (another cluster runs them: "
+            "the simulated Kubernetes of `fakekube`, with `runkube`)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.interval = options["interval"]
@@ -40,6 +48,9 @@ class Command(LoopCommand):
             spec = load_spec(options["cluster"])
         except SpecError as exc:
             raise CommandError(str(exc)) from exc
+        if options["arrivals_only"]:
+            self._arrivals(spec, options)
+            return
         simulator = Simulator(spec, speed=options["speed"])
         nodes = simulator.setup()
         server = None
@@ -60,6 +71,17 @@ class Command(LoopCommand):
             if server is not None:
                 server.shutdown()
                 server.server_close()
+
+    def _arrivals(self, spec: ClusterSpec, options: dict[str, Any]) -> None:
+        arrivals = Arrivals(spec, started_at=timezone.now(), speed=options["speed"])
+
+        def step() -> float | None:
+            submitted = arrivals.submit_due(timezone.now())
+            if options["json"] and submitted:
+                self.stdout.write(json.dumps({"submitted": submitted}))
+            return None
+
+        self.run_loop(step, loop=options["loop"])
 
 
 def serve_simulator(simulator: Simulator, host: str, port: int) -> ThreadingHTTPServer:

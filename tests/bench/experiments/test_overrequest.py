@@ -101,6 +101,39 @@ def test_the_command_prints_the_issue_fields_and_draws_the_plot(tmp_path: Path) 
     assert plot.stat().st_size > 10_000
 
 
+@pytest.mark.django_db(transaction=True)
+def test_through_the_kubernetes_side_the_same_measures_come_out(tmp_path: Path) -> None:
+    """The same experiment with the scheduling cycle's Kubernetes side against the simulated
+    Kubernetes (real client, kubelets, dcgm-exporter): the same keys, and reclaim lends there
+    too."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps(SPEC))
+    docs = {}
+    for side in ("database", "kubernetes"):
+        out = StringIO()
+        call_command(
+            "experiment",
+            "overrequest",
+            "--spec",
+            str(spec),
+            "--hours",
+            "1.0",
+            "--warmup-hours",
+            "0.25",
+            "--side",
+            side,
+            "--json",
+            stdout=out,
+        )
+        docs[side] = json.loads(out.getvalue())
+    assert docs["kubernetes"]["side"] == "kubernetes"
+    assert set(docs["kubernetes"]) == set(docs["database"])
+    assert set(docs["kubernetes"]["gpusched"]) == set(docs["database"]["gpusched"])
+    ours = docs["kubernetes"]["gpusched"]
+    assert ours["online_evictions"] == 0 and ours["online_slowed"] == 0
+    assert ours["finished_by_tenant"].get("sweeps", 0) > 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -1,8 +1,6 @@
-import json
-
 import pytest
 
-from scheduling.core.topology import TopologyError, parse_nvidia_smi_topo, parse_topology_annotation
+from scheduling.core.topology import TopologyError, parse_nvidia_smi_topo
 from tests.builders import TOPOLOGY_DIR, TOPOLOGY_NAMES, topology
 
 # name: (NUMA node of each GPU, PCIe switch of each GPU, link GPU0-GPU1, link GPU0-GPU7)
@@ -60,31 +58,3 @@ def test_unknown_link_label_is_named() -> None:
     text = (TOPOLOGY_DIR / "t4-2gpu.topo").read_text().replace("PHB", "QQQ")
     with pytest.raises(TopologyError, match="'QQQ'"):
         parse_nvidia_smi_topo(text)
-
-
-def test_seeds_annotation_gives_numa_and_switch_and_derived_links() -> None:
-    doc = {
-        "gpuIds": [0, 1, 2, 3],
-        "numaNode": {"0": 0, "1": 0, "2": 1, "3": 1},
-        "pcieSwitch": {"0": 0, "1": 0, "2": 1, "3": 2},
-        "totalGpus": 4,
-    }
-    topo = parse_topology_annotation(json.dumps(doc))
-    assert topo.gpu_numa == (0, 0, 1, 1)
-    assert topo.gpu_switch == (0, 0, 1, 2)
-    assert (topo.links[0][1], topo.links[2][3], topo.links[0][2]) == ("PIX", "NODE", "SYS")
-
-
-@pytest.mark.parametrize(
-    ("doc", "message"),
-    [
-        ("{", "not JSON"),
-        ('{"gpuIds": [0], "numaNodes": {}}', "'numaNodes'"),
-        ('{"gpuIds": [0, 1], "totalGpus": 3}', "totalGpus is 3"),
-        ('{"gpuIds": [0], "numaNode": {"0": "a"}}', r"numaNode\[0\]"),
-        ('{"gpuIds": "0"}', "gpuIds"),
-    ],
-)
-def test_bad_annotation_is_rejected_naming_the_key(doc: str, message: str) -> None:
-    with pytest.raises(TopologyError, match=message):
-        parse_topology_annotation(doc)

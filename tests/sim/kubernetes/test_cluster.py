@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from kube.translate import node_spec
-from scheduling.core.topology import parse_topology_annotation
+from scheduling.core.topology_info import parse_topology_info
 from sim.cluster import load_topology
 from sim.kubernetes.cluster import TOPOLOGY_ANNOTATION, build, topology_annotation
 from sim.kubernetes.launch import SimulatedCluster
@@ -54,9 +54,8 @@ def test_the_demo_nodes_as_the_api_serves_them(demo: SimulatedCluster) -> None:
 @pytest.mark.parametrize("topology", ["dgx-h100", "dgx-a100", "pcie-8gpu-2socket", "t4-2gpu"])
 def test_the_topology_annotation_reads_back_as_the_servers_topology(topology: str) -> None:
     real = load_topology(topology)
-    parsed = parse_topology_annotation(topology_annotation(real))
-    assert parsed.gpu_numa == real.gpu_numa
-    assert parsed.gpu_switch == real.gpu_switch
+    parsed = parse_topology_info(topology_annotation(real, "node-0"))
+    assert parsed.topology == real and parsed.node_name == "node-0"
 
 
 def test_gpuscheds_translation_reads_the_built_nodes(demo: SimulatedCluster) -> None:

@@ -1,0 +1,148 @@
+"""The two worlds an experiment can run the one scheduling cycle in, on one simulated clock:
+
+- `DatabaseWorld`: the embedded simulator (sim/simulator.py) starts, runs and finishes pods in
+  the database; the scheduler is `runscheduler`'s cycle;
+- `KubernetesWorld`: the simulated Kubernetes (sim/kubernetes) with its kubelets and
+  dcgm-exporter, reached through the official client; the scheduler is `runkube`'s cycle, and
+  workloads submitted through the services become real pods (kube/materialize.py).
+
+Both submit the same arrivals through the services (as tenants would through the REST API), and
+both give the telemetry worker a dcgm-exporter text to parse, so everything between the
+arrivals and the measures is the product's own code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from kube.api import KubeApi
+from kube.side import kubernetes_cycle
+from scheduling.core.scheduler import Framework
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
+from scheduling.models import Pod
+from sim.kubernetes.launch import SimulatedCluster
+from sim.simulator import Arrivals, Simulator
+from sim.spec import ClusterSpec
+from telemetry.dcgm import gpu_samples_from_groups
+from telemetry.exposition import render_exposition
+from telemetry.parsing import parse_grouped
+from telemetry.sources import Fetched
+
+SIDES = ("database", "kubernetes")
+
+
+class SimClock:
+    """One simulated clock for the cluster, the telemetry worker and the scheduler."""
+
+    def __init__(self, start: datetime) -> None:
+        self.start = self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def monotonic(self) -> float:
+        return (self.now - self.start).total_seconds()
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class World(Protocol):
+    def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle: ...
+
+    def step(self) -> None:
+        """Arrivals up to now, and the cluster one step on (pods start, run, finish)."""
+        ...
+
+    def exposition(self) -> str:
+        """What dcgm-exporter reports now."""
+        ...
+
+    def slowed(self) -> set[str]:
+        """The pods ("namespace/name") that lost time on an over-subscribed GPU so far."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DatabaseWorld:
+    def __init__(self, spec: ClusterSpec, clock: SimClock) -> None:
+        self.simulator = Simulator(spec, speed=1.0, clock=clock)
+        self.simulator.setup()
+
+    def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
+        return database_cycle(framework, **options)
+
+    def step(self) -> None:
+        self.simulator.run_once()
+
+    def exposition(self) -> str:
+        return render_exposition(self.simulator.dcgm_states())
+
+    def slowed(self) -> set[str]:
+        return {
+            f"{namespace}/{name}"
+            for namespace, name, doc in Pod.objects.values_list(
+                "workload__tenant__namespace", "name", "simulation"
+            )
+            if float((doc or {}).get("lost_s", 0.0)) > 0
+        }
+
+    def close(self) -> None:
+        pass
+
+
+class KubernetesWorld:
+    def __init__(self, spec: ClusterSpec, clock: SimClock) -> None:
+        self.clock = clock
+        # Watches end as soon as they have sent what is there: one informer round per cycle.
+        self.cluster = SimulatedCluster.from_spec(spec, clock=clock, watch_linger_s=0.0).start()
+        self.arrivals = Arrivals(spec, started_at=clock.now)
+        self._slowed: set[str] = set()
+
+    def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
+        options.pop("lease_duration_s", None)  # one replica: no Lease
+        api = KubeApi(self.cluster.kube.api_client(), reporting_instance="gpusched-experiment")
+        return kubernetes_cycle(
+            api, framework, None, identity="gpusched-experiment", watch_timeout_s=5, **options
+        )
+
+    def step(self) -> None:
+        self.arrivals.submit_due(self.clock.now)
+        self.cluster.run_once()
+        self._slowed |= {run.key for run in self.cluster.kubelets.running() if run.lost_s > 0}
+
+    def exposition(self) -> str:
+        return self.cluster.exporter.render()
+
+    def slowed(self) -> set[str]:
+        return set(self._slowed)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+def world(side: str, spec: ClusterSpec, clock: SimClock) -> World:
+    if side == "kubernetes":
+        return KubernetesWorld(spec, clock)
+    return DatabaseWorld(spec, clock)
+
+
+class ExpositionSource:
+    """The telemetry source that scrapes a world in-process: its dcgm-exporter text, parsed
+    exactly as a scrape of it would be."""
+
+    name = "simulator"
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def fetch(self) -> Fetched:
+        groups, stats = parse_grouped(self.world.exposition())
+        gpus, mapping = gpu_samples_from_groups(groups)
+        fetched = Fetched(gpus=gpus)
+        fetched.parse.merge(stats)
+        fetched.mapping.merge(mapping)
+        return fetched
