@@ -1,9 +1,15 @@
 """One error shape for the whole API: `{"message": str, "extra": {...}}` (HackSoft styleguide).
 
-Invalid input is a 400 whose `extra.fields` maps each offending field, as a path into the request
-(`podSets[0].template.resources.requests.nvidia.com/gpu`), to its messages. Services raise
-`ApplicationError` subclasses; DRF's own exceptions (authentication, permission, throttling,
-parse errors, 404) are reshaped here, keeping their status codes and headers.
+Bad input gets `extra.fields`, mapping each offending field, as a path into the request
+(`podSets[0].template.resources.requests.nvidia.com/gpu`), to its messages, with one of two codes:
+
+- 400: the request breaks the OpenAPI schema (a wrong type, an unknown key, a name or map over
+  its size limit, a quantity not in Kubernetes' grammar); the schema says exactly what passes;
+- 422 (`InvalidInput`): the request is well formed but refused for what it names or asks (an
+  unknown queue, more GPUs than any node has, a quantity beyond any cluster, minCount > count).
+
+Services raise `ApplicationError` subclasses; DRF's own exceptions (authentication, permission,
+throttling, parse errors, 404) are reshaped here, keeping their status codes and headers.
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ class ApplicationError(Exception):
 
 
 class InvalidInput(ApplicationError):
-    """400 with field-level messages: `fields` maps a path into the request to its messages."""
+    """422 with field-level messages: `fields` maps a path into the request to its messages."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
 
     def __init__(self, fields: Mapping[str, list[str]], message: str | None = None) -> None:
         super().__init__(

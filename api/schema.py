@@ -1,11 +1,15 @@
 """OpenAPI naming for HackSoft-style APIs: `WorkloadCreateApi.InputSerializer` becomes the
-component `WorkloadCreateInput` (instead of dozens of clashing `Input`/`Output` components)."""
+component `WorkloadCreateInput` (instead of dozens of clashing `Input`/`Output` components); and
+request bodies read by a StrictSerializer are closed objects (`additionalProperties: false`), as
+the server refuses unknown keys."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from drf_spectacular import openapi
+
+from api.fields import StrictSerializer
 
 
 class AutoSchema(openapi.AutoSchema):
@@ -25,3 +29,9 @@ class AutoSchema(openapi.AutoSchema):
         if parts and parts[0] == "admin":
             return ["admin"]
         return [parts[0]] if parts else ["api"]
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
+            schema["additionalProperties"] = False
+        return schema

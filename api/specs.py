@@ -24,6 +24,7 @@ from scheduling.pod_template import PodTemplate
 from scheduling.services import PodSetSpec
 
 _TOKEN = re.compile(r"[-_ ]+")
+MAX_PODS_PER_WORKLOAD = 5000
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ def pod_sets(
     specs: list[PodSetSpec] = []
     stored: list[dict[str, Any]] = []
     seen: set[str] = set()
+    total = sum(int(raw["count"]) for raw in raw_pod_sets)
+    if total > MAX_PODS_PER_WORKLOAD:
+        errors["podSets"].append(f"{total} pods in one workload; at most {MAX_PODS_PER_WORKLOAD}")
     for i, raw in enumerate(raw_pod_sets):
         path = f"podSets[{i}]"
         name = str(raw["name"])

@@ -4,7 +4,8 @@ A socket is accepted only for a signed-in staff user (the dashboard is for platf
 through AllowedHostsOriginValidator in gpusched/asgi.py, only from the site's own origin. On
 connect it joins its view's group in this process, then asks the tailer for what it missed since
 `?since=<event id>&epoch=<epoch>` (or a snapshot). After that it forwards the tailer's deltas as
-they come, each serialized once for every socket, skipping what the first message already covered;
+they come, each serialized once for every socket (in frames of bounded size, dashboard/frames.py),
+skipping what the first message already covered;
 a gap (a dropped message) or a rebuilt view makes it send a fresh snapshot instead.
 
 Async on purpose: a delta fans out to hundreds of sockets per process, and the consumer never
@@ -17,6 +18,7 @@ import logging
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
+import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard.live import view_for
@@ -27,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 # Close codes (4000-4999 are the application's): the browser reconnects on the others.
 CLOSE_SIGNED_OUT = 4401
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": the channel layer is away
+LAYER_ATTEMPTS = 3
+LAYER_ERRORS = (OSError, redis.RedisError)
 
 
 def user_group(user_id: int) -> str:
@@ -60,8 +65,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
         self.tailer = Tailer.for_running_loop()
         self.group = self.tailer.group_for(key)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        try:
+            await self._layer("group_add", self.group)
+            await self._layer("group_add", user_group(user.pk))
+        except LAYER_ERRORS as exc:  # the channel layer's Redis is away: come back later
+            logger.warning("dashboard socket: channel layer unavailable: %s", exc)
+            await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN)
+            self.tailer = None
+            return
         await self.accept()
         websocket_clients.labels(view=self.view).inc()
         self.counted = True
@@ -72,16 +84,31 @@ class LiveConsumer(AsyncWebsocketConsumer):
     def view_key(self, kwargs: dict[str, Any]) -> str:
         return self.view
 
+    async def _layer(self, operation: str, group: str) -> None:
+        """A group operation, tried again on a fresh connection when it fails: after Redis
+        restarts, the layer's pool still holds connections to the old one, and the first use of
+        each fails (it was a 500 handshake for the first socket after an outage)."""
+        for attempt in range(LAYER_ATTEMPTS):
+            try:
+                await getattr(self.channel_layer, operation)(group, self.channel_name)
+                return
+            except LAYER_ERRORS:
+                if attempt == LAYER_ATTEMPTS - 1:
+                    raise
+
     async def disconnect(self, code: int) -> None:
         if self.counted:
             websocket_clients.labels(view=self.view).dec()
             self.counted = False
         if self.tailer is None:
             return
-        await self.channel_layer.group_discard(self.group, self.channel_name)
         user = self.scope.get("user")
-        if user is not None and user.is_authenticated:
-            await self.channel_layer.group_discard(user_group(user.pk), self.channel_name)
+        try:
+            await self._layer("group_discard", self.group)
+            if user is not None and user.is_authenticated:
+                await self._layer("group_discard", user_group(user.pk))
+        except LAYER_ERRORS as exc:  # the groups expire in Redis by themselves
+            logger.info("dashboard socket: leaving its groups failed: %s", exc)
         if self.key is not None:
             self.tailer.detach(self.key)
             self.key = None
@@ -109,12 +136,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
             logger.info("dashboard socket missed deltas of %s; sending a snapshot", self.key)
             await self._resync()
             return
-        await self.send(text_data=message["text"])
+        await self._send_all(message["frames"])
         self.cursor = message["to"]
 
     async def live_sample(self, message: dict[str, Any]) -> None:
         if self.key is not None:
-            await self.send(text_data=message["text"])
+            await self._send_all(message["frames"])
 
     async def live_reset(self, message: dict[str, Any]) -> None:
         if self.key is not None and message["epoch"] != self.epoch:
@@ -126,11 +153,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _resync(self) -> None:
         assert self.tailer is not None and self.key is not None
         live = await self.tailer.snapshot(self.key)
-        await self._sent(live, [live.snapshot_text()])
+        await self._sent(live, live.snapshot_frames())
 
-    async def _sent(self, live: Live, messages: list[str]) -> None:
+    async def _sent(self, live: Live, texts: list[str]) -> None:
         self.epoch, self.cursor = live.epoch, live.cursor
-        for text in messages:
+        await self._send_all(texts)
+
+    async def _send_all(self, texts: list[str]) -> None:
+        """Frames in order: the parts of one message are never interleaved with another's
+        (a consumer handles one message at a time; dashboard/frames.py)."""
+        for text in texts:
             await self.send(text_data=text)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -40,6 +39,7 @@ from channels.layers import get_channel_layer
 from django.db import DatabaseError, InterfaceError, connections
 
 from dashboard import conf
+from dashboard.frames import frames
 from dashboard.live import Changes, EventRow, LiveView, State, apply, diff, view_for
 from dashboard.selectors import head_event_id
 from scheduling.events import event_type, read_after
@@ -49,17 +49,14 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def dumps(message: dict[str, Any]) -> str:
-    return json.dumps(message, separators=(",", ":"))
-
-
 @dataclass
 class Entry:
-    """One pushed delta: the state after event `last`, from the state after event `first`."""
+    """One pushed delta: the state after event `last`, from the state after event `first`, as
+    websocket frames (dashboard/frames.py)."""
 
     first: int
     last: int
-    text: str
+    frames: list[str]
 
 
 @dataclass
@@ -78,38 +75,36 @@ class Live:
     idle_since: float | None = None
     next_sample_at: float = 0.0
     broken: bool = False
-    _snapshot: tuple[int, int, str] | None = None
+    _snapshot: tuple[int, int, list[str]] | None = None
     _sample_version: int = 0
 
-    def snapshot_text(self) -> str:
+    def snapshot_frames(self) -> list[str]:
         key = (self.cursor, self._sample_version)
         if self._snapshot is None or self._snapshot[:2] != key:
-            text = dumps(
-                {
-                    "type": "snapshot",
-                    "view": self.view.key,
-                    "epoch": self.epoch,
-                    "id": self.cursor,
-                    "state": {**self.state, **self.sampled},
-                }
-            )
-            self._snapshot = (*key, text)
+            message = {
+                "type": "snapshot",
+                "view": self.view.key,
+                "epoch": self.epoch,
+                "id": self.cursor,
+                "state": {**self.state, **self.sampled},
+            }
+            self._snapshot = (*key, frames(message, "state"))
         return self._snapshot[2]
 
-    def sample_text(self, changes: Changes) -> str:
-        return dumps({"type": "sample", "view": self.view.key, "changes": changes})
+    def sample_frames(self, changes: Changes) -> list[str]:
+        return frames({"type": "sample", "view": self.view.key, "changes": changes}, "changes")
 
     def catch_up(self, since: int | None, epoch: str | None, max_behind: int) -> list[str]:
-        """What a client that saw up to `since` of `epoch` needs: the deltas it missed plus the
-        sampled parts in full, or one fresh snapshot."""
+        """The frames a client that saw up to `since` of `epoch` needs: the deltas it missed
+        plus the sampled parts in full, or one fresh snapshot."""
         if since is None or epoch != self.epoch or not self.base <= since <= self.cursor:
-            return [self.snapshot_text()]
-        missed = [entry.text for entry in self.entries if entry.last > since]
+            return self.snapshot_frames()
+        missed = [text for entry in self.entries if entry.last > since for text in entry.frames]
         if missed and self.entries[-1].last - since > max_behind:
-            return [self.snapshot_text()]  # replaying would cost more than starting afresh
+            return self.snapshot_frames()  # replaying would cost more than starting afresh
         if self.sampled:
-            missed.append(
-                self.sample_text({name: {"replace": docs} for name, docs in self.sampled.items()})
+            missed += self.sample_frames(
+                {name: {"replace": docs} for name, docs in self.sampled.items()}
             )
         return missed
 
@@ -319,18 +314,17 @@ class Tailer:
         if changes is None:
             return False
         apply(live.state, changes)
-        text = dumps(
-            {
-                "type": "delta",
-                "view": live.view.key,
-                "epoch": live.epoch,
-                "from": first,
-                "id": live.cursor,
-                "events": dict(Counter(event_type(event) for _, event in events)),
-                "changes": changes,
-            }
-        )
-        live.entries.append(Entry(first, live.cursor, text))
+        delta = {
+            "type": "delta",
+            "view": live.view.key,
+            "epoch": live.epoch,
+            "from": first,
+            "id": live.cursor,
+            "events": dict(Counter(event_type(event) for _, event in events)),
+            "changes": changes,
+        }
+        texts = frames(delta, "changes")
+        live.entries.append(Entry(first, live.cursor, texts))
         while len(live.entries) > self.buffered:
             live.base = live.entries.popleft().last
         await self._send(
@@ -340,7 +334,7 @@ class Tailer:
                 "epoch": live.epoch,
                 "from": first,
                 "to": live.cursor,
-                "text": text,
+                "frames": texts,
             },
         )
         return True
@@ -375,7 +369,7 @@ class Tailer:
                 apply(live.sampled, changes)
                 live._sample_version += 1
                 await self._send(
-                    live.group, {"type": "live.sample", "text": live.sample_text(changes)}
+                    live.group, {"type": "live.sample", "frames": live.sample_frames(changes)}
                 )
                 pushed = True
         return pushed

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from dashboard import views
+from gpusched.signin import answers_429_when_throttled
 
 app_name = "dashboard"
 
@@ -11,6 +12,6 @@ urlpatterns = [
     path("tenants/", views.tenants, name="tenants"),
     path("nodes/<str:name>/", views.node, name="node"),
     path("decisions/<int:pk>.json", views.decision, name="decision"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("login/", answers_429_when_throttled(views.LoginView.as_view()), name="login"),
     path("logout/", views.logout, name="logout"),
 ]

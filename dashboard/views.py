@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 from dashboard import selectors
 from dashboard.consumers import user_group
 from dashboard.tailer import Tailer
+from gpusched.signin import SignInForm
 from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import Node, Tenant
 
@@ -125,7 +126,10 @@ def decision(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 class LoginView(auth_views.LoginView):
+    """Sign-in, throttled per username and address (gpusched/signin.py)."""
+
     template_name = "dashboard/login.html"
+    authentication_form = SignInForm
 
 
 @require_POST

@@ -17,6 +17,13 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from dashboard.routing import websocket_urlpatterns as dashboard_routes  # noqa: E402
 
+# The web process's extender routes (off unless GPUSCHED_WEB_EXTENDER) are built now, so that a
+# bad profile fails /readyz at start instead of the first kube-scheduler call.
+if settings.WEB_EXTENDER:
+    from kube import extender  # noqa: E402
+
+    extender.load()
+
 # Debug serves the apps' static folders here; production serves the collected files from its
 # middleware (gpusched/staticfiles.py).
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app

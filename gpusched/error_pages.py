@@ -1,5 +1,6 @@
-"""What an unknown path or a crash answers: under /api/ the API's JSON error shape
-(api/views/fallbacks.py), elsewhere a page in the dashboard's look with a way back.
+"""What an unknown path, a refused request or a crash answers: under /api/ the API's JSON error
+shape (api/views/fallbacks.py), elsewhere a page in the dashboard's look with a way back (a body
+over the upload limit to an extender route: the extender's `{"Error"}`).
 
 Debug mode (the demo, `make run`) would answer an unknown path with Django's technical 404 page,
 which lists the URL patterns instead of saying anything to an admin: `debug_not_found` gives the
@@ -13,10 +14,18 @@ from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseServerError
+from django.core.exceptions import RequestDataTooBig
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseServerError,
+    JsonResponse,
+)
 from django.shortcuts import render
 from django.template import loader
 from django.utils.decorators import sync_and_async_middleware
+from django.views import defaults
 
 from api.views import fallbacks
 
@@ -29,6 +38,18 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if fallbacks.is_api(request):
         return fallbacks.not_found(request, exception)
     return render(request, "404.html", {"missing_path": request.path}, status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: Django's SuspiciousOperation family. A body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    is a 413 naming the limit."""
+    if isinstance(exception, RequestDataTooBig):
+        if fallbacks.is_api(request):
+            return fallbacks.body_too_large(request)
+        if request.path.startswith("/extender/"):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return JsonResponse({"Error": f"request body larger than {limit} bytes"}, status=413)
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

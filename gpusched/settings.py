@@ -215,6 +215,14 @@ LOGIN_URL = "dashboard:login"
 LOGIN_REDIRECT_URL = "dashboard:cluster"
 LOGOUT_REDIRECT_URL = "dashboard:login"
 
+# --- request bodies ---------------------------------------------------------------------------
+
+# The largest body the web process reads (API requests, forms, the optional extender routes):
+# GPUSCHED_MAX_BODY_BYTES, default 1 MiB, far above any real request (docs/security.md). A larger
+# one is refused with 413 before it is decoded; JSON is decoded with bounded nesting
+# (gpusched/jsonbody.py).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1024 * 1024)
+
 # --- REST API ---------------------------------------------------------------------------------
 
 # Tenants send `Authorization: Bearer <token>`; admins (staff users) use a session or a token of
@@ -236,7 +244,7 @@ REST_FRAMEWORK = {
         "submit": os.environ.get("GPUSCHED_API_SUBMIT_RATE", "300/min"),
         "anon": os.environ.get("GPUSCHED_API_ANON_RATE", "60/min"),
     },
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -244,6 +252,7 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpusched API",
+    "OAS_VERSION": "3.1.0",
     "DESCRIPTION": "Topology-aware GPU scheduler: tenants, queues, workloads, placements.",
     "VERSION": "0.1.0",
     "SCHEMA_PATH_PREFIX": "/api/v1",
@@ -268,6 +277,22 @@ if os.environ.get("REDIS_URL"):
             "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
         }
     }
+
+# --- kube-scheduler extender -------------------------------------------------------------------
+
+# `runextender` serves it on its own port over TLS (kube/extender_auth.py, docs/security.md):
+#   GPUSCHED_EXTENDER_TLS_CERT, GPUSCHED_EXTENDER_TLS_KEY  the server's certificate and key (PEM)
+#   GPUSCHED_EXTENDER_CLIENT_CA       admit client certificates this CA signed (kube-scheduler's)
+#   GPUSCHED_EXTENDER_CLIENT_NAMES    ... only with one of these common names / DNS SANs
+#   GPUSCHED_EXTENDER_TOKEN_FILE      admit `Authorization: Bearer` with a token of this file
+# GPUSCHED_WEB_EXTENDER=1 also serves /extender/* on the web port (off by default: a 404), for
+# bearer-token callers only.
+WEB_EXTENDER = _env_bool("GPUSCHED_WEB_EXTENDER")
+EXTENDER_TLS_CERT = os.environ.get("GPUSCHED_EXTENDER_TLS_CERT", "")
+EXTENDER_TLS_KEY = os.environ.get("GPUSCHED_EXTENDER_TLS_KEY", "")
+EXTENDER_CLIENT_CA = os.environ.get("GPUSCHED_EXTENDER_CLIENT_CA", "")
+EXTENDER_CLIENT_NAMES = _env_list("GPUSCHED_EXTENDER_CLIENT_NAMES", "")
+EXTENDER_TOKEN_FILE = os.environ.get("GPUSCHED_EXTENDER_TOKEN_FILE", "")
 
 # --- logging ----------------------------------------------------------------------------------
 

@@ -2,7 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from gpusched import views
+from gpusched import signin, views
+
+# The admin's sign-in is throttled like the dashboard's (gpusched/signin.py).
+admin.site.login_form = signin.AdminSignInForm
+admin.site.login = signin.answers_429_when_throttled(admin.site.login)  # type: ignore[method-assign,assignment]
 
 urlpatterns = [
     # The home page is the live dashboard (Cluster view); it asks admins to sign in first.
@@ -17,6 +21,8 @@ urlpatterns = [
     path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
 ]
 
-# Unknown paths and crashes: the API's error shape under /api/, the dashboard's pages elsewhere.
+# Unknown paths, refused requests and crashes: the API's error shape under /api/, the
+# dashboard's pages elsewhere.
+handler400 = "gpusched.error_pages.bad_request"
 handler404 = "gpusched.error_pages.not_found"
 handler500 = "gpusched.error_pages.server_error"

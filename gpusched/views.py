@@ -45,6 +45,8 @@ def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": _database()}
     checks["migrations"] = _migrations() if checks["database"] == "ok" else NOT_CHECKED
     checks["channel_layer"] = _channel_layer()
+    if settings.WEB_EXTENDER:
+        checks["extender"] = _extender()
     failed = [name for name, result in checks.items() if result not in ("ok", NOT_CHECKED)]
     if set(failed) - {"channel_layer"}:
         return JsonResponse(
@@ -84,6 +86,15 @@ def _migrations() -> str:
         first, _backwards = plan[0]
         return f"{len(plan)} unapplied, first {first.app_label}.{first.name}"
     return "ok"
+
+
+def _extender() -> str:
+    """The web process's extender routes (GPUSCHED_WEB_EXTENDER): built at start
+    (gpusched/asgi.py); a bad profile keeps the process out of service instead of answering
+    kube-scheduler with 503s."""
+    from kube import extender
+
+    return extender.load() or "ok"
 
 
 def _channel_layer() -> str:

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kube.adopt import placement_on
 from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
+from scheduling.core import yaml_documents
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.status import Code
@@ -55,9 +54,9 @@ def read_documents(path: Path) -> list[Document]:
     except OSError as exc:
         raise ExplainError(f"{path}: {exc.strerror or exc}") from exc
     try:
-        raw = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise ExplainError(f"{path}: not valid YAML: {exc}") from exc
+        raw = [doc for doc in yaml_documents.load_all(text) if doc is not None]
+    except yaml_documents.YamlError as exc:
+        raise ExplainError(f"{path}: {exc}") from exc
     documents = []
     for number, doc in enumerate(raw, start=1):
         where = f"{path}: document {number}"

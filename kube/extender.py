@@ -399,33 +399,57 @@ def filter_result(
 # --- the process-wide extender ------------------------------------------------------------------
 
 _extender: Extender | None = None
+_failure: str = ""
 _extender_lock = threading.Lock()
 
 
-def get() -> Extender:
-    """The web process's extender, built on first use from the environment:
-    GPUSCHED_PROFILE (name or path; default the shipped `gpusched`, else `topology`) and
-    GPUSCHED_EXTENDER_BIND=1 to bind through the Kubernetes API (in-cluster or KUBECONFIG)."""
-    global _extender
+class ExtenderUnavailable(RuntimeError):
+    """The process's extender could not be built (a bad profile, no API access): every call
+    answers 503 with this message, and /readyz fails with it."""
+
+
+def _build() -> Extender:
+    """From the environment: GPUSCHED_PROFILE (name or path; default the shipped `gpusched`, else
+    `topology`) and GPUSCHED_EXTENDER_BIND=1 to bind through the Kubernetes API (in-cluster or
+    KUBECONFIG)."""
+    name = os.environ.get("GPUSCHED_PROFILE") or (
+        "gpusched" if "gpusched" in profile_files.available() else "topology"
+    )
+    framework = Framework(profile_files.load_profile(name))
+    api = None
+    if os.environ.get("GPUSCHED_EXTENDER_BIND", "").lower() in ("1", "true", "yes"):
+        identity = os.environ.get("POD_NAME") or "gpusched-extender"
+        api = KubeApi(
+            connect(kubeconfig=os.environ.get("KUBECONFIG") or None),
+            reporting_instance=identity,
+        )
+    return Extender(framework, api=api)
+
+
+def load() -> str:
+    """Build the process's extender now (at start, not at kube-scheduler's first call); returns
+    "" or why it could not be built, which every later call and /readyz then report."""
+    global _extender, _failure
     with _extender_lock:
-        if _extender is None:
-            name = os.environ.get("GPUSCHED_PROFILE") or (
-                "gpusched" if "gpusched" in profile_files.available() else "topology"
-            )
-            framework = Framework(profile_files.load_profile(name))
-            api = None
-            if os.environ.get("GPUSCHED_EXTENDER_BIND", "").lower() in ("1", "true", "yes"):
-                identity = os.environ.get("POD_NAME") or "gpusched-extender"
-                api = KubeApi(
-                    connect(kubeconfig=os.environ.get("KUBECONFIG") or None),
-                    reporting_instance=identity,
-                )
-            _extender = Extender(framework, api=api)
-        return _extender
+        if _extender is None and not _failure:
+            try:
+                _extender = _build()
+            except Exception as exc:  # a bad profile, an unreachable API: report, never crash
+                _failure = f"extender unavailable: {type(exc).__name__}: {exc}"
+                logger.error("%s", _failure)
+        return _failure
+
+
+def get() -> Extender:
+    """The process's extender; ExtenderUnavailable when it could not be built."""
+    failure = load()
+    if failure or _extender is None:
+        raise ExtenderUnavailable(failure or "extender unavailable")
+    return _extender
 
 
 def install(extender: Extender | None) -> None:
-    """Replace the process-wide extender (tests, benchmarks)."""
-    global _extender
+    """Replace the process-wide extender (tests, benchmarks); None: build it again on next use."""
+    global _extender, _failure
     with _extender_lock:
-        _extender = extender
+        _extender, _failure = extender, ""

@@ -24,6 +24,11 @@ requests = Counter(
     ["verb", "outcome"],
     registry=registry,
 )
+refused = Counter(
+    "gpusched_extender_refused",
+    "Calls refused for want of a client certificate or bearer token (kube/extender_auth.py).",
+    registry=registry,
+)
 request_seconds = Histogram(
     "gpusched_extender_request_duration_seconds",
     "Time from a call's body read to its answer, by verb.",

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
+from scheduling.core import quantity
 from scheduling.core.types import GPU_RESOURCE
 
 GROUP = "topology.node.k8s.io"
@@ -83,9 +82,9 @@ def _amount(resource: Mapping[str, Any] | None, zone: str) -> int:
         return 0
     value = resource.get("capacity", resource.get("allocatable", "0"))
     try:
-        return int(parse_quantity(value))
-    except (ValueError, TypeError) as exc:
-        raise NrtError(f"zone {zone}: {resource.get('name')} quantity {value!r}") from exc
+        return int(quantity.parse(value))
+    except quantity.QuantityError as exc:
+        raise NrtError(f"zone {zone}: {resource.get('name')} quantity: {exc}") from exc
 
 
 def _attribute(doc: Mapping[str, Any], name: str) -> str:

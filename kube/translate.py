@@ -25,16 +25,15 @@ Nothing here does I/O or touches the database.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any, TypeVar
-
-from kubernetes.utils import parse_quantity
 
 from kube import gfd, nrt
 from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
+from scheduling.core import limits, quantity
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.queueing import resources as queue_resources
 from scheduling.core.topology_info import TopologyInfo
@@ -66,7 +65,6 @@ ANNOTATION_MIG_SLOTS = "gpusched.io/mig-slots"  # written at bind: "<gpu>:<slot>
 ANNOTATION_GPU_SHARE = "gpusched.io/gpu-share-milli"  # written at bind for GPU shares
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-MIB = 1024 * 1024
 # Labels that change without the node changing (GFD rewrites its timestamp every run): left out,
 # so they do not make every node look new every minute.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
@@ -116,8 +114,11 @@ def node_spec(
     return NodeFacts(
         spec=NodeSpec(
             name=name,
-            cpu_milli=int(_quantity(allocatable.get("cpu", "0"), "cpu") * 1000),
-            memory_mib=int(_quantity(allocatable.get("memory", "0"), "memory") // MIB),
+            # What a node offers is rounded down, what a pod asks rounded up.
+            cpu_milli=_units(_node_cpu, _quantity(allocatable.get("cpu", "0"), "cpu"), "cpu"),
+            memory_mib=_units(
+                _node_memory, _quantity(allocatable.get("memory", "0"), "memory"), "memory"
+            ),
             gpus=gpus,
             topology=topology.topology,
             labels=labels,
@@ -154,8 +155,11 @@ def _identified(gpus: tuple[GpuDevice, ...], info: TopologyInfo) -> tuple[GpuDev
 def _gpu_devices(
     node: str, allocatable: Mapping[str, Any], facts: gfd.GfdFacts, warnings: list[str]
 ) -> tuple[GpuDevice, ...]:
-    whole = int(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE))
-    shared = int(_quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE))
+    whole = _count(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE), GPU_RESOURCE)
+    shared = _count(
+        _quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE),
+        SHARED_GPU_RESOURCE,
+    )
     layouts: list[tuple[str, ...]] = []
     if facts.mig_strategy == "single" and facts.mig_profile:
         # `nvidia.com/gpu` counts MIG devices of one profile: spread them over physical GPUs.
@@ -205,7 +209,7 @@ def _pack_mig(allocatable: Mapping[str, Any], slices_per_gpu: int) -> list[tuple
     for resource, value in allocatable.items():
         if str(resource).startswith(MIG_RESOURCE_PREFIX):
             profile = str(resource)[len(MIG_RESOURCE_PREFIX) :]
-            instances += [profile] * int(_quantity(value, str(resource)))
+            instances += [profile] * _count(_quantity(value, str(resource)), str(resource))
     instances.sort(key=lambda p: (-gfd.profile_slices(p), p))
     gpus: list[list[str]] = []
     free: list[int] = []
@@ -354,8 +358,8 @@ def refuse_unjudged_constraints(spec: Mapping[str, Any]) -> None:
 
 def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTemplate:
     requests = effective_requests(spec)
-    gpus = _count(requests.pop(GPU_RESOURCE, Decimal(0)), GPU_RESOURCE)
-    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Decimal(0)), GPU_MILLI_RESOURCE)
+    gpus = _count(requests.pop(GPU_RESOURCE, Fraction(0)), GPU_RESOURCE)
+    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Fraction(0)), GPU_MILLI_RESOURCE)
     if gpu_milli >= MILLI_PER_GPU:
         raise TranslationError(
             f"{GPU_MILLI_RESOURCE} is a share of one GPU (1-999); ask {GPU_RESOURCE} for whole GPUs"
@@ -369,8 +373,12 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
         raise TranslationError(f"a pod may ask for one MIG profile, not {sorted(mig)}")
     mig_profile, mig_count = next(iter(mig.items()), ("", 0))
     extended = _extended(requests)
-    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    raw_selector = spec.get("nodeSelector") or {}
+    if not isinstance(raw_selector, Mapping):
+        raise TranslationError("spec.nodeSelector must be a map")
+    selector = {str(k): str(v) for k, v in _bounded_map(raw_selector, "spec.nodeSelector").items()}
     selector.update(_required_affinity(spec.get("affinity") or {}))
+    _bounded_map(selector, "node selector (nodeSelector and required node affinity)")
     single_profile = gfd.mig_profile_of_product(selector.get(gfd.PRODUCT, ""))
     if single_profile and gpus and not mig_count:
         # MIG `single` strategy: nvidia.com/gpu counts MIG devices of the selected product.
@@ -378,13 +386,25 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     models = tuple(
         sorted({m.strip() for m in annotations.get(ANNOTATION_MODELS, "").split(",") if m.strip()})
     )
+    if len(models) > limits.MAX_GPU_MODELS or any(
+        len(m) > limits.MAX_GPU_MODEL_LENGTH for m in models
+    ):
+        raise TranslationError(
+            f"{ANNOTATION_MODELS}: at most {limits.MAX_GPU_MODELS} models of at most "
+            f"{limits.MAX_GPU_MODEL_LENGTH} characters"
+        )
+    raw_tolerations = spec.get("tolerations") or []
+    if len(raw_tolerations) > limits.MAX_TOLERATIONS:
+        raise TranslationError(
+            f"spec.tolerations: at most {limits.MAX_TOLERATIONS} (got {len(raw_tolerations)})"
+        )
     policy_text = annotations.get(ANNOTATION_POLICY)
     policy = _enum(TopologyPolicy, policy_text, TopologyPolicy.NONE) if policy_text else None
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
     return PodTemplate(
-        cpu_milli=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
-        memory_mib=math.ceil(requests.get("memory", Decimal(0)) / MIB),
+        cpu_milli=_units(quantity.cpu_milli, requests.get("cpu", Fraction(0)), "cpu"),
+        memory_mib=_units(quantity.memory_mib, requests.get("memory", Fraction(0)), "memory"),
         gpus=gpus,
         gpu_milli=gpu_milli,
         mig_profile=mig_profile,
@@ -393,13 +413,29 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
         topology_policy=policy,
         topology_scope=scope,
         node_selector=selector,
-        tolerations=tuple(_tolerations(spec.get("tolerations") or [])),
+        tolerations=tuple(_tolerations(raw_tolerations)),
         extended=extended,
     )
 
 
-def _extended(requests: Mapping[str, Decimal]) -> dict[str, int]:
+def _bounded_map(doc: Mapping[Any, Any], what: str) -> Mapping[Any, Any]:
+    """`doc` if it keeps to the size limits tenants' maps have on every side
+    (scheduling/core/limits.py), else a TranslationError naming the first problem."""
+    problem = limits.first_problem(
+        limits.map_errors(doc, max_entries=limits.MAX_SELECTOR_ENTRIES), what
+    )
+    if problem:
+        raise TranslationError(problem)
+    return doc
+
+
+def _extended(requests: Mapping[str, Fraction]) -> dict[str, int]:
     """The resources gpusched counts against quota only, in canonical units."""
+    if (
+        sum(1 for name in requests if queue_resources.is_extended(name))
+        > limits.MAX_RESOURCE_ENTRIES
+    ):
+        raise TranslationError(f"at most {limits.MAX_RESOURCE_ENTRIES} extended resources")
     out: dict[str, int] = {}
     for name, value in sorted(requests.items()):
         if value > 0 and queue_resources.is_extended(name):
@@ -410,39 +446,39 @@ def _extended(requests: Mapping[str, Decimal]) -> dict[str, int]:
     return out
 
 
-def effective_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """The kubelet's sum: regular containers plus restartable init containers (sidecars), at
     least each regular init container plus the sidecars started before it, plus pod overhead."""
-    total: dict[str, Decimal] = {}
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
+    total: dict[str, Fraction] = {}
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
     for container in spec.get("initContainers") or []:
         asked = _container_requests(container)
         if container.get("restartPolicy") == "Always":
             _add(sidecars, asked)
         else:
             for name in set(asked) | set(sidecars):
-                need = asked.get(name, Decimal(0)) + sidecars.get(name, Decimal(0))
-                init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+                need = asked.get(name, Fraction(0)) + sidecars.get(name, Fraction(0))
+                init_peak[name] = max(init_peak.get(name, Fraction(0)), need)
     for container in spec.get("containers") or []:
         _add(total, _container_requests(container))
     _add(total, sidecars)
     for name, peak in init_peak.items():
-        total[name] = max(total.get(name, Decimal(0)), peak)
+        total[name] = max(total.get(name, Fraction(0)), peak)
     _add(total, {k: _quantity(v, k) for k, v in (spec.get("overhead") or {}).items()})
     return total
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
     resources = container.get("resources") or {}
     asked = dict(resources.get("limits") or {})  # requests default to limits
     asked.update(resources.get("requests") or {})
     return {str(k): _quantity(v, str(k)) for k, v in asked.items()}
 
 
-def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+def _add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
     for name, value in more.items():
-        into[name] = into.get(name, Decimal(0)) + value
+        into[name] = into.get(name, Fraction(0)) + value
 
 
 def _required_affinity(affinity: Mapping[str, Any]) -> dict[str, str]:
@@ -525,17 +561,33 @@ def _enum(kind: type[_E], value: str | None, default: _E) -> _E:
         raise TranslationError(f"{value!r} is not one of {allowed}") from None
 
 
-def _quantity(value: object, name: str) -> Decimal:
+def _quantity(value: object, name: str) -> Fraction:
+    """A quantity of resource `name`, by the bounded parser every side uses (counts of devices
+    take plain numbers)."""
     try:
-        amount = parse_quantity(value)
-    except (ValueError, TypeError):
-        raise TranslationError(f"{name}: {value!r} is not a quantity") from None
-    if amount < 0:
-        raise TranslationError(f"{name}: {value!r} is negative")
-    return Decimal(amount)
+        return quantity.parse(value, count=quantity.is_count(name) or name == SHARED_GPU_RESOURCE)
+    except quantity.QuantityError as exc:
+        raise TranslationError(f"{name}: {exc}") from None
 
 
-def _count(value: Decimal, name: str) -> int:
-    if value != value.to_integral_value():
-        raise TranslationError(f"{name} must be a whole number, got {value}")
+def _units(convert: Callable[[Fraction], int], amount: Fraction, name: str) -> int:
+    try:
+        return convert(amount)
+    except quantity.QuantityError as exc:
+        raise TranslationError(f"{name}: {exc}") from None
+
+
+def _node_cpu(amount: Fraction) -> int:
+    return quantity.cpu_milli(amount, round_up=False)
+
+
+def _node_memory(amount: Fraction) -> int:
+    return quantity.memory_mib(amount, round_up=False)
+
+
+def _count(value: Fraction, name: str) -> int:
+    if value.denominator != 1:
+        raise TranslationError(f"{name} must be a whole number, got {float(value):g}")
+    if value > quantity.MAX_QUOTA_COUNT:
+        raise TranslationError(f"{name}: {value} is more than any cluster has")
     return int(value)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from django.core.management.base import CommandError
 
+from scheduling.core import yaml_documents
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.profiles import Profile, load_profiles
 
@@ -22,19 +23,32 @@ def available() -> list[str]:
 
 
 def load_profile(name_or_path: str) -> Profile:
-    """The first profile of a shipped file (`gpusched`, `fgd`, ...) or of a YAML file on disk."""
+    """The first profile of a shipped file (`gpusched`, `fgd`, ...) or of a YAML file on disk.
+    ProfileError names the file and the offending key."""
     path = Path(name_or_path)
     if not path.suffix:
         path = PROFILE_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         raise ProfileError(f"no profile {name_or_path!r} (shipped: {', '.join(available())})")
-    return load_profiles(_profile_text(path.read_text()))[0]
+    try:
+        return load_profiles(_profile_text(path.read_text()))[0]
+    except (OSError, UnicodeDecodeError, ProfileError) as exc:
+        raise ProfileError(f"profile {path}: {exc}") from exc
+
+
+def command_profile(name_or_path: str) -> Profile:
+    """load_profile() for a management command: a bad profile ends it with its message (the file
+    and the key), not a traceback."""
+    try:
+        return load_profile(name_or_path)
+    except ProfileError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _profile_text(text: str) -> str:
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+        doc = yaml_documents.load_one(text)
+    except yaml_documents.YamlError:
         return text  # load_profiles names the YAML error
     if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
         data = doc.get("data") or {}

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from scheduling.core import yaml_documents
 from scheduling.core.types import ServiceClass, SharingMode, TopologyPolicy, TopologyScope
 from sim.cluster import PRESETS, NodePool
 from sim.utilization import ProfileError, UtilizationProfile
@@ -88,9 +87,9 @@ def load_spec(name_or_path: str) -> ClusterSpec:
         shipped = ", ".join(sorted(p.stem for p in SPEC_DIR.glob("*.yaml")))
         raise SpecError(f"no cluster spec {name_or_path!r} (shipped: {shipped})")
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+        doc = yaml_documents.load_one(path.read_text())
+    except yaml_documents.YamlError as exc:
+        raise SpecError(f"{path}: {exc}") from exc
     return parse_spec(doc, base=path.parent)
 
 

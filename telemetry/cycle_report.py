@@ -13,8 +13,13 @@ class CycleReport:
     gpus: int = 0
     nodes: int = 0
     samples: int = 0
-    skipped: int = 0
+    skipped: int = 0  # exposition lines (or vector items) that could not be read
     skipped_reasons: dict[str, int] = field(default_factory=dict)
+    # Samples read but not stored, by reason: a series naming no storable GPU (gpu "-1", a
+    # label longer than its column), a value outside its field's range (telemetry/dcgm.py).
+    samples_skipped: int = 0
+    samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
+    values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
     errors: list[str] = field(default_factory=list)
     stale_marked: int = 0
     minutes_rolled: int = 0
@@ -27,7 +32,7 @@ class CycleReport:
         state = "ok" if self.ok else "FAILED"
         text = (
             f"ingesttelemetry {self.source} {state}: {self.gpus} GPUs on {self.nodes} nodes, "
-            f"{self.samples} samples, {self.skipped} lines skipped, {self.stale_marked} nodes "
-            f"marked stale, {self.total_s:.3f} s"
+            f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
+            f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
         )
         return text + "".join(f"\n  error: {error}" for error in self.errors)

@@ -21,10 +21,21 @@ already ratios), framebuffer stays MiB, power W, temperature °C; `XID_ERRORS` i
 seen, not a count. DCGM's "blank" sentinels (values from 0x7ffffff0 up, printed raw by old
 releases) and NaN mean "no value". Fields that are absent stay absent: the `PROF_*` fields on
 pre-Volta GPUs, `GPU_UTIL` and `MEM_COPY_UTIL` on MIG instances.
+
+Nothing outside what a GPU can measure is stored: each field has a range (a ratio 0-1, a
+percentage 0-100, framebuffer, power and temperature within physical bounds); a value just past
+it (by CLAMP_MARGIN of the range: noise) is kept at its edge and counted, anything further
+(-5 or 500 for a percentage, +-Inf) is left out and counted, and so is a whole series whose GPU
+index is not one (`-1`, `abc`, `""`, beyond a smallint) or whose labels are longer than their
+columns (MapStats.skipped, by reason; `ingesttelemetry` reports them per cycle and in /metrics).
+One bad series never costs the others their cycle.
 """
 
 from __future__ import annotations
 
+import math
+import operator
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -52,7 +63,22 @@ class FieldSpec:
     scale: float  # exposition value * scale = value in `unit`
     integer: bool  # dcgm-exporter prints it with %d (else %f)
     help: str
+    maximum: float = 1.0  # in `unit`; the minimum is 0 (`minimum` for temperatures)
+    minimum: float = 0.0
 
+    @property
+    def exposed_range(self) -> tuple[float, float]:
+        """The range in exposition units, widened by CLAMP_MARGIN: values in the margin are
+        clamped to the range (measurement noise, such as an engine ratio of 1.02), values
+        beyond it are refused (-5 %, 500 %, -Inf)."""
+        margin = (self.maximum - self.minimum) * CLAMP_MARGIN
+        return (self.minimum - margin) / self.scale, (self.maximum + margin) / self.scale
+
+
+CLAMP_MARGIN = 0.02
+MAX_FB_MIB = 16 * 2**20  # 16 TiB of framebuffer: beyond any GPU
+MAX_POWER_W = 10_000.0
+MAX_XID = 2**31 - 1
 
 FIELDS: dict[str, FieldSpec] = {
     spec.metric: spec
@@ -75,6 +101,7 @@ FIELDS: dict[str, FieldSpec] = {
             1.0,
             True,
             "Framebuffer memory used (in MiB).",
+            maximum=MAX_FB_MIB,
         ),
         FieldSpec(
             "DCGM_FI_DEV_FB_FREE",
@@ -83,9 +110,27 @@ FIELDS: dict[str, FieldSpec] = {
             1.0,
             True,
             "Framebuffer memory free (in MiB).",
+            maximum=MAX_FB_MIB,
         ),
-        FieldSpec("DCGM_FI_DEV_POWER_USAGE", "power_w", "W", 1.0, False, "Power draw (in W)."),
-        FieldSpec("DCGM_FI_DEV_GPU_TEMP", "temp_c", "C", 1.0, True, "GPU temperature (in C)."),
+        FieldSpec(
+            "DCGM_FI_DEV_POWER_USAGE",
+            "power_w",
+            "W",
+            1.0,
+            False,
+            "Power draw (in W).",
+            maximum=MAX_POWER_W,
+        ),
+        FieldSpec(
+            "DCGM_FI_DEV_GPU_TEMP",
+            "temp_c",
+            "C",
+            1.0,
+            True,
+            "GPU temperature (in C).",
+            maximum=150.0,
+            minimum=-40.0,
+        ),
         FieldSpec(
             "DCGM_FI_DEV_XID_ERRORS",
             "xid_last",
@@ -93,6 +138,7 @@ FIELDS: dict[str, FieldSpec] = {
             1.0,
             True,
             "Value of the last XID error encountered.",
+            maximum=MAX_XID,
         ),
         FieldSpec(
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -166,20 +212,59 @@ def busy_ratio(values: Mapping[str, float]) -> float | None:
     return min(max(busy, 0.0), 1.0)
 
 
+# Reasons a sample is skipped (the keys of MapStats.skipped), besides unknown metrics and blanks.
+NO_NODE = "no node label"
+NO_GPU_INDEX = "no gpu label"
+BAD_GPU_INDEX = "gpu label not an index"
+GPU_INDEX_RANGE = "gpu index out of range"
+NOT_FINITE = "value not finite"
+OUT_OF_RANGE = "value out of range"  # f"{OUT_OF_RANGE}: {metric}"
+LABEL_TOO_LONG = "label too long"  # f"{LABEL_TOO_LONG}: {what}"
+
+# The longest label values stored (telemetry/models.py sizes its columns with these), and the
+# largest GPU index (a smallint column). A series beyond them is skipped and counted rather than
+# failing the batch it came in (on PostgreSQL, one of them made every cycle fail).
+MAX_GPU_INDEX = 32767
+LABEL_LIMITS = {
+    "node": 253,
+    "uuid": 64,
+    "model_name": 128,
+    "mig_profile": 32,
+    "mig_instance": 16,
+    "namespace": 253,
+    "pod": 253,
+    "container": 253,
+}
+_GPU_INDEX = re.compile(r"^[0-9]{1,5}$")
+
+
 @dataclass
 class MapStats:
     samples: int = 0
-    used: int = 0  # samples that filled a field of a GPU
+    used: int = 0  # samples that filled a field of a GPU (clamped ones included)
     unknown_metric: int = 0  # other DCGM fields, other exporters' metrics, 1.x lowercase names
-    no_gpu: int = 0  # samples of a known field without a usable node or GPU index
     blank: int = 0  # NaN or DCGM blank sentinels
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> samples left out
+    clamped: dict[str, int] = field(default_factory=dict)  # metric -> values kept at its edge
+
+    @property
+    def no_gpu(self) -> int:
+        """Samples of a known field without a usable node or GPU index."""
+        reasons = (NO_NODE, NO_GPU_INDEX, BAD_GPU_INDEX, GPU_INDEX_RANGE)
+        return sum(self.skipped.get(reason, 0) for reason in reasons)
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + count
 
     def merge(self, other: MapStats) -> None:
         self.samples += other.samples
         self.used += other.used
         self.unknown_metric += other.unknown_metric
-        self.no_gpu += other.no_gpu
         self.blank += other.blank
+        for reason, count in other.skipped.items():
+            self.skip(reason, count)
+        for metric, count in other.clamped.items():
+            self.clamped[metric] = self.clamped.get(metric, 0) + count
 
 
 # What a label set says of its GPU: key, pod, uuid, model name, PCI bus id, MIG profile.
@@ -205,31 +290,34 @@ def gpu_samples(
 
 
 _ATTR = {metric: spec.attr for metric, spec in FIELDS.items()}
+_SCALE = {metric: spec.scale for metric, spec in FIELDS.items()}
 _SCALED = tuple((spec.attr, spec.scale) for spec in FIELDS.values() if spec.scale != 1.0)
+# Each field's range, and its range widened by the clamping margin, in exposition units.
+_EDGES = {m: (spec.minimum / spec.scale, spec.maximum / spec.scale) for m, spec in FIELDS.items()}
+_MARGINS = {metric: spec.exposed_range for metric, spec in FIELDS.items()}
+_Bounds = tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def gpu_samples_from_groups(
     groups: Iterable[SeriesGroup], *, default_node: str = ""
 ) -> tuple[list[GpuSample], MapStats]:
-    """gpu_samples() for the output of parsing.parse_grouped(): each label set is read once."""
+    """gpu_samples() for the output of parsing.parse_grouped(): each label set is read once.
+    Bad series (a GPU index that is not one, labels longer than what is stored) and bad values
+    (outside their field's range) are skipped and counted by reason, never fatal."""
     stats = MapStats()
     gpus: dict[tuple[GpuKey, PodRef | None], GpuSample] = {}
-    samples = known = blank = no_gpu = 0
+    bounds: dict[tuple[str, ...], _Bounds] = {}
+    samples = known = 0
     for group in groups:
         values = group.values
         samples += len(values)
-        found = _known_values(values)
-        if len(found) == len(values):
-            known += len(found)
-        else:
-            in_fields = len(values.keys() & _ATTR.keys())
-            known += in_fields
-            blank += in_fields - len(found)
+        known += len(values.keys() & _ATTR.keys())
+        found = _known_values(values, bounds, stats)
         if not found:
             continue
         identity = _identity(group.labels, default_node)
-        if identity is None:
-            no_gpu += len(found)
+        if isinstance(identity, str):
+            stats.skip(identity, len(found))
             continue
         key, pod = identity[0], identity[1]
         gpu = gpus.get((key, pod))
@@ -237,52 +325,99 @@ def gpu_samples_from_groups(
             gpu = gpus[(key, pod)] = GpuSample(key, *identity[2:], pod, found)
         else:
             gpu.values.update(found)
+        stats.used += len(found)
         if group.timestamps:
             newest = max(group.timestamps.values())
             if gpu.timestamp is None or newest > gpu.timestamp:
                 gpu.timestamp = newest
     stats.samples = samples
     stats.unknown_metric = samples - known
-    stats.blank = blank
-    stats.no_gpu = no_gpu
-    stats.used = known - blank - no_gpu
     return list(gpus.values()), stats
 
 
-def _known_values(values: Mapping[str, float]) -> dict[str, float]:
-    """The DCGM fields among `values`, renamed to FieldSpec.attr and scaled to their unit,
-    without NaN and blank sentinels."""
+def _known_values(
+    values: Mapping[str, float], bounds: dict[tuple[str, ...], _Bounds], stats: MapStats
+) -> dict[str, float]:
+    """The DCGM fields among `values`, renamed to FieldSpec.attr and scaled to their unit:
+    NaN and blank sentinels left out (no value), values just past their range clamped to it,
+    the others left out, and both counted."""
     if values and values.keys() <= _ATTR.keys():
-        # The usual case, all fields known: checked and renamed with C-level builtins.
+        # The usual case, every field known and in range: checked with C-level builtins (a
+        # scrape lists the same fields in the same order for every GPU, so the bounds of that
+        # order are built once). NaN fails every comparison and takes the slow way.
+        names = tuple(values)
+        lows, highs = bounds.get(names) or bounds.setdefault(
+            names, (tuple(_EDGES[n][0] for n in names), tuple(_EDGES[n][1] for n in names))
+        )
         numbers = values.values()
-        total = sum(numbers)
-        if total == total and max(numbers) < DCGM_BLANK:  # no NaN, no blank
+        if (
+            all(map(operator.le, lows, numbers))
+            and all(map(operator.le, numbers, highs))
+            and max(numbers) < DCGM_BLANK
+        ):
             found = dict(zip(map(_ATTR.__getitem__, values), numbers, strict=True))
             for attr, scale in _SCALED:
                 if attr in found:
                     found[attr] *= scale
             return found
-    return {
-        _ATTR[metric]: value * FIELDS[metric].scale
-        for metric, value in values.items()
-        if metric in _ATTR and value == value and value < DCGM_BLANK
-    }
+    found = {}
+    for metric, value in values.items():
+        if metric not in _ATTR:
+            continue
+        if value != value or DCGM_BLANK <= value < math.inf:
+            stats.blank += 1
+            continue
+        if not math.isfinite(value):
+            stats.skip(NOT_FINITE)
+            continue
+        low, high = _EDGES[metric]
+        if not low <= value <= high:
+            widest_low, widest_high = _MARGINS[metric]
+            if not widest_low <= value <= widest_high:
+                stats.skip(f"{OUT_OF_RANGE}: {metric}")
+                continue
+            value = min(max(value, low), high)
+            stats.clamped[metric] = stats.clamped.get(metric, 0) + 1
+        found[_ATTR[metric]] = value * _SCALE[metric]
+    return found
 
 
-def _identity(labels: Mapping[str, str], default_node: str) -> _Identity | None:
+def _identity(labels: Mapping[str, str], default_node: str) -> _Identity | str:
+    """The GPU a label set names, or why it names none that can be stored."""
     get = labels.get
-    node = get("Hostname") or get("hostname") or _instance_host(get("instance", ""))
+    host = get("Hostname") or get("hostname") or _instance_host(get("instance", ""))
+    node = host or default_node
     index = get("gpu", "")
-    if not (node := node or default_node) or not index.isdecimal():
-        return None
-    return (
+    if not node:
+        return NO_NODE
+    if not index:
+        return NO_GPU_INDEX
+    if not _GPU_INDEX.match(index):
+        return BAD_GPU_INDEX
+    if int(index) > MAX_GPU_INDEX:
+        return GPU_INDEX_RANGE
+    pod = pod_of(labels)
+    identity = (
         GpuKey(node, int(index), get("GPU_I_ID", "")),
-        pod_of(labels),
+        pod,
         get("UUID") or get("uuid") or "",
         get("modelName", ""),
         get("pci_bus_id", ""),
         get("GPU_I_PROFILE", ""),
     )
+    lengths = {
+        "node": len(node),
+        "mig_instance": len(identity[0].mig_instance),
+        "uuid": len(identity[2]),
+        "model_name": len(identity[3]),
+        "mig_profile": len(identity[5]),
+    }
+    if pod is not None:
+        lengths.update(namespace=len(pod[0]), pod=len(pod[1]), container=len(pod[2]))
+    for name, length in lengths.items():
+        if length > LABEL_LIMITS[name]:
+            return f"{LABEL_TOO_LONG}: {name}"
+    return identity
 
 
 def pod_of(labels: Mapping[str, str]) -> PodRef | None:

@@ -29,6 +29,19 @@ lines_skipped = Counter(
     ["reason"],
     registry=registry,
 )
+samples_skipped = Counter(
+    "gpusched_telemetry_samples_skipped",
+    "Samples read but not stored, by reason (a series naming no storable GPU, a value outside "
+    "its field's range).",
+    ["reason"],
+    registry=registry,
+)
+values_clamped = Counter(
+    "gpusched_telemetry_values_clamped",
+    "Values just past their field's range, stored at its edge, by metric.",
+    ["metric"],
+    registry=registry,
+)
 gpus_reporting = Gauge(
     "gpusched_telemetry_gpus_reporting",
     "GPUs (and MIG instances) stored by the last successful cycle.",
@@ -55,6 +68,10 @@ def record_cycle(report: CycleReport) -> None:
     cycle_seconds.observe(report.total_s)
     for reason, count in report.skipped_reasons.items():
         lines_skipped.labels(reason=reason).inc(count)
+    for reason, count in report.samples_skipped_reasons.items():
+        samples_skipped.labels(reason=reason).inc(count)
+    for metric, count in report.values_clamped.items():
+        values_clamped.labels(metric=metric).inc(count)
     if report.ok:
         samples_ingested.inc(report.samples)
         gpus_reporting.set(report.gpus)

@@ -14,14 +14,16 @@ join them to nodes, allocations and tenants by those names. Only `telemetry.serv
 
 from django.db import models
 
+from telemetry.dcgm import LABEL_LIMITS  # what ingest lets through fits these columns
+
 
 class GpuLatest(models.Model):
-    node = models.CharField(max_length=253)
+    node = models.CharField(max_length=LABEL_LIMITS["node"])
     gpu_index = models.PositiveSmallIntegerField()
-    mig_instance = models.CharField(max_length=16, blank=True, default="")
-    uuid = models.CharField(max_length=64, blank=True)
-    model_name = models.CharField(max_length=128, blank=True)
-    mig_profile = models.CharField(max_length=32, blank=True)
+    mig_instance = models.CharField(max_length=LABEL_LIMITS["mig_instance"], blank=True, default="")
+    uuid = models.CharField(max_length=LABEL_LIMITS["uuid"], blank=True)
+    model_name = models.CharField(max_length=LABEL_LIMITS["model_name"], blank=True)
+    mig_profile = models.CharField(max_length=LABEL_LIMITS["mig_profile"], blank=True)
     # [[namespace, pod, container], ...]: the pods the exporter maps to this GPU.
     pods = models.JSONField(default=list, blank=True)
     # Ratios 0-1, framebuffer in MiB, power in W, temperature in °C; NULL = not reported.
@@ -53,11 +55,13 @@ class GpuLatest(models.Model):
 
 class GpuSampleRaw(models.Model):
     observed_at = models.DateTimeField(db_index=True)  # the ingest cycle's time
-    node = models.CharField(max_length=253)
+    node = models.CharField(max_length=LABEL_LIMITS["node"])
     gpu_index = models.PositiveSmallIntegerField()
-    mig_instance = models.CharField(max_length=16, blank=True, default="")
-    namespace = models.CharField(max_length=253, blank=True, default="")  # "" = no pod
-    pod = models.CharField(max_length=253, blank=True, default="")
+    mig_instance = models.CharField(max_length=LABEL_LIMITS["mig_instance"], blank=True, default="")
+    namespace = models.CharField(
+        max_length=LABEL_LIMITS["namespace"], blank=True, default=""
+    )  # "" = no pod
+    pod = models.CharField(max_length=LABEL_LIMITS["pod"], blank=True, default="")
     # A GPU shared by several pods has a row per pod, with the same values: GPU rollups read
     # only the first (primary) one.
     primary = models.BooleanField(default=True)
@@ -71,9 +75,9 @@ class GpuSampleRaw(models.Model):
 
 class GpuMinute(models.Model):
     minute = models.DateTimeField()  # start of the minute
-    node = models.CharField(max_length=253)
+    node = models.CharField(max_length=LABEL_LIMITS["node"])
     gpu_index = models.PositiveSmallIntegerField()
-    mig_instance = models.CharField(max_length=16, blank=True, default="")
+    mig_instance = models.CharField(max_length=LABEL_LIMITS["mig_instance"], blank=True, default="")
     samples = models.PositiveIntegerField()
     busy_avg = models.FloatField(null=True)
     busy_max = models.FloatField(null=True)

@@ -4,7 +4,8 @@
                       fields; quantile_over_time() for p95 over a window.
     ScrapeSource      GET each dcgm-exporter `/metrics` directly (the embedded default).
 
-Both bound every call by `timeout` and never retry within a cycle: the ingester's next cycle is
+Both bound every call by `timeout` (for a scrape, wall-clock time from connect to the last byte)
+and never retry within a cycle: the ingester's next cycle is
 the retry. prometheus-api-client mounts `Retry(total=3, backoff_factor=1, ...)` by default, which
 turns one refused connection into ~6 s of sleeps (wire-formats.md §2); here it gets
 `Retry(total=0)`. A source raises when it gets nothing at all; partial failures (one exporter of
@@ -13,8 +14,10 @@ many) come back in `Fetched.errors`.
 
 from __future__ import annotations
 
-import time
-import urllib.request
+import contextlib
+import http.client
+import socket
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,9 +77,7 @@ class ScrapeSource:
         self.targets = list(targets)
         self.timeout = timeout
         self.max_workers = max_workers
-        self.max_bytes = max_bytes
-        # Exporters are reached directly: ignore http_proxy and friends.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.max_bytes = max_bytes  # exporters are reached directly, never through a proxy
 
     def fetch(self) -> Fetched:
         workers = min(self.max_workers, len(self.targets))
@@ -98,23 +99,50 @@ class ScrapeSource:
         return fetched
 
     def _get(self, url: str) -> tuple[str, str | None]:
-        """The body of `url`, or the error. `timeout` bounds each socket operation and, checked
-        between chunks, the whole read: a slow-dripping exporter is cut off too."""
-        deadline = time.monotonic() + self.timeout
+        """The body of `url`, or the error, within `timeout` of wall-clock time in all: a
+        watchdog shuts the connection down at the deadline, so neither a stalled connect, nor
+        headers or a body dripped a byte at a time (each read well within any socket timeout)
+        can hold the cycle longer."""
+        parts = urlsplit(url)
+        secure = parts.scheme == "https"
+        kind = http.client.HTTPSConnection if secure else http.client.HTTPConnection
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        connection = kind(parts.hostname or "", parts.port, timeout=self.timeout)
+        expired = threading.Event()
+        watchdog = threading.Timer(self.timeout, _shut_down, (connection, expired))
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            with self._opener.open(url, timeout=self.timeout) as response:
-                chunks: list[bytes] = []
-                size = 0
-                while chunk := response.read(1 << 16):
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        return "", f"response larger than {self.max_bytes} bytes"
-                    if time.monotonic() > deadline:
-                        return "", f"timed out after {self.timeout:g} s"
+            connection.request("GET", target, headers={"Accept": "text/plain"})
+            response = connection.getresponse()
+            if response.status != 200:
+                return "", f"HTTP {response.status} {response.reason}"
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := response.read1(1 << 16):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > self.max_bytes:
+                    return "", f"response larger than {self.max_bytes} bytes"
         except Exception as exc:  # every failure of one target is that target's error
+            if expired.is_set() or isinstance(exc, TimeoutError):
+                return "", f"timed out after {self.timeout:g} s"
             return "", f"{type(exc).__name__}: {exc}"
+        finally:
+            watchdog.cancel()
+            connection.close()
+        if expired.is_set():  # cut off while reading: what came is only part of the body
+            return "", f"timed out after {self.timeout:g} s"
         return b"".join(chunks).decode("utf-8", errors="replace"), None
+
+
+def _shut_down(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """At the deadline: unblock whatever the scrape thread is waiting for on this connection."""
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 # --- Prometheus ---------------------------------------------------------------------------------

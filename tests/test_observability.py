@@ -384,6 +384,46 @@ def test_readyz_is_degraded_not_unready_without_the_channel_layers_redis(client:
         assert client.get("/readyz").status_code == 200
 
 
+def test_the_readme_says_what_readyz_answers_without_redis() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    probes = readme[readme.index("**Probes.**") :].split("\n\n")[0]
+    assert "**200**" in probes and '"status": "degraded"' in probes
+    assert '"failed": ["channel_layer"]' in probes
+
+
+@pytest.mark.django_db
+def test_readyz_fails_when_the_web_extender_cannot_be_built(
+    client: Client, settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kube import extender
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(
+        "profiles:\n- schedulerName: x\n  plugins: {filter: {enabled: [{nam: A}]}}\n"
+    )
+    monkeypatch.setenv("GPUSCHED_PROFILE", str(profile))
+    settings.WEB_EXTENDER = True
+    extender.install(None)
+    try:
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        assert response.json()["failed"] == ["extender"]
+        assert "unknown key 'nam'" in response.json()["checks"]["extender"]
+        # ... and kube-scheduler's calls get that reason with a 503, never a 500.
+        token = tmp_path / "token"
+        token.write_text("t\n")
+        settings.EXTENDER_TOKEN_FILE = str(token)
+        answer = client.post(
+            "/extender/filter",
+            "{}",
+            content_type="application/json",
+            headers={"Authorization": "Bearer t"},
+        )
+        assert answer.status_code == 503 and "unknown key 'nam'" in answer.json()["Error"]
+    finally:
+        extender.install(None)
+
+
 READYZ_IN_A_FRESH_PROCESS = """
 import json, django
 django.setup()

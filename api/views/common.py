@@ -1,33 +1,23 @@
-"""What every API view shares: the error shape in the schema, strict serializers, quantities,
-keyset paging, and the tenant / admin base views."""
+"""What every API view shares: the error shape in the schema, keyset paging, and the tenant /
+admin base views (request fields: api/fields.py)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from api.exceptions import InvalidInput
+from api.fields import QuerySerializer
 from api.permissions import IsAdmin, IsTenant, tenant_of
 from scheduling.models import Tenant
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS_LABEL_MESSAGE = "must be a DNS label: lowercase letters, digits and '-', at most 63 characters"
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-MAX_PODS_PER_WORKLOAD = 5000
-MAX_USAGE_WINDOW = timedelta(days=7)
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -48,42 +38,6 @@ def documented(ok: Any, *errors: int) -> dict[int, Any]:
     return documented
 
 
-class StrictSerializer(serializers.Serializer):
-    """Unknown keys are errors (a typo like `minCout` must not be ignored silently)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            unknown = sorted(str(k) for k in data if k not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({k: ["unknown field"] for k in unknown})
-        return super().to_internal_value(data)
-
-
-def dns_label(**kwargs: Any) -> serializers.RegexField:
-    return serializers.RegexField(
-        DNS_LABEL, max_length=63, error_messages={"invalid": DNS_LABEL_MESSAGE}, **kwargs
-    )
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "number"}], "example": "8"})
-class QuantityField(serializers.Field):
-    """A Kubernetes quantity, "8", "500m", "64Gi" (or a plain number); read by api.quantities."""
-
-    default_error_messages = {"invalid": "must be a quantity string such as '8', '500m' or '64Gi'"}
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, bool) or not isinstance(data, str | int | float):
-            self.fail("invalid")
-        return data
-
-    def to_representation(self, value: Any) -> Any:
-        return str(value)
-
-
-def quantity_map(**kwargs: Any) -> serializers.DictField:
-    return serializers.DictField(child=QuantityField(), **kwargs)
-
-
 class ConditionSerializer(serializers.Serializer):
     type = serializers.CharField()
     status = serializers.ChoiceField(choices=["True", "False", "Unknown"])
@@ -96,37 +50,42 @@ class PageSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
-def _cursor_encode(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-
-def _cursor_decode(text: str, kind: type) -> Any:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        value = None
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidInput.one("cursor", "invalid cursor: pass nextCursor of the previous page")
-    return value
-
-
-class PageQuerySerializer(StrictSerializer):
+class PageQuerySerializer(QuerySerializer):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
-    cursor = serializers.CharField(required=False, max_length=512)
+
+
+class IdPageQuerySerializer(PageQuerySerializer):
+    """Lists keyed by id, newest first: the cursor is the last id seen."""
+
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,18}$", required=False, help_text="nextCursor of the previous page"
+    )
+
+
+class NamePageQuerySerializer(PageQuerySerializer):
+    """Lists keyed by a Kubernetes object name: the cursor is the last name seen."""
+
+    cursor = serializers.RegexField(
+        r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+        required=False,
+        max_length=253,
+        help_text="nextCursor of the previous page",
+    )
 
 
 def keyset_page(
     qs: QuerySet[Any], field: str, params: Mapping[str, Any], *, descending: bool
 ) -> tuple[list[Any], str | None]:
-    """Keyset pagination on a unique `field`: the page after `cursor`, and the next cursor."""
+    """Keyset pagination on a unique `field`: the page after `cursor` (the last key of the
+    previous page, so any well-formed cursor is a valid one), and the next cursor."""
     limit = params["limit"]
     if params.get("cursor"):
-        after = _cursor_decode(params["cursor"], int if field == "id" else str)
+        after = int(params["cursor"]) if field == "id" else params["cursor"]
         qs = qs.filter(**{f"{field}__{'lt' if descending else 'gt'}": after})
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return rows, _cursor_encode(getattr(rows[-1], field)) if more and rows else None
+    return rows, str(getattr(rows[-1], field)) if more and rows else None
 
 
 def query_of(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -149,6 +108,6 @@ class AdminApi(APIView):
 
 
 class LimitsSerializer(serializers.Serializer):
-    defaultRequests = quantity_map(required=False, default=dict)
-    minPerPod = quantity_map(required=False, default=dict)
-    maxPerPod = quantity_map(required=False, default=dict)
+    defaultRequests = serializers.DictField(child=serializers.CharField())
+    minPerPod = serializers.DictField(child=serializers.CharField())
+    maxPerPod = serializers.DictField(child=serializers.CharField())

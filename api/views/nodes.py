@@ -14,7 +14,7 @@ from api import selectors
 from api import services as api_services
 from api.views.common import (
     AdminApi,
-    PageQuerySerializer,
+    NamePageQuerySerializer,
     PageSerializer,
     documented,
     keyset_page,
@@ -86,7 +86,7 @@ def _node_response(node: Node) -> Response:
 
 
 class NodeListApi(AdminApi):
-    class FilterSerializer(PageQuerySerializer):
+    class FilterSerializer(NamePageQuerySerializer):
         cordoned = serializers.BooleanField(required=False, allow_null=True, default=None)
         gpuModel = serializers.CharField(required=False, max_length=128)
 

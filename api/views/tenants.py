@@ -12,14 +12,13 @@ from rest_framework.response import Response
 from api import selectors
 from api import services as api_services
 from api.exceptions import NotFound
-from api.models import ApiToken
-from api.views.common import (
-    AdminApi,
+from api.fields import (
+    ResourceMapField,
     StrictSerializer,
     dns_label,
-    documented,
-    quantity_map,
 )
+from api.models import ApiToken
+from api.views.common import AdminApi, documented
 
 # --- admin: tenants and tokens ------------------------------------------------------------------
 
@@ -84,7 +83,7 @@ class TenantCreateApi(AdminApi):
         queueName = dns_label(
             required=False, help_text="its LocalQueue; default: the tenant's name"
         )
-        quota = quantity_map(
+        quota = ResourceMapField(
             required=False,
             default=dict,
             help_text="nominal quota of the tenant's own ClusterQueue, e.g. nvidia.com/gpu: '16'",
@@ -94,12 +93,12 @@ class TenantCreateApi(AdminApi):
         clusterQueue = dns_label(
             required=False, help_text="share this existing ClusterQueue instead of a new one"
         )
-        hard = quantity_map(
+        hard = ResourceMapField(
             required=False, default=dict, help_text="hard cap on total requests, ResourceQuota-like"
         )
-        defaultRequests = quantity_map(required=False, default=dict)
-        minPerPod = quantity_map(required=False, default=dict)
-        maxPerPod = quantity_map(required=False, default=dict)
+        defaultRequests = ResourceMapField(required=False, default=dict)
+        minPerPod = ResourceMapField(required=False, default=dict)
+        maxPerPod = ResourceMapField(required=False, default=dict)
 
     class OutputSerializer(serializers.Serializer):
         tenant = TenantSerializer()
@@ -110,7 +109,7 @@ class TenantCreateApi(AdminApi):
         operation_id="admin_tenant_create",
         summary="Create a tenant with its queue, limits and first API token",
         request=InputSerializer,
-        responses=documented({201: OutputSerializer}, 400, 403, 409),
+        responses=documented({201: OutputSerializer}, 400, 403, 409, 413, 422),
     )
     def post(self, request: Request) -> Response:
         serializer = TenantCreateApi.InputSerializer(data=request.data)
@@ -155,16 +154,16 @@ class TenantDetailApi(AdminApi):
 class TenantPolicyUpdateApi(AdminApi):
     class InputSerializer(StrictSerializer):
         queueName = dns_label(required=False)
-        hard = quantity_map(required=False, default=dict)
-        defaultRequests = quantity_map(required=False, default=dict)
-        minPerPod = quantity_map(required=False, default=dict)
-        maxPerPod = quantity_map(required=False, default=dict)
+        hard = ResourceMapField(required=False, default=dict)
+        defaultRequests = ResourceMapField(required=False, default=dict)
+        minPerPod = ResourceMapField(required=False, default=dict)
+        maxPerPod = ResourceMapField(required=False, default=dict)
 
     @extend_schema(
         operation_id="admin_tenant_policy_update",
         summary="Replace a tenant's limits (LimitRange-like) and hard quota (ResourceQuota-like)",
         request=InputSerializer,
-        responses=documented(TenantSerializer, 400, 403, 404),
+        responses=documented(TenantSerializer, 400, 403, 404, 413, 422),
     )
     def put(self, request: Request, name: str) -> Response:
         tenant = selectors.tenant_get(name)
@@ -228,7 +227,7 @@ class TenantTokenCreateApi(AdminApi):
         operation_id="admin_tenant_token_create",
         summary="Issue a new API token for a tenant",
         request=InputSerializer,
-        responses=documented({201: OutputSerializer}, 400, 403, 404),
+        responses=documented({201: OutputSerializer}, 400, 403, 404, 413),
     )
     def post(self, request: Request, name: str) -> Response:
         tenant = selectors.tenant_get(name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from drf_spectacular.utils import extend_schema
@@ -11,10 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import selectors
+from api.fields import QuerySerializer
 from api.views.common import (
-    MAX_USAGE_WINDOW,
     LimitsSerializer,
-    StrictSerializer,
     TenantApi,
     documented,
     query_of,
@@ -51,23 +49,32 @@ class TenantQuotaApi(TenantApi):
         return Response(TenantQuotaApi.OutputSerializer(doc).data)
 
 
-_WINDOW = re.compile(r"^(\d{1,6})([smhd])$")
+MAX_USAGE_WINDOW = timedelta(days=7)
+# 1s to 7d (MAX_USAGE_WINDOW) in one unit, written out so that the schema says exactly what the
+# server accepts: seconds 1-604800, minutes 1-10080, hours 1-168, days 1-7.
+WINDOW_PATTERN = (
+    r"^(([1-9][0-9]{0,4}|[1-5][0-9]{5}|60[0-3][0-9]{3}|604[0-7][0-9]{2}|604800)s"
+    r"|([1-9][0-9]{0,3}|100[0-7][0-9]|10080)m"
+    r"|([1-9][0-9]?|1[0-5][0-9]|16[0-8])h"
+    r"|[1-7]d)$"
+)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_window(text: str) -> timedelta:
-    match = _WINDOW.match(text.strip())
-    if not match or int(match.group(1)) == 0:
-        raise serializers.ValidationError("a duration such as 30m, 1h or 7d")
-    window = timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
-    if window > MAX_USAGE_WINDOW:
-        raise serializers.ValidationError("at most 7d")
-    return window
+    """`30m` -> 30 minutes; the text has passed WINDOW_PATTERN."""
+    return timedelta(seconds=int(text[:-1]) * _UNITS[text[-1]])
 
 
 class TenantUsageApi(TenantApi):
-    class FilterSerializer(StrictSerializer):
-        window = serializers.CharField(required=False, default="1h", help_text="30m, 1h, 7d")
+    class FilterSerializer(QuerySerializer):
+        window = serializers.RegexField(
+            WINDOW_PATTERN,
+            required=False,
+            default="1h",
+            help_text="1s to 7d in one unit: 30m, 1h, 7d",
+            error_messages={"invalid": "a duration from 1s to 7d such as 30m, 1h or 7d"},
+        )
 
         def validate_window(self, value: str) -> timedelta:
             return parse_window(value)

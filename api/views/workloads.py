@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -17,38 +16,47 @@ from rest_framework.throttling import BaseThrottle
 from api import selectors
 from api import services as api_services
 from api.exceptions import InvalidInput
+from api.fields import (
+    LabelKeyField,
+    LabelMapField,
+    LabelValueField,
+    ResourceMapField,
+    StrictSerializer,
+    dns_label,
+)
 from api.throttling import PrincipalRateThrottle, SubmitRateThrottle
 from api.views.common import (
-    MAX_PODS_PER_WORKLOAD,
     ConditionSerializer,
-    PageQuerySerializer,
+    IdPageQuerySerializer,
     PageSerializer,
-    StrictSerializer,
     TenantApi,
-    dns_label,
     documented,
     keyset_page,
-    quantity_map,
     query_of,
 )
+from scheduling.core import limits
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import ServiceClass, TaintEffect, TopologyPolicy, TopologyScope
 from scheduling.models import Pod, Workload
+
+MAX_IDEMPOTENCY_KEY = 255
+_STATE = "|".join(Workload.State.values)
+STATES_PATTERN = rf"^ *({_STATE}) *(, *({_STATE}) *)*$"
 
 # --- workload documents -------------------------------------------------------------------------
 
 
 class TolerationSerializer(StrictSerializer):
-    key = serializers.CharField(max_length=253, allow_blank=True, required=False, default="")
+    key = LabelKeyField(allow_blank=True, required=False, default="")
     operator = serializers.ChoiceField(choices=["Equal", "Exists"], default="Equal")
-    value = serializers.CharField(max_length=253, allow_blank=True, required=False, default="")
+    value = LabelValueField(required=False, default="")
     effect = serializers.ChoiceField(
         choices=["", *(e.value for e in TaintEffect)], required=False, default=""
     )
 
 
 class ResourcesSerializer(StrictSerializer):
-    requests = quantity_map(required=False, default=dict)
+    requests = ResourceMapField(required=False, default=dict)
 
 
 class TopologySerializer(StrictSerializer):
@@ -60,13 +68,15 @@ class TopologySerializer(StrictSerializer):
 class PodTemplateSerializer(StrictSerializer):
     resources = ResourcesSerializer(required=False)
     gpuModels = serializers.ListField(
-        child=serializers.CharField(max_length=128), required=False, max_length=16
+        child=serializers.CharField(max_length=limits.MAX_GPU_MODEL_LENGTH),
+        required=False,
+        max_length=limits.MAX_GPU_MODELS,
     )
     topology = TopologySerializer(required=False)
-    nodeSelector = serializers.DictField(
-        child=serializers.CharField(max_length=253, allow_blank=True), required=False
+    nodeSelector = LabelMapField(required=False)
+    tolerations = serializers.ListField(
+        child=TolerationSerializer(), required=False, max_length=limits.MAX_TOLERATIONS
     )
-    tolerations = serializers.ListField(child=TolerationSerializer(), required=False, max_length=32)
 
 
 class PodSetSerializer(StrictSerializer):
@@ -89,9 +99,10 @@ class PriorityClassRefSerializer(StrictSerializer):
     name = dns_label()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if PRIORITY_GROUPS[attrs["group"]] != attrs["kind"]:
-            raise serializers.ValidationError(
-                {"kind": [f"group {attrs['group']} has kind {PRIORITY_GROUPS[attrs['group']]}"]}
+        if PRIORITY_GROUPS[attrs["group"]] != attrs["kind"]:  # across fields: a 422
+            raise InvalidInput.one(
+                "priorityClassRef.kind",
+                f"group {attrs['group']} has kind {PRIORITY_GROUPS[attrs['group']]}",
             )
         return attrs
 
@@ -270,19 +281,12 @@ class WorkloadCreateApi(TenantApi):
             min_value=1, max_value=10**8, required=False, allow_null=True, default=None
         )
 
-        def validate_podSets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            total = sum(pod_set["count"] for pod_set in value)
-            if total > MAX_PODS_PER_WORKLOAD:
-                raise serializers.ValidationError(
-                    f"{total} pods in one workload; at most {MAX_PODS_PER_WORKLOAD}"
-                )
-            return value
-
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # Across fields, which the schema cannot say: a 422 (api/exceptions.py).
             ref = attrs.get("priorityClassRef")
             if ref and attrs.get("priorityClassName") not in ("", ref["name"]):
-                raise serializers.ValidationError(
-                    {"priorityClassName": ["give priorityClassName or priorityClassRef, not both"]}
+                raise InvalidInput.one(
+                    "priorityClassName", "give priorityClassName or priorityClassRef, not both"
                 )
             return attrs
 
@@ -296,11 +300,14 @@ class WorkloadCreateApi(TenantApi):
         request=InputSerializer,
         parameters=[
             OpenApiParameter(
-                "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False
+                "Idempotency-Key",
+                {"type": "string", "maxLength": MAX_IDEMPOTENCY_KEY},
+                OpenApiParameter.HEADER,
+                required=False,
             )
         ],
         responses=documented(
-            {201: WorkloadSerializer, 200: WorkloadSerializer}, 400, 403, 409, 422
+            {201: WorkloadSerializer, 200: WorkloadSerializer}, 400, 403, 409, 413, 422
         ),
     )
     def post(self, request: Request) -> Response:
@@ -308,9 +315,12 @@ class WorkloadCreateApi(TenantApi):
         serializer = WorkloadCreateApi.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        key = request.headers.get("Idempotency-Key", "").strip() or None
-        if key is not None and len(key) > 255:
-            raise InvalidInput.one("Idempotency-Key", "at most 255 characters")
+        raw_key = request.headers.get("Idempotency-Key", "")
+        key = raw_key.strip() or None
+        if len(raw_key) > MAX_IDEMPOTENCY_KEY:
+            raise serializers.ValidationError(
+                {"Idempotency-Key": [f"at most {MAX_IDEMPOTENCY_KEY} characters"]}
+            )
         ref = data["priorityClassRef"]
         workload, created = api_services.workload_create(
             tenant=tenant,
@@ -330,8 +340,13 @@ class WorkloadCreateApi(TenantApi):
 
 
 class WorkloadListApi(TenantApi):
-    class FilterSerializer(PageQuerySerializer):
-        state = serializers.CharField(required=False, help_text="comma-separated states")
+    class FilterSerializer(IdPageQuerySerializer):
+        state = serializers.RegexField(
+            STATES_PATTERN,
+            required=False,
+            help_text="comma-separated states",
+            error_messages={"invalid": f"comma-separated states ({_STATE.replace('|', ', ')})"},
+        )
         queueName = serializers.CharField(required=False, max_length=63)
         priorityClassName = serializers.CharField(required=False, max_length=63)
         serviceClass = serializers.ChoiceField(
@@ -342,13 +357,7 @@ class WorkloadListApi(TenantApi):
         createdBefore = serializers.DateTimeField(required=False)
 
         def validate_state(self, value: str) -> list[str]:
-            states = [s.strip() for s in value.split(",") if s.strip()]
-            unknown = [s for s in states if s not in Workload.State.values]
-            if unknown:
-                raise serializers.ValidationError(
-                    f"unknown state {unknown[0]!r} (states: {', '.join(Workload.State.values)})"
-                )
-            return states
+            return [s.strip() for s in value.split(",")]
 
     class OutputSerializer(PageSerializer):
         items = WorkloadSerializer(many=True)

@@ -9,7 +9,9 @@
 
 Default plugins (registry.DEFAULT_HEAD / DEFAULT_TAIL) stay enabled unless disabled by name or "*";
 a default plugin listed under `enabled` keeps its place and takes the given weight. Anything unknown
-is an error that names the key, so a typo never silently changes scheduling.
+is an error that names the key, so a typo never silently changes scheduling: a repeated key, an
+`apiVersion` other than kubescheduler.config.k8s.io/v1 or a `kind` other than
+KubeSchedulerConfiguration (both may be left out) too.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from scheduling.core import yaml_documents
 from scheduling.core.framework import EXTENSION_POINTS
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.registry import DEFAULT_HEAD, DEFAULT_TAIL, REGISTRY, PluginFactory
 
 MULTI_POINT = "multiPoint"
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
 # Fields of KubeSchedulerConfiguration that concern kube-scheduler's process, not plugin choice.
 _IGNORED_TOP_LEVEL = {
     "apiVersion",
@@ -61,10 +64,11 @@ class Profile:
 
 
 def load_profiles(text: str, *, registry: Mapping[str, PluginFactory] = REGISTRY) -> list[Profile]:
+    """The profiles of a KubeSchedulerConfiguration document (duplicate keys refused)."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"not valid YAML: {exc}") from exc
+        doc = yaml_documents.load_one(text)
+    except yaml_documents.YamlError as exc:
+        raise ProfileError(str(exc)) from exc
     return parse_profiles(doc, registry=registry)
 
 
@@ -72,6 +76,9 @@ def parse_profiles(
     doc: object, *, registry: Mapping[str, PluginFactory] = REGISTRY
 ) -> list[Profile]:
     top = _mapping(doc, "the configuration")
+    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key in top and top[key] != expected:
+            raise ProfileError(f"{key} must be {expected!r}, got {top[key]!r}")
     unknown = set(top) - _IGNORED_TOP_LEVEL - {"profiles", "percentageOfNodesToScore"}
     if unknown:
         raise ProfileError(f"unknown key {sorted(unknown)[0]!r} at the top level")

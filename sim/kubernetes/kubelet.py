@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from kubernetes.utils import parse_quantity
@@ -70,7 +70,7 @@ class PodRun:
     node: str
     containers: tuple[str, ...]
     started: datetime
-    requests: dict[str, Decimal]
+    requests: dict[str, Fraction]
     holding: Holding
     duration_s: float | None = None
     profile: UtilizationProfile = field(default_factory=UtilizationProfile)
@@ -250,7 +250,7 @@ class Kubelets:
         )
         report.started += 1
 
-    def _admit(self, node: Obj, requests: dict[str, Decimal]) -> tuple[str, str] | None:
+    def _admit(self, node: Obj, requests: dict[str, Fraction]) -> tuple[str, str] | None:
         """The kubelet's resource fit: the first resource that does not fit, as its reason."""
         name = node["metadata"]["name"]
         allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -260,11 +260,11 @@ class Kubelets:
             return "OutOfpods", podstatus.insufficient("pods", 1, len(runs), pods_cap)
         extended = sorted(r for r in requests if r not in FIT_ORDER)
         for resource in (*FIT_ORDER, *extended):
-            asked = requests.get(resource, Decimal(0))
+            asked = requests.get(resource, Fraction(0))
             if asked <= 0 or (resource not in FIT_ORDER and resource not in allocatable):
                 continue  # an extended resource the node does not advertise is not the kubelet's
-            capacity = Decimal(parse_quantity(allocatable.get(resource, "0")))
-            used = sum((r.requests.get(resource, Decimal(0)) for r in runs), Decimal(0))
+            capacity = Fraction(parse_quantity(allocatable.get(resource, "0")))
+            used = sum((r.requests.get(resource, Fraction(0)) for r in runs), Fraction(0))
             if used + asked > capacity:
                 scale = 1000 if resource == "cpu" else 1
                 return f"OutOf{resource}", podstatus.insufficient(
@@ -466,7 +466,7 @@ def _host_ip(node: Obj) -> str:
     return next((a["address"] for a in addresses if a.get("type") == "InternalIP"), "10.0.0.1")
 
 
-def _counts(requests: dict[str, Decimal]) -> dict[str, int]:
+def _counts(requests: dict[str, Fraction]) -> dict[str, int]:
     return {k: int(v) for k, v in requests.items() if k.startswith(("nvidia.com/", "gpusched.io/"))}
 
 

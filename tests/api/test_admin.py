@@ -35,13 +35,19 @@ def test_create_tenant_conflicts_and_validation(admin, team_a) -> None:
         "/api/v1/admin/tenants", {"name": "other", "namespace": "team-a"}, format="json"
     )
     assert taken.status_code == 409
-    bad = admin.post(
+    # Breaks the schema (no sign in a count): 400; well formed but no queue resource: 422.
+    malformed = admin.post(
+        "/api/v1/admin/tenants", {"name": "x", "hard": {"nvidia.com/gpu": "-1"}}, format="json"
+    )
+    assert malformed.status_code == 400
+    assert set(malformed.json()["extra"]["fields"]) == {"hard.nvidia.com/gpu"}
+    refused = admin.post(
         "/api/v1/admin/tenants",
-        {"name": "x", "quota": {"gpus": "3"}, "hard": {"nvidia.com/gpu": "-1"}},
+        {"name": "x", "quota": {"gpus": "3"}, "hard": {"nvidia.com/gpu": "200000"}},
         format="json",
     )
-    assert bad.status_code == 400
-    assert set(bad.json()["extra"]["fields"]) == {"quota.gpus", "hard.nvidia.com/gpu"}
+    assert refused.status_code == 422
+    assert set(refused.json()["extra"]["fields"]) >= {"quota.gpus"}
     assert not Tenant.objects.filter(name="x").exists()
 
 
@@ -63,7 +69,7 @@ def test_tenant_list_detail_and_policy(admin, team_a, cluster) -> None:
         {"minPerPod": {"cpu": "8"}, "maxPerPod": {"cpu": "4"}},
         format="json",
     )
-    assert bad.status_code == 400
+    assert bad.status_code == 422  # well formed, refused: min above max
     assert "minPerPod.cpu" in bad.json()["extra"]["fields"]
 
 

@@ -47,7 +47,7 @@ def test_an_extended_resource_is_requested_counted_and_shown(admin, cluster) -> 
 def test_a_fractional_extended_request_is_refused_naming_the_field(cluster) -> None:
     team = onboard("team-a")
     response = submit(team, credits_body("x", "0.5"))
-    assert response.status_code == 400
+    assert response.status_code == 422  # well formed, not a whole number of units
     fields = response.json()["extra"]["fields"]
     assert "whole number" in fields["podSets[0].template.resources.requests.example.com/credits"][0]
 
@@ -86,7 +86,7 @@ def test_priority_class_ref_picks_the_kind(cluster) -> None:
     }
     bad = {**copy.deepcopy(LLAMA), "name": "bad"}
     bad["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "PriorityClass", "name": "high"}
-    assert submit(team, bad).status_code == 400
+    assert submit(team, bad).status_code == 422  # across fields: the schema cannot say it
     missing = {**copy.deepcopy(LLAMA), "name": "missing"}
     missing["priorityClassRef"] = {
         "group": "kueue.x-k8s.io",
@@ -94,7 +94,7 @@ def test_priority_class_ref_picks_the_kind(cluster) -> None:
         "name": "nope",
     }
     response = submit(team, missing)
-    assert response.status_code == 400
+    assert response.status_code == 422  # an unknown reference
     assert (
         "unknown WorkloadPriorityClass 'nope'"
         in response.json()["extra"]["fields"]["priorityClassRef"][0]

@@ -76,7 +76,7 @@ def test_default_requests_and_per_pod_limits(cluster) -> None:
     too_big["name"] = "big"
     too_big["podSets"][0]["template"]["resources"]["requests"]["cpu"] = "500m"
     response = submit(team, too_big)
-    assert response.status_code == 400
+    assert response.status_code == 422
     fields = response.json()["extra"]["fields"]
     assert "maximum per pod (nvidia.com/gpu: 2)" in fields[f"{REQ}.nvidia.com/gpu"][0]
     assert "minimum per pod (cpu: 1)" in fields[f"{REQ}.cpu"][0]

@@ -1,9 +1,13 @@
 """The OpenAPI schema is valid, documents every endpoint, and the API keeps to it: schemathesis
 sends generated requests to every operation (a few examples each) and checks that none gets a
-5xx and every response's status, content type and body match the schema."""
+5xx, every response's status, content type and body match the schema, and the schema is exactly
+as strict as the server: every request it forbids is refused (ST201) and every request it allows
+is accepted (ST202), or refused with a 422 for what it names (an unknown queue, more GPUs than any
+node has: what a schema cannot say)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -16,8 +20,11 @@ from drf_spectacular.validation import validate_schema
 from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -48,7 +55,17 @@ def test_docs_page(db: None) -> None:
     assert b"swagger" in response.content.lower()
 
 
-schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "checks": {
+            "positive_data_acceptance": {
+                "expected-statuses": ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
+            }
+        },
+        "generation": {"mode": "all"},
+    }
+)
+schema = schemathesis.openapi.from_wsgi("/api/schema/", application, config=CONFIG)
 
 
 @pytest.fixture
@@ -70,7 +87,7 @@ def bearer(db: None, cluster) -> Iterator[dict[str, str]]:
 
 @schema.parametrize()
 @settings(
-    max_examples=8,
+    max_examples=int(os.environ.get("GPUSCHED_SCHEMATHESIS_EXAMPLES", "12")),
     deadline=None,
     derandomize=True,
     suppress_health_check=list(HealthCheck),
@@ -86,5 +103,7 @@ def test_api_keeps_to_its_schema(case, bearer: dict[str, str]) -> None:
             status_code_conformance,
             content_type_conformance,
             response_schema_conformance,
+            negative_data_rejection,
+            positive_data_acceptance,
         ],
     )

@@ -1,6 +1,8 @@
-"""Bad input: a 400 whose extra.fields names every offending field, and nothing written."""
+"""Bad input: a 400 (the request breaks the schema) or a 422 (well formed, refused for what it
+asks) whose extra.fields names every offending field, fast, with nothing written."""
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -36,35 +38,24 @@ def _gpu(value: Any) -> Callable[[dict[str, Any]], None]:
     return _requests(**{"nvidia.com/gpu": value})
 
 
-CASES = [
+# The request breaks the schema: 400 (tests/api/test_schema.py holds the schema to the server).
+MALFORMED = [
     # (change, field path, words in the message)
-    (_requests(gpu="1"), f"{REQ}.gpu", "unknown resource"),
-    (_requests(**{"example.com/credits": "1.5"}), f"{REQ}.example.com/credits", "whole number"),
-    (_gpu("9"), f"{REQ}.nvidia.com/gpu", "no node of model NVIDIA-H100-80GB-HBM3 has more than 8"),
-    (_gpu("-1"), f"{REQ}.nvidia.com/gpu", "must not be negative"),
-    (_requests(cpu="-500m"), f"{REQ}.cpu", "must not be negative"),
-    (_gpu("0.5"), f"{REQ}.nvidia.com/gpu", "gpusched.io/gpu-milli"),
-    (_gpu("lots"), f"{REQ}.nvidia.com/gpu", "not a quantity"),
-    (_gpu("Infinity"), f"{REQ}.nvidia.com/gpu", "finite"),
+    (_requests(**{"bad key!": "1"}), f"{REQ}.bad key!", "not a resource name"),
+    (_gpu("-1"), f"{REQ}.nvidia.com/gpu", "plain number"),
+    (_requests(cpu="-500m"), f"{REQ}.cpu", "not a quantity"),
+    (_requests(cpu=-1), f"{REQ}.cpu", "must not be negative"),
+    (_gpu("lots"), f"{REQ}.nvidia.com/gpu", "plain number"),
+    (_requests(cpu="Infinity"), f"{REQ}.cpu", "not a quantity"),
     (_gpu(True), f"{REQ}.nvidia.com/gpu", "quantity"),
-    (_requests(cpu="10000"), f"{REQ}.cpu", "the largest node has 64"),
-    (_requests(memory="10Ti"), f"{REQ}.memory", "the largest node has"),
-    (
-        _requests(**{"gpusched.io/gpu-milli": "500"}),
-        f"{REQ}.gpusched.io/gpu-milli",
-        "not also nvidia.com/gpu",
-    ),
-    (_requests(**{"nvidia.com/mig-7g.80gb": "1"}), f"{REQ}.nvidia.com/mig-7g.80gb", "MIG"),
-    (_requests(**{"nvidia.com/mig-huge": "1"}), f"{REQ}.nvidia.com/mig-huge", "MIG profile"),
-    (_set("queueName", "team-z"), "queueName", "unknown queue 'team-z'"),
-    (_set("priorityClassName", "gold"), "priorityClassName", "unknown priority class"),
+    (_gpu("4Gi"), f"{REQ}.nvidia.com/gpu", "plain number"),
     (_set("name", "Not_A_Name"), "name", "DNS label"),
+    (_set("name", 0), "name", "must be a string"),
+    (_set("podSets.0.count", "2"), "podSets[0].count", "must be an integer"),
     (_set("serviceClass", "premium"), "serviceClass", "valid choice"),
     (_set("podSets", []), "podSets", "at least 1"),
     (_set("podSets.0.count", 0), "podSets[0].count", "greater than or equal to 1"),
-    (_set("podSets.0.minCount", 3), "podSets[0].minCount", "at most count"),
     (_set("podSets.0.minCout", 3), "podSets[0].minCout", "unknown field"),
-    (_set("podSets.0.template.gpuModels", ["B200"]), "podSets[0].template.gpuModels[0]", "B200"),
     (
         _set("podSets.0.template.topology", {"policy": "tight"}),
         "podSets[0].template.topology.policy",
@@ -78,13 +69,40 @@ CASES = [
     (_set("extra", 1), "extra", "unknown field"),
 ]
 
+# Well formed, but refused for what it names or asks: 422, in the same shape.
+REFUSED = [
+    (_requests(gpu="1"), f"{REQ}.gpu", "unknown resource"),
+    (_requests(**{"example.com/credits": "1.5"}), f"{REQ}.example.com/credits", "whole number"),
+    (_requests(**{"nvidia.com/mig-huge": "1"}), f"{REQ}.nvidia.com/mig-huge", "MIG profile"),
+    (_gpu("9"), f"{REQ}.nvidia.com/gpu", "no node of model NVIDIA-H100-80GB-HBM3 has more than 8"),
+    (_gpu("0.5"), f"{REQ}.nvidia.com/gpu", "gpusched.io/gpu-milli"),
+    (_requests(cpu="10000"), f"{REQ}.cpu", "the largest node has 64"),
+    (_requests(memory="10Ti"), f"{REQ}.memory", "the largest node has"),
+    # Magnitudes beyond any cluster are refused from the text, before any number is built.
+    (_requests(cpu="1e999990"), f"{REQ}.cpu", "more than any cluster has"),
+    (_requests(memory="1e5000"), f"{REQ}.memory", "more than any cluster has"),
+    (
+        _requests(**{"gpusched.io/gpu-milli": "500"}),
+        f"{REQ}.gpusched.io/gpu-milli",
+        "not also nvidia.com/gpu",
+    ),
+    (_requests(**{"nvidia.com/mig-7g.80gb": "1"}), f"{REQ}.nvidia.com/mig-7g.80gb", "MIG"),
+    (_set("queueName", "team-z"), "queueName", "unknown queue 'team-z'"),
+    (_set("priorityClassName", "gold"), "priorityClassName", "unknown priority class"),
+    (_set("podSets.0.minCount", 3), "podSets[0].minCount", "at most count"),
+    (_set("podSets.0.template.gpuModels", ["B200"]), "podSets[0].template.gpuModels[0]", "B200"),
+]
 
-@pytest.mark.parametrize(("change", "field", "words"), CASES)
-def test_bad_input_names_the_field(team_a, cluster, change, field: str, words: str) -> None:
+
+@pytest.mark.parametrize(
+    ("change", "field", "words", "status"),
+    [(*case, 400) for case in MALFORMED] + [(*case, 422) for case in REFUSED],
+)
+def test_bad_input_names_the_field(team_a, cluster, change, field: str, words: str, status) -> None:
     doc = copy.deepcopy(LLAMA)
     change(doc)
     response = submit(team_a, doc)
-    assert response.status_code == 400, response.json()
+    assert response.status_code == status, response.json()
     fields = response.json()["extra"]["fields"]
     assert field in fields, fields
     assert words in " ".join(fields[field])
@@ -95,16 +113,58 @@ def test_every_problem_is_reported_at_once(team_a, cluster) -> None:
     doc = copy.deepcopy(LLAMA)
     doc["queueName"] = "nope"
     doc["podSets"][0]["template"]["resources"]["requests"].update(
-        {"nvidia.com/gpu": "9", "cpu": "-1"}
+        {"nvidia.com/gpu": "9", "cpu": "1e30"}
     )
     response = submit(team_a, doc)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert set(response.json()["extra"]["fields"]) == {
         "queueName",
         f"{REQ}.nvidia.com/gpu",
         f"{REQ}.cpu",
     }
     assert response.json()["message"] == "Invalid input."
+
+
+def _selector(doc: dict[str, Any], selector: dict[str, str]) -> None:
+    doc["podSets"][0]["template"]["nodeSelector"] = selector
+    doc["podSets"][0]["count"] = 500
+    doc["podSets"][0]["minCount"] = None
+
+
+@pytest.mark.parametrize(
+    ("selector", "field", "words"),
+    [
+        # Just under the body limit (a whole MiB is over it: 413, below).
+        ({"k" * 1_000_000: "v"}, "nodeSelector.kkkkkkkkkk", "at most 317 characters"),
+        ({f"k{i}": "v" for i in range(10_000)}, "nodeSelector", "at most 32 entries"),
+        ({"zone": "v" * 64}, "nodeSelector.zone", "at most 63 characters"),
+        ({"bad key!": "v"}, "nodeSelector.bad key!", "qualified name"),
+        ({"zone": "eu 1"}, "nodeSelector.zone", "letters, digits"),
+    ],
+)
+def test_node_selectors_are_bounded(team_a, cluster, selector, field: str, words: str) -> None:
+    doc = copy.deepcopy(LLAMA)
+    _selector(doc, selector)
+    response = submit(team_a, doc)
+    assert response.status_code == 400
+    fields = response.json()["extra"]["fields"]
+    (path,) = [p for p in fields if p.startswith(f"podSets[0].template.{field}")]
+    assert words in " ".join(fields[path])
+    assert len(response.content) < 2000  # the 1 MiB key is not echoed back
+    assert not Workload.objects.exists()
+
+
+def test_bodies_over_the_upload_limit_get_the_api_error_shape(team_a, settings) -> None:
+    body = json.dumps({**LLAMA, "pad": "a" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE})
+    response = team_a.client.post("/api/v1/workloads", body, content_type="application/json")
+    assert response.status_code == 413 and response["Content-Type"] == "application/json"
+    assert response.json()["extra"]["maxBodyBytes"] == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def test_deeply_nested_json_is_a_400(team_a) -> None:
+    deep = "[" * 10_000 + "]" * 10_000
+    response = team_a.client.post("/api/v1/workloads", deep, content_type="application/json")
+    assert response.status_code == 400 and "deeper than 64 levels" in response.json()["message"]
 
 
 def test_single_problem_message_names_the_field(team_a, cluster) -> None:
@@ -118,7 +178,7 @@ def test_shares_need_a_shared_gpu_model(team_a, cluster) -> None:
     doc = copy.deepcopy(LLAMA)
     doc["podSets"][0]["template"]["resources"]["requests"] = {"gpusched.io/gpu-milli": "250"}
     response = submit(team_a, doc)  # gpuModels: H100, which is exclusive here
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert (
         "shares its GPUs" in response.json()["extra"]["fields"][f"{REQ}.gpusched.io/gpu-milli"][0]
     )

@@ -115,7 +115,7 @@ def test_idempotent_submit(team_a, cluster) -> None:
 
 def test_failed_submit_leaves_no_idempotency_key(team_a, cluster) -> None:
     bad = body(queueName="nope")
-    assert submit(team_a, bad, HTTP_IDEMPOTENCY_KEY="k-2").status_code == 400
+    assert submit(team_a, bad, HTTP_IDEMPOTENCY_KEY="k-2").status_code == 422
     assert not IdempotencyKey.objects.exists()
     assert submit(team_a, LLAMA, HTTP_IDEMPOTENCY_KEY="k-2").status_code == 201
 

@@ -4,6 +4,7 @@ check, session auth, routing), the channel layer (in-memory or Redis), and the t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -19,6 +20,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client, override_settings
 
+from dashboard.frames import join
 from dashboard.live import State, apply
 from dashboard.tailer import Tailer
 
@@ -121,9 +123,16 @@ class Client_:
         self.id: int | None = None
         self.epoch: str | None = None
         self.messages: list[dict[str, Any]] = []
+        self.frames: list[str] = []
 
     async def receive(self, timeout: float = 5.0) -> dict[str, Any]:
-        message = await self.socket.receive_json_from(timeout=timeout)
+        """The next message, its frames joined (dashboard/frames.py), as live.js joins them."""
+        texts = [await self.socket.receive_from(timeout=timeout)]
+        parts = json.loads(texts[0]).get("parts", 1)
+        while len(texts) < parts:
+            texts.append(await self.socket.receive_from(timeout=timeout))
+        self.frames.extend(texts)
+        (message,) = join(texts)
         self.messages.append(message)
         if message["type"] == "snapshot":
             self.state = message["state"]

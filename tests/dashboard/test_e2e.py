@@ -20,12 +20,14 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.utils import timezone
 
+from dashboard.frames import FRAME_BYTES
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle
 from scheduling.models import Pod, QueueSource, Tenant
 from scheduling.profile_files import load_profile
+from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.servers import web_server
 from tests.scheduling import factories
 
@@ -217,3 +219,41 @@ def test_admin_watches_a_placement_appear_live(browser: Any, artifacts: Path) ->
         "06-queues.png",
         "07-tenants.png",
     ]
+
+
+def setup_large_cluster(count: int) -> None:
+    for spec in build_nodes(synthetic_pools(count, "mixed")):
+        services.node_register(spec=spec)
+    admin = get_user_model().objects.create_user("admin", password="e2e-password-1")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+
+
+@pytest.mark.slow
+def test_the_cluster_page_of_5000_nodes_arrives_through_daphne(
+    browser: Any, artifacts: Path
+) -> None:
+    """daphne closes a socket with 1011 on a message over 1 MiB; the 5,000-node snapshot is
+    about 3.5 MB, so it must come in bounded frames (dashboard/frames.py) and be put together
+    by live.js."""
+    in_thread(setup_large_cluster, 5000)
+    with web_server(log=artifacts / "web-5000.log") as base:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        frames: list[int] = []
+        page.on(
+            "websocket",
+            lambda socket: socket.on("framereceived", lambda frame: frames.append(len(frame))),
+        )
+        page.goto(f"{base}/")
+        page.fill("#id_username", "admin")
+        page.fill("#id_password", "e2e-password-1")
+        page.click("button[type=submit]")
+        page.wait_for_function(
+            "document.querySelectorAll('article.node-card').length === 5000", timeout=120_000
+        )
+        page.wait_for_selector("#live-status[data-state=live]")
+        page.screenshot(path=str(artifacts / "cluster-5000.png"))
+        assert sum(frames) > 2**20 and max(frames) <= FRAME_BYTES + 2048
+        assert not errors, errors

@@ -176,3 +176,45 @@ def test_redis_down_web_keeps_serving_and_live_updates_resume(tmp_path: Path) ->
             asyncio.run(scenario(redis_server, [a, b]))
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n--- web a:\n{tail(logs[0])}") from None
+
+
+def test_the_first_socket_after_redis_returns_is_accepted(tmp_path: Path) -> None:
+    """The web process's channels-redis pool still holds connections to the Redis that died:
+    the first socket to use one got a 500 handshake. It must be accepted (its first layer
+    call retried on a fresh connection) and get its snapshot."""
+    factories.nodes(1)
+    cookie = session_cookie(make_admin())
+    connection.close()
+
+    async def open_socket(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
+        url = f"{base.replace('http', 'ws')}/ws/live/cluster/"
+        headers = {"Cookie": cookie.decode(), "Origin": base}
+        async with session.ws_connect(url, headers=headers) as ws:
+            message = await ws.receive(timeout=20)
+            assert message.type is aiohttp.WSMsgType.TEXT, message
+            return dict(json.loads(message.data))
+
+    async def scenario(redis_server: PrivateRedis, base: str) -> None:
+        async with aiohttp.ClientSession() as session:
+            # Sockets that put connections into the pool (they stay there after closing), and
+            # one that stays open across the restart.
+            for _ in range(3):
+                assert (await open_socket(session, base))["type"] == "snapshot"
+            url = f"{base.replace('http', 'ws')}/ws/live/cluster/"
+            headers = {"Cookie": cookie.decode(), "Origin": base}
+            kept = await session.ws_connect(url, headers=headers)
+            await kept.receive(timeout=20)
+            redis_server.kill()
+            await asyncio.sleep(1.0)
+            redis_server.start()
+            await asyncio.sleep(0.5)
+            for _ in range(3):  # every new socket, the first included, is accepted
+                assert (await open_socket(session, base))["type"] == "snapshot"
+            await kept.close()
+
+    log = tmp_path / "web.log"
+    with private_redis() as redis_server, web_server(redis_url=redis_server.url, log=log) as base:
+        try:
+            asyncio.run(scenario(redis_server, base))
+        except (AssertionError, aiohttp.ClientError) as exc:
+            raise AssertionError(f"{exc!r}\n--- web:\n{tail(log)}") from None

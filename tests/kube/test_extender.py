@@ -1,5 +1,7 @@
 """The kube-scheduler extender endpoints with kube-scheduler's extender v1 JSON (PascalCase, both
-nodeCacheCapable modes), against the database mirror the secondary scheduler keeps."""
+nodeCacheCapable modes), against the database mirror the secondary scheduler keeps; here through
+the web process's routes (GPUSCHED_WEB_EXTENDER, bearer token), which are off by default and
+admit no caller without the token."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kube import extender
 from kube.api import KubeApi
@@ -21,6 +25,18 @@ from tests.kube.helpers import framework, scheduler
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.urls("tests.kube.urls")]
 
 TAINT = [{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}]
+
+
+TOKEN = "extender-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(autouse=True)
+def web_extender(settings, tmp_path) -> None:
+    token_file = tmp_path / "extender-token"
+    token_file.write_text(f"{TOKEN}\n")
+    settings.WEB_EXTENDER = True
+    settings.EXTENDER_TOKEN_FILE = str(token_file)
 
 
 @pytest.fixture
@@ -60,7 +76,9 @@ def pod_json(
 
 
 def post(path: str, body: object) -> tuple[int, Any]:
-    response = Client().post(path, data=json.dumps(body), content_type="application/json")
+    response = Client(headers=AUTH).post(
+        path, data=json.dumps(body), content_type="application/json"
+    )
     return response.status_code, response.json()
 
 
@@ -160,14 +178,14 @@ def test_bad_input_is_a_clear_error_never_a_500(
     cluster: SimulatedKubernetes, body: object, message: str
 ) -> None:
     data = body if isinstance(body, str) else json.dumps(body)
-    client = Client()
+    client = Client(headers=AUTH)
     response = client.post("/extender/filter", data=data, content_type="application/json")
     assert response.status_code == 200
     assert message in response.json()["Error"]
     assert response.json()["NodeNames"] is None and response.json()["Nodes"] is None
     response = client.post("/extender/prioritize", data=data, content_type="application/json")
     assert response.status_code == 400 and message in response.json()["Error"]
-    assert Client().get("/extender/filter").status_code == 405
+    assert Client(headers=AUTH).get("/extender/filter").status_code == 405
 
 
 def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(
@@ -202,3 +220,65 @@ def test_bind_picks_gpu_ids_records_them_and_creates_the_binding(
     assert status == 200 and "does not fit on gpu-a" in reply["Error"]
     status, reply = post("/extender/bind", {"PodName": "x"})
     assert status == 200 and "needs PodNamespace, PodUID, Node" in reply["Error"]
+
+
+BIND = {"PodName": "serve-0", "PodNamespace": "ml-team", "Node": "gpu-a"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    verb=st.sampled_from(["filter", "prioritize", "bind"]),
+    authorization=st.one_of(
+        st.none(),
+        st.just(""),
+        st.just("Bearer "),
+        st.just(f"Basic {TOKEN}"),
+        st.just(f"Bearer {TOKEN}x"),
+        st.text(max_size=40).map(lambda t: f"Bearer {t}"),
+    ),
+)
+def test_no_verb_answers_an_unauthenticated_caller(
+    cluster: SimulatedKubernetes, verb: str, authorization: str | None
+) -> None:
+    if not any(p["metadata"]["name"] == "serve-0" for p in cluster.objects("pods")):
+        cluster.add_pod(pod_json("serve-0", gpus=2, uid=""))
+    body = {**BIND, "PodUID": cluster.pod("ml-team", "serve-0")["metadata"]["uid"]}
+    headers = {} if authorization is None else {"Authorization": authorization}
+    held = Allocation.objects.filter(active=True).count()  # the default scheduler's pod
+    response = Client(headers=headers).post(
+        f"/extender/{verb}", data=json.dumps(body), content_type="application/json"
+    )
+    assert response.status_code == 401 and response.json()["Error"]
+    # Nothing was bound, nothing recorded.
+    assert cluster.bindings == [] and Allocation.objects.filter(active=True).count() == held
+    assert not cluster.pod("ml-team", "serve-0")["spec"].get("nodeName")
+
+
+def test_the_web_routes_are_off_unless_enabled(cluster: SimulatedKubernetes, settings) -> None:
+    settings.WEB_EXTENDER = False
+    status, reply = post("/extender/filter", {"Pod": pod_json(), "NodeNames": ["gpu-b"]})
+    assert status == 404 and "runextender" in reply["Error"]
+
+
+def test_without_a_token_file_every_call_is_refused(cluster: SimulatedKubernetes, settings) -> None:
+    settings.EXTENDER_TOKEN_FILE = ""
+    status, reply = post("/extender/filter", {"Pod": pod_json(), "NodeNames": ["gpu-b"]})
+    assert status == 401 and "no extender credentials" in reply["Error"]
+
+
+def test_quantities_and_nesting_beyond_reason_are_answered_at_once(
+    cluster: SimulatedKubernetes,
+) -> None:
+    pod = pod_json()
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e600000"
+    status, reply = post("/extender/filter", {"Pod": pod, "NodeNames": ["gpu-b"]})
+    assert status == 200 and "cpu: '1e600000' is more than any cluster has" in reply["Error"]
+    deep = "[" * 10_000 + "]" * 10_000
+    response = Client(headers=AUTH).post(
+        "/extender/filter", data=deep, content_type="application/json"
+    )
+    assert response.status_code == 200 and "deeper than 64 levels" in response.json()["Error"]
+    response = Client(headers=AUTH).post(
+        "/extender/prioritize", data=deep, content_type="application/json"
+    )
+    assert response.status_code == 400 and "deeper than 64 levels" in response.json()["Error"]

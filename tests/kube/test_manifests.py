@@ -61,7 +61,7 @@ def test_every_manifest_passes_the_api_schema(version: str) -> None:
         except kubernetes_validate.ValidationError as exc:
             raise AssertionError(f"{path} {doc['kind']}/{doc['metadata']['name']}: {exc}") from exc
         checked += 1
-    assert checked >= 20
+    assert checked >= 23
 
 
 def test_the_validator_catches_a_broken_manifest() -> None:
@@ -104,13 +104,48 @@ def test_the_extender_stanza_follows_kube_scheduler_validation() -> None:
             domain = name.split("/")[0]
             assert "/" in name and not domain.endswith("kubernetes.io")
         assert extender["nodeCacheCapable"] is True
-        # The URL points at our Service and every verb is one of our routes.
-        service = named("Service", "gpusched-web")
-        host = f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:"
+        # The URL points at the extender's own Service, over HTTPS, and every verb is one of
+        # our routes.
+        service = named("Service", "gpusched-extender-api")
+        host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
         (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "extender"]
-        assert extender["urlPrefix"] == f"{host}{port}/extender"
+        assert extender["urlPrefix"] == f"https://{host}:{port}/extender"
         for verb in ("filterVerb", "prioritizeVerb", "bindVerb"):
             assert str(resolve(f"/extender/{extender[verb]}").url_name).startswith("extender-")
+        # TLS both ways: kube-scheduler verifies the server (no CA would mean no verification
+        # at all, pkg/scheduler/extender.go) and presents a client certificate.
+        tls = extender["tlsConfig"]
+        assert extender["enableHTTPS"] is True and not tls.get("insecure")
+        assert tls["serverName"] == host
+        assert (tls.get("caFile") or tls.get("caData")) and (
+            tls.get("certFile") or tls.get("certData")
+        )
+        assert tls.get("keyFile") or tls.get("keyData")
+
+
+def test_the_extender_is_off_the_user_facing_port_and_only_kube_scheduler_reaches_it() -> None:
+    web_service = named("Service", "gpusched-web")
+    assert [p["name"] for p in web_service["spec"]["ports"]] == ["http"]
+    pod = named("Deployment", "gpusched-web")["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in pod["containers"]}
+    web_env = {e["name"]: e.get("value") for e in by_name["web"]["env"]}
+    assert web_env.get("GPUSCHED_WEB_EXTENDER") in (None, "0")
+    extender_env = {e["name"]: e.get("value") for e in by_name["extender"]["env"]}
+    for name in ("TLS_CERT", "TLS_KEY", "CLIENT_CA", "CLIENT_NAMES"):
+        assert extender_env[f"GPUSCHED_EXTENDER_{name}"]
+    assert by_name["extender"]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    policy = named("NetworkPolicy", "gpusched-web")
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector == named("Deployment", "gpusched-web")["spec"]["selector"]["matchLabels"]
+    rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert set(rules) == {"http", "ext-metrics", "extender"}
+    assert rules["http"] is None  # the user-facing port: anyone
+    assert rules["ext-metrics"] == [{"namespaceSelector": {}}]  # Prometheus, in the cluster
+    (peer,) = rules["extender"]  # the extender: kube-scheduler only
+    assert peer["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "kube-system"
+    }
+    assert peer["podSelector"]["matchLabels"] == {"component": "kube-scheduler"}
 
 
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:

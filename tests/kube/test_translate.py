@@ -204,6 +204,10 @@ def test_pod_annotations_shares_and_mig() -> None:
         ({"annotations": {"gpusched.io/topology-policy": "strict"}}, "'strict' is not one of"),
         ({"cpu": "two"}, "cpu: 'two' is not a quantity"),
         ({"extra": {"nvidia.com/gpu": "1.5"}}, "must be a whole number"),
+        # Bounded cost: refused from the text, never converted (the extender answers at once).
+        ({"cpu": "1e600000"}, "cpu: '1e600000' is more than any cluster has"),
+        ({"extra": {"example.com/fpga": "1e999990"}}, "is more than any cluster has"),
+        ({"extra": {"nvidia.com/gpu": "4Gi"}}, "nvidia.com/gpu: a count takes a plain number"),
     ],
 )
 def test_pods_gpusched_cannot_represent_say_why(change: dict[str, object], message: str) -> None:
@@ -212,6 +216,23 @@ def test_pods_gpusched_cannot_represent_say_why(change: dict[str, object], messa
     with pytest.raises(TranslationError) as raised:
         info.request()
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"node_selector": {"k" * 100_000: "v"}}, "spec.nodeSelector 'kkkk"),
+        ({"node_selector": {f"k{i}": "v" for i in range(10_000)}}, "at most 32 entries"),
+        ({"node_selector": {"zone": "v" * 64}}, "at most 63 characters"),
+        ({"annotations": {"gpusched.io/gpu-models": ",".join(map(str, range(17)))}}, "at most 16"),
+    ],
+)
+def test_pods_over_the_size_limits_are_refused_like_the_api_refuses_them(
+    change: dict[str, object], message: str
+) -> None:
+    info = pod_info(objects.pod("big", gpus=1, **change))  # type: ignore[arg-type]
+    assert info.ask is None and message in info.error
+    assert len(info.error) < 500  # an offending key is quoted by its first characters only
 
 
 def test_extended_resources_are_carried_through_for_quota() -> None:

@@ -147,6 +147,27 @@ def test_applyqueues_refuses_unknown_keys_naming_them(tmp_path) -> None:
     assert not ClusterQueue.objects.exists() and not LocalQueue.objects.exists()
 
 
+def test_applyqueues_refuses_repeated_keys_naming_them(tmp_path) -> None:
+    bad = tmp_path / "q.yaml"
+    bad.write_text(
+        "kind: ResourceFlavor\nmetadata: {name: a}\n---\nkind: ClusterQueue\n"
+        "metadata: {name: b}\nspec:\n  cohortName: x\n  cohortName: y\n"
+    )
+    with pytest.raises(CommandError, match="line 8: duplicate key 'cohortName'"):
+        call_command("applyqueues", str(bad))
+    assert not ResourceFlavor.objects.exists()
+
+
+def test_bad_profiles_end_the_commands_naming_the_key(tmp_path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("profiles:\n- schedulerName: x\n  plugins: {filter: {enable: []}}\n")
+    for command in ("runscheduler", "runkube"):
+        with pytest.raises(
+            CommandError, match=r"p.yaml: profiles\[0\].plugins.filter: unknown key 'enable'"
+        ):
+            call_command(command, "--profile", str(profile))
+
+
 def test_priority_classes_set_priority_and_preemption_policy() -> None:
     call_command("applyqueues", "demo", stdout=StringIO())
     w = submit("research", "sweep", priority=None, priority_class="opportunistic")

@@ -118,7 +118,9 @@ class FakeExporter(_Server):
     """Serves dcgm-exporter text on /metrics, rendered from GPU states at each scrape.
 
     `states` may be a function of the scrape number, for values that change between scrapes.
-    `body` replaces the rendered text (malformed input); `delay` holds every answer back.
+    `body` replaces the rendered text (malformed input); `delay` holds every answer back;
+    `drip` sends the answer one byte every `drip` seconds (from the status line on, or, with
+    `drip_body`, from the body on).
     """
 
     def __init__(
@@ -134,6 +136,8 @@ class FakeExporter(_Server):
         self.body: str | None = None
         self.status = 200
         self.delay = 0.0
+        self.drip = 0.0
+        self.drip_body = False
 
     @property
     def url(self) -> str:
@@ -152,7 +156,21 @@ class FakeExporter(_Server):
         if self.delay:
             time.sleep(self.delay)
         content_type = "text/plain; version=0.0.4; charset=utf-8"
-        send(handler, self.status, self.text().encode(), content_type)
+        body = self.text().encode()
+        if self.drip:
+            head = (
+                f"HTTP/1.1 {self.status} OK\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            if self.drip_body:
+                handler.wfile.write(head)
+                head = b""
+            for byte in head + body:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+                time.sleep(self.drip)
+            return
+        send(handler, self.status, body, content_type)
 
 
 class FaultyProxy(_Server):

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from telemetry.dcgm import FIELDS, GpuKey, PodRef, busy_ratio, gpu_samples, pod_of
+from telemetry.dcgm import (
+    FIELDS,
+    LABEL_LIMITS,
+    MAX_GPU_INDEX,
+    GpuKey,
+    PodRef,
+    busy_ratio,
+    gpu_samples,
+    pod_of,
+)
 from telemetry.parsing import Sample, parse_exposition
 
 BASE = {"gpu": "0", "UUID": "GPU-1", "Hostname": "node-1", "modelName": "NVIDIA H100 80GB HBM3"}
@@ -214,3 +225,54 @@ def test_timestamps_keep_the_newest() -> None:
     ]
     (gpu,), _ = gpu_samples(samples)
     assert gpu.timestamp == 105.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(FIELDS)),
+            st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**10).map(float)),
+            st.one_of(st.text(max_size=6), st.integers(-5, 40_000).map(str)),
+            st.text(min_size=0, max_size=300),
+        ),
+        max_size=30,
+    )
+)
+def test_every_sample_is_stored_in_range_or_counted(
+    rows: list[tuple[str, float, str, str]],
+) -> None:
+    samples = [
+        Sample(metric, {"gpu": gpu, "Hostname": host}, value) for metric, value, gpu, host in rows
+    ]
+    gpus, stats = gpu_samples(samples)
+    # What is not stored is accounted for (the same series twice: the later value wins).
+    stored = sum(len(g.values) for g in gpus)
+    assert stored <= stats.used
+    assert stats.used + stats.blank + sum(stats.skipped.values()) == stats.samples
+    for gpu in gpus:
+        assert 0 <= gpu.key.gpu_index <= MAX_GPU_INDEX
+        assert len(gpu.key.node) <= LABEL_LIMITS["node"]
+        for metric, spec in FIELDS.items():
+            value = gpu.values.get(spec.attr)
+            if value is not None:
+                assert spec.minimum <= value <= spec.maximum, (metric, value)
+
+
+def test_dcgm_values_beyond_their_range_are_left_out_or_clamped() -> None:
+    gpus, stats = gpu_samples(
+        [
+            one("DCGM_FI_DEV_GPU_UTIL", 500),
+            one("DCGM_FI_DEV_MEM_COPY_UTIL", -5),
+            one("DCGM_FI_DEV_POWER_USAGE", float("-inf")),
+            one("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1.01),
+            one("DCGM_FI_DEV_GPU_TEMP", 61),
+        ]
+    )
+    assert gpus[0].values == {"gr_engine_active": 1.0, "temp_c": 61}
+    assert stats.skipped == {
+        "value out of range: DCGM_FI_DEV_GPU_UTIL": 1,
+        "value out of range: DCGM_FI_DEV_MEM_COPY_UTIL": 1,
+        "value not finite": 1,
+    }
+    assert stats.clamped == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 1}

@@ -66,6 +66,51 @@ def test_malformed_lines_are_reported_not_fatal(exporter: FakeExporter) -> None:
     assert report.skipped_reasons == {"invalid labels": 1}
 
 
+BAD_SERIES = [
+    # (labels, metric, value, the reason it is counted under)
+    ('gpu="40000",Hostname="node-x"', "DCGM_FI_DEV_GPU_UTIL", "50", "gpu index out of range"),
+    (f'gpu="0",Hostname="{"n" * 300}"', "DCGM_FI_DEV_GPU_UTIL", "50", "label too long: node"),
+    ('gpu="-1",Hostname="node-x"', "DCGM_FI_DEV_GPU_UTIL", "50", "gpu label not an index"),
+    ('gpu="abc",Hostname="node-x"', "DCGM_FI_DEV_GPU_UTIL", "50", "gpu label not an index"),
+    ('gpu="",Hostname="node-x"', "DCGM_FI_DEV_GPU_UTIL", "50", "no gpu label"),
+    (
+        'gpu="7",Hostname="node-x"',
+        "DCGM_FI_DEV_GPU_UTIL",
+        "500",
+        "value out of range: DCGM_FI_DEV_GPU_UTIL",
+    ),
+    (
+        'gpu="7",Hostname="node-x"',
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "-5",
+        "value out of range: DCGM_FI_DEV_MEM_COPY_UTIL",
+    ),
+    ('gpu="7",Hostname="node-x"', "DCGM_FI_DEV_POWER_USAGE", "-Inf", "value not finite"),
+]
+
+
+def test_bad_series_are_skipped_and_counted_never_the_cycle(exporter: FakeExporter) -> None:
+    """On PostgreSQL (tests/telemetry/test_postgres.py runs this file there too), one GPU index
+    over a smallint or one label over its column failed the whole batch: nothing was stored."""
+    lines = [f"{metric}{{{labels}}} {value}" for labels, metric, value, _ in BAD_SERIES]
+    lines.append('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="7",Hostname="node-x"} 1.01')  # noise
+    exporter.body = exporter.text() + "\n".join(lines) + "\n"
+    cmd = command(ScrapeSource([exporter.url]))
+    for _ in range(3):  # the loop's cycles, each one whole
+        report = cmd.run_once()
+        assert report.ok and report.gpus == 3  # the exporter's two, and node-x's GPU 7
+    expected: dict[str, int] = {}
+    for *_, reason in BAD_SERIES:
+        expected[reason] = expected.get(reason, 0) + 1
+    assert report.samples_skipped_reasons == expected
+    assert report.samples_skipped == len(BAD_SERIES)
+    assert report.values_clamped == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 1}
+    kept = GpuLatest.objects.get(node="node-x")
+    assert kept.gpu_index == 7 and kept.gr_engine_active == 1.0  # clamped, not 1.01
+    assert kept.gpu_util is None and kept.mem_copy_util is None and kept.power_w is None
+    assert GpuLatest.objects.count() == 3
+
+
 @override_settings(TELEMETRY_FRESHNESS_SECONDS=30)
 def test_exporter_down_keeps_the_data_marks_stale_and_recovers(exporter: FakeExporter) -> None:
     clock = Clock(timezone.now())

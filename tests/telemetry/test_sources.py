@@ -84,6 +84,20 @@ def test_a_hung_exporter_costs_at_most_the_timeout(exporter: FakeExporter) -> No
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_the_timeout_is_a_deadline_that_holds_against_a_slow_drip(
+    exporter: FakeExporter, phase: str
+) -> None:
+    """Each byte comes well within the timeout, so only a wall-clock deadline stops it (the
+    whole answer would take minutes)."""
+    exporter.drip = 0.05
+    exporter.drip_body = phase == "body"
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="timed out after 0.5 s"):
+        ScrapeSource([exporter.url], timeout=0.5).fetch()
+    assert time.monotonic() - started < 1.5
+
+
 def test_scrape_source_needs_targets() -> None:
     with pytest.raises(ValueError):
         ScrapeSource([])

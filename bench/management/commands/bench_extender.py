@@ -12,22 +12,28 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections as db_connections
 
 from kube import extender, services
+from kube.extender_auth import ExtenderAuth
 from kube.server import make_server
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import PodRequest
 from scheduling.models import Node
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 
@@ -44,10 +50,14 @@ class _Child:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve_in_child(kind: str) -> _Child:
-    """Fork a server: runextender's (`extender`) or the web process's daphne (`web`)."""
+def _serve_in_child(kind: str, token_file: str) -> _Child:
+    """Fork a server: runextender's (`extender`) or the web process's daphne (`web`), both
+    admitting the bearer token of `token_file` (plain HTTP on loopback: what is measured is the
+    extender, not TLS)."""
+    settings.WEB_EXTENDER = True
+    settings.EXTENDER_TOKEN_FILE = token_file
     if kind == "extender":
-        lean = make_server("127.0.0.1", 0)
+        lean = make_server("127.0.0.1", 0, auth=ExtenderAuth.build(token_file=token_file))
         number = lean.server_address[1]
     else:
         probe = socket.socket()
@@ -141,7 +151,7 @@ class Command(BaseCommand):
             raise CommandError(f"the database has {existing} nodes: use a scratch database")
         register_s = time.perf_counter() - started
 
-        framework = Framework(load_profile(options["profile"]))
+        framework = Framework(command_profile(options["profile"]))
         ext = extender.Extender(framework)
         extender.install(ext)
         t0 = time.perf_counter()
@@ -163,14 +173,18 @@ class Command(BaseCommand):
         # The server runs in a child process (forked: it inherits this extender and its filled
         # snapshot), the client here, as kube-scheduler is another process; one keep-alive
         # connection with TCP_NODELAY, as kube-scheduler's Go client uses.
-        port = _serve_in_child(options["server"])
+        token = secrets.token_urlsafe(32)
+        token_file = Path(tempfile.mkdtemp(prefix="bench-extender-")) / "token"
+        token_file.write_text(token + "\n")
+        port = _serve_in_child(options["server"], str(token_file))
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
         connection = http.client.HTTPConnection("127.0.0.1", port.number, timeout=30)
         connection.connect()
         assert connection.sock is not None
         connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def post(path: str, body: bytes) -> tuple[int, bytes]:
-            connection.request("POST", path, body, {"Content-Type": "application/json"})
+            connection.request("POST", path, body, headers)
             response = connection.getresponse()
             return response.status, response.read()
 
@@ -207,6 +221,7 @@ class Command(BaseCommand):
             os.kill(port.pid, signal.SIGTERM)
             os.waitpid(port.pid, 0)
             extender.install(None)
+            shutil.rmtree(token_file.parent, ignore_errors=True)
         ms = np.array(latencies)
         report = {
             "server": options["server"],

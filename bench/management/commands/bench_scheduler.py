@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from bench import scheduler as bench
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from sim.cluster import MIXED_SHARES, PRESETS
 
 TOPOLOGIES = ("mixed", *PRESETS)
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        profile = load_profile(options["profile"])
+        profile = command_profile(options["profile"])
         result = bench.run(
             profile,
             nodes=options["nodes"],

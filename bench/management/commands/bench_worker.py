@@ -32,7 +32,7 @@ from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.pod_template import PodTemplate
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 from sim.cluster import build_nodes, synthetic_pools
 from sim.kubernetes.launch import SimulatedCluster
 from sim.spec import ClusterSpec
@@ -62,7 +62,7 @@ class Command(BaseCommand):
             creation.destroy_test_db(original, verbosity=0)
 
     def _run(self, options: dict[str, Any]) -> dict[str, Any]:
-        framework = Framework(load_profile(options["profile"]))
+        framework = Framework(command_profile(options["profile"]))
         pools = synthetic_pools(options["nodes"], options["topology"])
         pods = list(synthetic_pods(options["pods"], seed=1))
         if options["side"] == "kubernetes":

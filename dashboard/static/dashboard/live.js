@@ -7,6 +7,9 @@
  * where state is {slice: {key: doc}} and changes is {slice: {set?, del?, replace?}}: the same rule
  * as dashboard/live.py `apply`. After a drop the socket reconnects with ?since=<id>&epoch=<epoch>
  * and gets only the deltas it missed (or a fresh snapshot when it is too far behind).
+ * A message too large for one websocket frame (a 5,000-node snapshot) comes as {..., parts: N}
+ * followed by N - 1 {type: "part", n, state | changes} frames (dashboard/frames.py): they are
+ * merged, and the whole message handled once.
  */
 (function () {
   "use strict";
@@ -32,11 +35,24 @@
     return touched;
   };
 
+  /* Merge one part of a message into what came before (dashboard/frames.py `merge_into`). */
+  GS.joinPart = function (into, part) {
+    for (const [key, value] of Object.entries(part)) {
+      const have = into[key];
+      if (Array.isArray(value) && Array.isArray(have)) have.push(...value);
+      else if (value && typeof value === "object" && !Array.isArray(value) &&
+               have && typeof have === "object" && !Array.isArray(have)) GS.joinPart(have, value);
+      else into[key] = value;
+    }
+    return into;
+  };
+
   GS.live = function (path, onUpdate) {
     const status = document.getElementById("live-status");
     const view = { state: {}, id: null, epoch: null, socket: null, messages: 0 };
     let retry = 0;
     let pending = null; // changes gathered until the next animation frame
+    let partial = null; // a message whose parts are still arriving
     let fullRender = false;
 
     function setStatus(state, text) {
@@ -86,8 +102,19 @@
       };
       socket.onmessage = (event) => {
         if (event.data === "pong") return;
-        if (!view.messages) performance.mark("live-message");
-        const message = JSON.parse(event.data);
+        if (!view.messages && !partial) performance.mark("live-message");
+        let message = JSON.parse(event.data);
+        if (message.type === "part") {
+          if (!partial) return; // the rest of a message begun on an earlier socket
+          const field = partial.state ? "state" : "changes";
+          GS.joinPart(partial[field], message[field]);
+          if (message.n < partial.parts - 1) return;
+          message = partial;
+          partial = null;
+        } else if (message.parts > 1) {
+          partial = message;
+          return;
+        }
         view.messages += 1;
         if (message.type === "snapshot") {
           if (view.messages === 1) performance.mark("live-snapshot");
@@ -104,6 +131,7 @@
         setStatus("live", `live · #${view.id}`);
       };
       socket.onclose = (event) => {
+        partial = null;
         if (event.code === 4401) {
           setStatus("closed", "signed out");
           return;

@@ -93,6 +93,8 @@ class Command(LoopCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.configure_loop(options)
+        # First: a bad profile ends the command with the key named, before anything connects.
+        profile = profile_files.command_profile(options["profile"] or default_profile())
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4()}"
         api = KubeApi(
             connect(
@@ -113,7 +115,6 @@ class Command(LoopCommand):
                 renew_deadline_s=options["renew_deadline"],
                 retry_period_s=options["retry_period"],
             )
-        profile = profile_files.load_profile(options["profile"] or default_profile())
         if options["kueue_config"] and options["admission"] != GPUSCHED:
             raise CommandError("--kueue-config is read when gpusched admits (--admission gpusched)")
         try:

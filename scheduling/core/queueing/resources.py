@@ -15,9 +15,10 @@ covered by a quota (Kueue's `coveredResources` are plain resource names):
   https://kubernetes.io/docs/tasks/configure-pod-container/extended-resource/).
 
 Quantities follow Kubernetes: `cpu: 500m` or `cpu: 2`, `memory: 64Gi` (a bare number is bytes),
-`nvidia.com/gpu: 16` (or `0.5`), `example.com/credits: 1k`. Every quantity the queues read is
-parsed here (`parse_quantity`, or `to_canonical` for an amount already read), so the bounded parser
-of the hardening work replaces one place.
+`nvidia.com/gpu: 16` (or `0.5`: a count, never `16Gi`), `example.com/credits: 1k`. Every quantity
+the queues read is parsed here (`parse_quantity`, or `to_canonical` for an amount already read),
+by the one bounded parser (scheduling/core/quantity.py): a magnitude beyond any cluster is
+refused from the text, and no canonical amount exceeds MAX_CANONICAL.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+from fractions import Fraction
 from types import MappingProxyType
 
+from scheduling.core import quantity
+from scheduling.core.quantity import QuantityError as QuantityError  # re-exported
 from scheduling.core.types import (
     GPU_MILLI_RESOURCE,
     GPU_RESOURCE,
@@ -47,29 +51,14 @@ MIG_SLICES_PER_GPU = 7
 MIB = 2**20
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
-_SUFFIXES = {
-    "": Decimal(1),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "m": Decimal(1) / 1000,
-}
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
 # A qualified resource name: `prefix/name` (DNS subdomain prefix) or a bare name (Kubernetes').
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _BYTE_RESOURCES = frozenset({MEMORY, EPHEMERAL_STORAGE})
 
 
-class QuantityError(ValueError):
-    """A quantity that cannot be read; the message says which and why."""
+# The largest canonical amount of any quota: exact in a float64 and in a BIGINT column.
+MAX_CANONICAL = 2**53
 
 
 def mig_resource(profile: str) -> str:
@@ -115,33 +104,31 @@ def resource_name_error(resource: object) -> str | None:
     return None
 
 
-def to_canonical(resource: str, amount: Decimal, *, shown: object = None) -> int:
+def to_canonical(resource: str, amount: Fraction | Decimal, *, shown: object = None) -> int:
     """An amount in Kubernetes' base unit (cores, bytes, GPUs, counts) as the canonical integer of
     `resource`; `shown` is what the user wrote, for messages."""
     shown = amount if shown is None else shown
+    exact = Fraction(amount)
     if resource in (CPU, GPU):
-        scaled = amount * 1000
+        scaled = exact * 1000
     elif resource in _BYTE_RESOURCES or resource.startswith(HUGEPAGES_PREFIX):
-        scaled = amount / MIB  # bytes (a bare number, or 64Gi = 64 * 2**30) to MiB
+        scaled = exact / MIB  # bytes (a bare number, or 64Gi = 64 * 2**30) to MiB
     else:
-        if amount != amount.to_integral_value():
+        if exact.denominator != 1:
             raise QuantityError(f"{resource}: {shown!r} is not a whole number of units")
-        scaled = amount
-    return int(scaled.to_integral_value(rounding="ROUND_CEILING"))
+        scaled = exact
+    canonical = math.ceil(scaled)
+    if canonical > MAX_CANONICAL:
+        raise QuantityError(f"{resource}: {shown!r} is more than any cluster has")
+    return canonical
 
 
 def parse_quantity(resource: str, value: object) -> int:
     """A Kubernetes quantity as the canonical integer of `resource` (see the module doc)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise QuantityError(f"{resource}: quantity must be a number or string, got {value!r}")
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match or match.group(2) not in _SUFFIXES:
-        raise QuantityError(f"{resource}: {value!r} is not a quantity (e.g. 16, 500m, 64Gi)")
     try:
-        amount = Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise QuantityError(f"{resource}: {value!r} is not a quantity") from exc
+        amount = quantity.parse(value, count=quantity.is_count(resource))
+    except QuantityError as exc:
+        raise QuantityError(f"{resource}: {exc}") from None
     return to_canonical(resource, amount, shown=value)
 
 

@@ -1,9 +1,9 @@
 """`manage.py applyqueues FILE...`: create or update queues from Kueue-shaped YAML documents
 (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass / PriorityClass, and the
-admissionFairSharing part of Kueue's Configuration), like `kubectl apply -f`. Every unknown key is
-refused with its name and place, and every Kueue feature gpusched does not act on with the reason
-(scheduling.core.queueing.compatibility); nothing is written unless every document is valid. A
-shipped file can be named without its path: `applyqueues demo`.
+admissionFairSharing part of Kueue's Configuration), like `kubectl apply -f`. Every unknown or
+repeated key is refused with its name and place, and every Kueue feature gpusched does not act on
+with the reason (scheduling.core.queueing.compatibility); nothing is written unless every document
+is valid. A shipped file can be named without its path: `applyqueues demo`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import services
+from scheduling.core import yaml_documents
 from scheduling.core.queueing.config import QueueConfig, QueueConfigError
 from scheduling.core.queueing.kueue_objects import parse_documents
 
@@ -35,9 +35,9 @@ def read_config(paths: list[Path]) -> QueueConfig:
             shipped = ", ".join(sorted(p.stem for p in QUEUE_DIR.glob("*.yaml")))
             raise CommandError(f"no such file {path} (shipped queue files: {shipped})")
         try:
-            docs.extend(yaml.safe_load_all(path.read_text()))
-        except yaml.YAMLError as exc:
-            raise CommandError(f"{path}: not valid YAML: {exc}") from exc
+            docs.extend(yaml_documents.load_all(path.read_text()))
+        except (OSError, UnicodeDecodeError, yaml_documents.YamlError) as exc:
+            raise CommandError(f"{path}: {exc}") from exc
     try:
         return parse_documents(docs)
     except QueueConfigError as exc:

@@ -22,7 +22,7 @@ from scheduling import metrics
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import CycleReport
 from scheduling.database_side import LEASE_NAME, database_cycle
-from scheduling.profile_files import load_profile
+from scheduling.profile_files import command_profile
 
 logger = logging.getLogger(__name__)
 cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
@@ -49,7 +49,7 @@ class Command(LoopCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self.configure_loop(options)
         worker = database_cycle(
-            Framework(load_profile(options["profile"])),
+            Framework(command_profile(options["profile"])),
             identity=options["identity"],
             batch_size=options["batch"],
             lease_duration_s=options["lease_seconds"],

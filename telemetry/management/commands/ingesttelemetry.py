@@ -148,10 +148,18 @@ class Command(LoopCommand):
                 fetched.parse.skipped,
                 "; ".join(fetched.parse.examples),
             )
+        if fetched.mapping.skipped:
+            logger.warning(
+                "ingesttelemetry: left out samples: %s",
+                ", ".join(f"{reason} ({n})" for reason, n in fetched.mapping.skipped.items()),
+            )
         report.errors.extend(fetched.errors)
         report.samples = fetched.parse.samples
         report.skipped = fetched.parse.skipped
         report.skipped_reasons = dict(fetched.parse.skipped_reasons)
+        report.samples_skipped = sum(fetched.mapping.skipped.values())
+        report.samples_skipped_reasons = dict(fetched.mapping.skipped)
+        report.values_clamped = dict(fetched.mapping.clamped)
         return fetched
 
     def store_step(self, fetched: Fetched, now: datetime, report: CycleReport) -> None:

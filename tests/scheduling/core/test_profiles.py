@@ -105,6 +105,27 @@ profiles:
             "'Most' is not one of",
         ),
         ("profiles: [", "not valid YAML"),
+        # A repeated key would silently keep its last value: refused with its line.
+        (
+            "profiles:\n- schedulerName: t\n  plugins: {score: {enabled: [{name: GPUTopology, "
+            "weight: 1, weight: 5}]}}",
+            "line 3: duplicate key 'weight'",
+        ),
+        ("profiles: [{schedulerName: t}]\nprofiles: []", "line 2: duplicate key 'profiles'"),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1beta1\nprofiles: [{schedulerName: t}]",
+            "apiVersion must be 'kubescheduler.config.k8s.io/v1'",
+        ),
+        ("kind: ClusterQueue\nprofiles: [{schedulerName: t}]", "kind must be"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{c}: &{c} [{', '.join(['*' + p] * 12)}]\n"
+                for p, c in zip("abcdefghi", "bcdefghij", strict=True)
+            )
+            + "profiles: [{schedulerName: t}]",
+            "more than 100 aliases",
+        ),
     ],
 )
 def test_bad_profiles_are_rejected_naming_the_offender(text: str, message: str) -> None:

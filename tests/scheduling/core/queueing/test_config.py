@@ -185,6 +185,19 @@ def test_v1beta1_cohort_spelling_is_accepted() -> None:
             "kind: ResourceFlavor\nmetadata: {name: f}",
             "ResourceFlavor f is defined twice",
         ),
+        # GPUs are counted, not measured: 4Gi GPUs is a typo, refused with the key named.
+        (
+            "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
+            "  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: h\n"
+            "      resources: [{name: nvidia.com/gpu, nominalQuota: 4Gi}]",
+            "resources[0].nominalQuota: nvidia.com/gpu: a count takes a plain number",
+        ),
+        (
+            "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
+            "  - coveredResources: [cpu]\n    flavors:\n    - name: h\n"
+            "      resources: [{name: cpu, nominalQuota: 1e999990}]",
+            "resources[0].nominalQuota: cpu: '1e999990' is more than any cluster has",
+        ),
     ],
 )
 def test_bad_documents_are_refused_naming_the_key(text, message) -> None:
