@@ -263,6 +263,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two choice sets share the field name "kind"; naming them keeps the schema's enums stable.
+    "ENUM_NAME_OVERRIDES": {
+        "QueueSourceKindEnum": ["database", "cluster", "kueue"],
+        "PriorityClassKindEnum": ["PriorityClass", "WorkloadPriorityClass"],
+    },
 }
 
 # API throttling counts in the default cache: Redis when REDIS_URL is set (shared by every web
