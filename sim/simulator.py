@@ -20,7 +20,7 @@ from scheduling import services
 from scheduling.core.types import SharingMode
 from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
 from scheduling.pod_template import PodTemplate
-from sim.arrivals import Arrival, arrivals_for
+from sim.arrivals import Arrival, ArrivalStream, arrivals_for
 from sim.cluster import build_nodes
 from sim.gpu_states import Holder, demand, lost_seconds, mig_instance_state, whole_gpu_states
 from sim.spec import ClusterSpec
@@ -43,8 +43,15 @@ class Arrivals:
     """The spec's workloads submitted as their arrival time comes, through the services (as
     tenants would through the REST API): the simulated cluster of either side runs them."""
 
-    def __init__(self, spec: ClusterSpec, *, started_at: datetime, speed: float = 1.0) -> None:
-        self.stream = arrivals_for(spec)
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        *,
+        started_at: datetime,
+        speed: float = 1.0,
+        stream: ArrivalStream | None = None,
+    ) -> None:
+        self.stream = stream if stream is not None else arrivals_for(spec)
         self.started_at, self.speed = started_at, speed
         self._tenants: dict[str, Tenant] = {}
 
@@ -105,12 +112,15 @@ class Simulator:
     spec: ClusterSpec
     speed: float = 60.0
     clock: Callable[[], datetime] = timezone.now
+    stream: ArrivalStream | None = None  # the spec's arrivals unless given (an experiment's trace)
     arrivals: Arrivals = field(init=False)
     started_at: datetime = field(init=False)
 
     def __post_init__(self) -> None:
         self.started_at = self.clock()
-        self.arrivals = Arrivals(self.spec, started_at=self.started_at, speed=self.speed)
+        self.arrivals = Arrivals(
+            self.spec, started_at=self.started_at, speed=self.speed, stream=self.stream
+        )
         self._last_tick: datetime | None = None
 
     def setup(self) -> int:

@@ -49,7 +49,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from scheduling.core.pod_index import HeldPod
@@ -57,15 +56,12 @@ from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
 from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
     ClusterQueue,
-    FlavorQuotas,
-    Preemption,
     QueueingStrategy,
     ReclaimWithinCohort,
     ResourceFlavor,
-    ResourceGroup,
-    ResourceQuota,
 )
 from scheduling.core.queueing.gang_reclaim import gang_victims
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand
@@ -150,17 +146,6 @@ def load_trace(
 # --- queue configurations ------------------------------------------------------------------------
 
 
-def _queue(name: str, gpus: int, cohort: str, reclaim: ReclaimWithinCohort) -> ClusterQueue:
-    quota = MappingProxyType({GPU: ResourceQuota(gpus * 1000)})
-    return ClusterQueue(
-        name=name,
-        cohort=cohort,
-        resource_groups=(ResourceGroup((GPU,), (FlavorQuotas(FLAVOR, quota),)),),
-        queueing_strategy=QueueingStrategy.BEST_EFFORT_FIFO,
-        preemption=Preemption(reclaim_within_cohort=reclaim),
-    )
-
-
 def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, int]:
     """Whole GPUs proportional to the shares, summing to the capacity (largest remainder)."""
     total = sum(shares.values()) or 1.0
@@ -172,21 +157,60 @@ def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, in
     return quotas
 
 
+def queue_documents(
+    policy: str, shares: dict[str, float], capacity_gpus: int
+) -> list[dict[str, Any]]:
+    """The policy's queues as Kueue's objects (v1beta2), as an admin would apply them: one
+    ResourceFlavor, the ClusterQueues, and each tenant's LocalQueue `default` in its namespace."""
+    if policy == "fifo":
+        quotas, cohort, reclaim = {"all": capacity_gpus}, "", ReclaimWithinCohort.NEVER
+        queue_of = dict.fromkeys(shares, "all")
+    elif policy in POLICIES:
+        quotas, cohort = nominal_quotas(shares, capacity_gpus), "philly"
+        reclaim = (
+            ReclaimWithinCohort.NEVER
+            if policy == "gpusched-no-reclaim"
+            else ReclaimWithinCohort.ANY
+        )
+        queue_of = {t: t for t in shares}
+    else:
+        raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+    docs: list[dict[str, Any]] = [{"kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}]
+    for name in sorted(quotas):
+        spec: dict[str, Any] = {
+            "namespaceSelector": {},
+            "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [
+                        {"name": FLAVOR, "resources": [{"name": GPU, "nominalQuota": quotas[name]}]}
+                    ],
+                }
+            ],
+            "preemption": {"reclaimWithinCohort": reclaim.value},
+        }
+        if cohort:
+            spec["cohortName"] = cohort
+        docs.append({"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+    docs.extend(
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "default", "namespace": tenant},
+            "spec": {"clusterQueue": queue_of[tenant]},
+        }
+        for tenant in sorted(shares)
+    )
+    return docs
+
+
 def queues_for(
     policy: str, shares: dict[str, float], capacity_gpus: int
 ) -> tuple[list[ClusterQueue], dict[str, str]]:
-    """The cluster queues of a policy, and each tenant's cluster queue."""
-    if policy == "fifo":
-        return [_queue("all", capacity_gpus, "", ReclaimWithinCohort.NEVER)], {
-            t: "all" for t in shares
-        }
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
-    reclaim = (
-        ReclaimWithinCohort.NEVER if policy == "gpusched-no-reclaim" else ReclaimWithinCohort.ANY
-    )
-    quotas = nominal_quotas(shares, capacity_gpus)
-    return [_queue(t, quotas[t], "philly", reclaim) for t in sorted(shares)], {t: t for t in shares}
+    """The cluster queues of a policy, and each tenant's cluster queue: its Kueue objects read
+    by the same parser as `applyqueues`."""
+    config = parse_documents(queue_documents(policy, shares, capacity_gpus))
+    return list(config.cluster_queues), {q.namespace: q.cluster_queue for q in config.local_queues}
 
 
 # --- fairness -------------------------------------------------------------------------------------

@@ -13,15 +13,21 @@ arrivals and the measures is the product's own code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from kubernetes import client
+
 from kube.api import KubeApi
 from kube.side import kubernetes_cycle
+from scheduling import services
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import Pod
+from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec
@@ -31,6 +37,7 @@ from telemetry.parsing import parse_grouped
 from telemetry.sources import Fetched
 
 SIDES = ("database", "kubernetes")
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 
 
 class SimClock:
@@ -52,6 +59,10 @@ class SimClock:
 class World(Protocol):
     def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle: ...
 
+    def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
+        """Kueue's queue objects, where this side reads them from."""
+        ...
+
     def step(self) -> None:
         """Arrivals up to now, and the cluster one step on (pods start, run, finish)."""
         ...
@@ -68,12 +79,18 @@ class World(Protocol):
 
 
 class DatabaseWorld:
-    def __init__(self, spec: ClusterSpec, clock: SimClock) -> None:
-        self.simulator = Simulator(spec, speed=1.0, clock=clock)
+    def __init__(
+        self, spec: ClusterSpec, clock: SimClock, arrivals: ArrivalStream | None = None
+    ) -> None:
+        self.simulator = Simulator(spec, speed=1.0, clock=clock, stream=arrivals)
         self.simulator.setup()
 
     def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
         return database_cycle(framework, **options)
+
+    def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
+        """As `applyqueues` does."""
+        services.queues_apply(config=parse_documents(list(documents)))
 
     def step(self) -> None:
         self.simulator.run_once()
@@ -95,11 +112,13 @@ class DatabaseWorld:
 
 
 class KubernetesWorld:
-    def __init__(self, spec: ClusterSpec, clock: SimClock) -> None:
+    def __init__(
+        self, spec: ClusterSpec, clock: SimClock, arrivals: ArrivalStream | None = None
+    ) -> None:
         self.clock = clock
         # Watches end as soon as they have sent what is there: one informer round per cycle.
         self.cluster = SimulatedCluster.from_spec(spec, clock=clock, watch_linger_s=0.0).start()
-        self.arrivals = Arrivals(spec, started_at=clock.now)
+        self.arrivals = Arrivals(spec, started_at=clock.now, stream=arrivals)
         self._slowed: set[str] = set()
 
     def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
@@ -108,6 +127,22 @@ class KubernetesWorld:
         return kubernetes_cycle(
             api, framework, None, identity="gpusched-experiment", watch_timeout_s=5, **options
         )
+
+    def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
+        """Into the cluster through the official client, as `kubectl apply` would: the
+        Kubernetes side reads Kueue's objects from there."""
+        custom = client.CustomObjectsApi(self.cluster.kube.api_client())
+        for doc in documents:
+            body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **doc}
+            plural = f"{doc['kind'].lower()}s"
+            namespace = doc["metadata"].get("namespace")
+            if namespace:
+                self.cluster.kube.add_namespace(namespace)
+                custom.create_namespaced_custom_object(
+                    KUEUE_GROUP, KUEUE_VERSION, namespace, plural, body
+                )
+            else:
+                custom.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, body)
 
     def step(self) -> None:
         self.arrivals.submit_due(self.clock.now)
@@ -124,10 +159,13 @@ class KubernetesWorld:
         self.cluster.close()
 
 
-def world(side: str, spec: ClusterSpec, clock: SimClock) -> World:
+def world(
+    side: str, spec: ClusterSpec, clock: SimClock, arrivals: ArrivalStream | None = None
+) -> World:
+    """The side's world; its arrivals are the spec's unless a stream is given."""
     if side == "kubernetes":
-        return KubernetesWorld(spec, clock)
-    return DatabaseWorld(spec, clock)
+        return KubernetesWorld(spec, clock, arrivals)
+    return DatabaseWorld(spec, clock, arrivals)
 
 
 class ExpositionSource:

@@ -1,7 +1,9 @@
 """`manage.py experiment NAME`:
 
 - `fairshare`: FIFO against gpusched's fair sharing on the Philly trace
-  (bench/experiments/fairshare.py), on the pure core, no database;
+  (bench/experiments/fairshare.py), on the pure core, no database; with `--side database` or
+  `--side kubernetes` through the shell's one cycle on a scratch database
+  (bench/experiments/fairshare_sides.py);
 - `overrequest`: request-only scheduling against gpusched's utilization-aware profile and reclaim
   (bench/experiments/overrequest.py), through the simulator, telemetry and scheduling
   workers on a scratch database (the test runner's: created, migrated and dropped again), so the
@@ -9,6 +11,7 @@
 
     python manage.py experiment fairshare --json
     python manage.py experiment fairshare --days 7 --nodes 64 --policies fifo,gpusched
+    python manage.py experiment fairshare --side kubernetes --days 1 --drain-days 1 --nodes 32
     python manage.py experiment overrequest --json --plot docs/img/overrequest.png
 """
 
@@ -28,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.test.utils import setup_databases, teardown_databases
 
-from bench.experiments import fairshare, overrequest, worlds
+from bench.experiments import fairshare, fairshare_sides, overrequest, worlds
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
@@ -75,10 +78,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
         parser.add_argument(
             "--side",
-            choices=worlds.SIDES,
-            default="database",
-            help="the cluster side the scheduling cycle runs against: the embedded simulator, "
-            "or the simulated Kubernetes through the official client",
+            choices=("core", *worlds.SIDES),
+            default=None,
+            help="what runs the scheduling: the pure core alone (fairshare's default), or the "
+            "shell's one cycle against the embedded simulator (overrequest's default) or the "
+            "simulated Kubernetes through the official client",
         )
         over = parser.add_argument_group("overrequest")
         over.add_argument("--spec", default="overrequest", help="cluster spec (name or YAML)")
@@ -100,6 +104,11 @@ class Command(BaseCommand):
         return policies
 
     def _overrequest(self, options: dict[str, Any]) -> None:
+        options["side"] = options["side"] or "database"
+        if options["side"] == "core":
+            raise CommandError(
+                "--side core: overrequest runs through the shell (database or kubernetes)"
+            )
         if not 0 <= options["warmup_hours"] < options["hours"]:
             raise CommandError("--warmup-hours must be at least 0 and less than --hours")
         try:
@@ -171,16 +180,32 @@ class Command(BaseCommand):
                 "step_s": options["step"],
             },
         }
+        side = options["side"] or "core"
+        doc["side"] = side
         for policy in policies:
-            result = fairshare.simulate(
-                trace,
-                policy,
-                Framework(profile),
-                nodes=options["nodes"],
-                step_s=options["step"],
-                drain_days=options["drain_days"],
-                progress=None if options["json"] else self._progress,
-            )
+            progress = None if options["json"] else self._progress
+            if side == "core":
+                result = fairshare.simulate(
+                    trace,
+                    policy,
+                    Framework(profile),
+                    nodes=options["nodes"],
+                    step_s=options["step"],
+                    drain_days=options["drain_days"],
+                    progress=progress,
+                )
+            else:
+                with scratch_database():
+                    result = fairshare_sides.simulate(
+                        trace,
+                        policy,
+                        Framework(profile),
+                        side=side,
+                        nodes=options["nodes"],
+                        step_s=options["step"],
+                        drain_days=options["drain_days"],
+                        progress=progress,
+                    )
             doc[policy] = result.as_json()
             if not options["json"]:
                 sys.stderr.write("\n")

@@ -1,0 +1,65 @@
+"""The fair-share experiment through the shell on both cluster sides: the same synthetic trace
+as the core's test, submitted through the services, admitted and placed by the one cycle, run by
+the embedded simulator or the simulated Kubernetes' kubelets, with the queues applied where each
+side reads them. Fair sharing must do there what it does in the core."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from bench.experiments import fairshare, fairshare_sides
+from scheduling.core.scheduler import Framework
+from scheduling.models import ClusterQueue
+from scheduling.profile_files import load_profile
+from tests.bench.experiments.test_fairshare import START, write_trace
+
+
+def run(trace: fairshare.Trace, policy: str, side: str) -> fairshare.PolicyResult:
+    return fairshare_sides.simulate(
+        trace,
+        policy,
+        Framework(load_profile("topology")),
+        side=side,
+        nodes=4,
+        step_s=300,
+        drain_days=1,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("side", ["database", "kubernetes"])
+def test_fair_sharing_serves_the_light_tenant_on_either_side(tmp_path, side: str) -> None:
+    trace = fairshare.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
+    fifo = run(trace, "fifo", side)
+    assert set(ClusterQueue.objects.values_list("name", flat=True)) == {"all"}
+    call_command("flush", interactive=False, verbosity=0)
+    fair = run(trace, "gpusched", side)
+    assert set(ClusterQueue.objects.values_list("name", flat=True)) == {"heavy", "light"}
+    for result in (fifo, fair):
+        assert result.jobs == result.jobs_started == 105
+        assert result.gangs_started == 1 and result.gangs_partially_started == 0
+    assert fifo.tenants["light"]["wait_p50_s"] >= 3000  # behind the flood
+    assert fair.tenants["light"]["wait_p95_s"] < fifo.tenants["light"]["wait_p95_s"]
+    assert fair.preemptions > 0 and fifo.preemptions == 0
+    assert fair.jain > fifo.jain
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_runs_the_shell_on_a_scratch_database(tmp_path) -> None:
+    out = StringIO()
+    call_command(
+        "experiment",
+        "fairshare",
+        "--json",
+        *("--trace", str(write_trace(tmp_path / "t.csv"))),
+        *("--side", "database", "--days", "1", "--drain-days", "1", "--nodes", "4"),
+        *("--step", "300", "--policies", "fifo"),
+        stdout=out,
+    )
+    doc = json.loads(out.getvalue())
+    assert doc["side"] == "database"
+    assert doc["fifo"]["jobs_started"] == 105
