@@ -254,6 +254,7 @@ def pod_request(pod: Pod) -> PodRequest:
         workload=f"{workload.tenant.name}/{workload.name}",
         created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
         can_preempt=workload.preemption_policy != "Never",
+        nominated_node=pod.nominated_node,
         extended=MappingProxyType(dict(pod.extended_resources or {})),
     )
 

@@ -194,14 +194,15 @@ class SchedulingCycle:
         # 11. Why the others wait.
         started = time.perf_counter()
         failed = [(by_uid[d.pod.uid], d) for d in outcome.failed]
-        services.pods_unschedulable(failed=failed, now=now)
+        nominated = {  # still waiting for the victims of an earlier cycle's preemption
+            d.pod.uid: d.pod.nominated_node
+            for d in outcome.failed
+            if d.pod.nominated_node and cluster.snapshot.emptying(d.pod.nominated_node)
+        } | outcome.nominated
+        services.pods_unschedulable(failed=failed, now=now, nominated=nominated)
         self._record_workload_reasons(failed)
         report.reported += self.side.report(
-            [
-                Waiting(pod, pod.last_reason, outcome.nominated.get(decision.pod.uid, ""))
-                for pod, decision in failed
-            ],
-            now,
+            [Waiting(pod, pod.last_reason, pod.nominated_node) for pod, _ in failed], now
         )
         report.commit_s += time.perf_counter() - started
         report.attempted = len(pods)

@@ -432,6 +432,10 @@ class Pod(models.Model):
     cluster_managed = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     last_reason = models.CharField(max_length=1024, blank=True, default="")
+    # The node a preemption is emptying for this pod while its victims terminate there
+    # (kube-scheduler's status.nominatedNodeName): kept across cycles so it waits for them
+    # rather than preempting again; cleared when it is bound or requeued.
+    nominated_node = models.CharField(max_length=253, blank=True, default="")
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)  # backoff after a failed attempt
     created_at = models.DateTimeField(auto_now_add=True)

@@ -269,6 +269,11 @@ class ClusterSnapshot:
     # Assume / forget: the only mutations of what nodes hold. Both keep every derived column
     # consistent.
 
+    def emptying(self, node: str) -> bool:
+        """Some pod on the node is still terminating: a preemption there is under way."""
+        i = self.index.get(node)
+        return i is not None and any(uid in self.pods.terminating for uid in self.pods.on_node[i])
+
     def assume(self, pod: PodRequest, placement: Placement) -> None:
         i = self.index[placement.node]
         numa_count = self.chooser(i).topology.numa_count

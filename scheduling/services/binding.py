@@ -101,6 +101,7 @@ def _bind(
         last_attempt_at=now,
         last_reason="",
         next_attempt_at=None,
+        nominated_node="",
     )
     if moved != len(pods):
         raise _Conflict(f"{len(pods) - moved} pod(s) were bound or cancelled by someone else")

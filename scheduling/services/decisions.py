@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,8 +22,16 @@ MAX_BACKOFF_S = 10.0
 EXPLAINED_CANDIDATES = 5
 
 
-def pods_unschedulable(*, failed: Sequence[tuple[Pod, Decision]], now: datetime) -> None:
-    """Record a failed attempt: backoff grows with attempts; an event when the reason changes."""
+def pods_unschedulable(
+    *,
+    failed: Sequence[tuple[Pod, Decision]],
+    now: datetime,
+    nominated: Mapping[str, str] | None = None,
+) -> None:
+    """Record a failed attempt: backoff grows with attempts; an event when the reason changes.
+    `nominated` (pod uid -> node) are the pods waiting for a preemption's victims to go; every
+    other failed pod loses its nomination."""
+    nominated = nominated or {}
     if not failed:
         return
     changed: list[tuple[Pod, Decision]] = []
@@ -34,13 +42,14 @@ def pods_unschedulable(*, failed: Sequence[tuple[Pod, Decision]], now: datetime)
         pod.attempts += 1
         pod.last_reason = reason
         pod.last_attempt_at = now
+        pod.nominated_node = nominated.get(str(pod.uid), "")
         pod.next_attempt_at = now + timedelta(
             seconds=min(MAX_BACKOFF_S, 0.5 * 2 ** min(pod.attempts, 8))
         )
     with transaction.atomic():
         Pod.objects.bulk_update(
             [pod for pod, _ in failed],
-            ["attempts", "last_reason", "last_attempt_at", "next_attempt_at"],
+            ["attempts", "last_reason", "last_attempt_at", "next_attempt_at", "nominated_node"],
         )
         PlacementDecision.objects.bulk_create(
             [

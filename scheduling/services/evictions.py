@@ -86,10 +86,20 @@ def evict_workloads(
         pod.bound_at = None
         pod.started_at = None
         pod.next_attempt_at = None
+        pod.nominated_node = ""
         pod.last_reason = f"{pending_reason}: {reason}"[:1024]
         pod.simulation.pop("lost_s", None)  # it starts over
     Pod.objects.bulk_update(
-        pods, ["phase", "bound_at", "started_at", "next_attempt_at", "last_reason", "simulation"]
+        pods,
+        [
+            "phase",
+            "bound_at",
+            "started_at",
+            "next_attempt_at",
+            "nominated_node",
+            "last_reason",
+            "simulation",
+        ],
     )
     payloads: list[events.EventPayload] = []
     by_workload: dict[int, list[str]] = defaultdict(list)

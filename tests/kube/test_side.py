@@ -163,11 +163,20 @@ def test_an_online_pod_that_fits_nowhere_evicts_batch_pods_and_waits_for_them(fa
     sched.run_once()
     assert node_of(fake, "serve") is None and node_of(fake, "sneaky") is None
     assert Pod.objects.get(kube__name=victim).phase == Pod.Phase.TERMINATING
+    # Tried again while the victim still terminates, it keeps waiting for it: no second
+    # preemption of the pods left (the nomination is kept across cycles).
+    for _ in range(3):
+        clock.advance(11)
+        assert sched.run_once().preempted == 0
+    evicting = [p for p in fake.objects("pods", NS) if p["metadata"].get("deletionTimestamp")]
+    assert [p["metadata"]["name"] for p in evicting] == [victim]
+    assert Pod.objects.get(kube__name="serve").nominated_node == "gpu-a"
 
     fake.delete_pod(NS, victim)  # the kubelet finished its termination
     clock.advance(11)  # past the preemptor's backoff
     sched.run_once()
     assert node_of(fake, "serve") == "gpu-a"
+    assert Pod.objects.get(kube__name="serve").nominated_node == ""
     assert Allocation.objects.filter(pod__kube__name=victim, active=True).count() == 0
 
 

@@ -74,7 +74,7 @@ class DefaultPreemption:
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
     ) -> PostFilterResult | None:
         index = snapshot.pods
-        if not pod.can_preempt or self._waiting_for_victims(pod, snapshot):
+        if not pod.can_preempt or (pod.nominated_node and snapshot.emptying(pod.nominated_node)):
             return None
         if not any(
             self._class_eligible(pod, service_class, priority)
@@ -129,13 +129,6 @@ class DefaultPreemption:
             return None
         victims = self._select(pod, snapshot, i, pool)
         return None if victims is None else self._with_gangs(snapshot, victims)
-
-    @staticmethod
-    def _waiting_for_victims(pod: PodRequest, snapshot: ClusterSnapshot) -> bool:
-        i = snapshot.index.get(pod.nominated_node) if pod.nominated_node else None
-        if i is None:
-            return False
-        return any(uid in snapshot.pods.terminating for uid in snapshot.pods.on_node[i])
 
     @staticmethod
     def _class_eligible(pod: PodRequest, service_class: ServiceClass, priority: int) -> bool:
