@@ -137,10 +137,6 @@ class Binder:
             outcomes = list(pool.map(make_real, placed))
         refused: list[BindRefused] = []
         lost = [pod for (pod, _), outcome in zip(placed, outcomes, strict=True) if outcome is None]
-        bound = {pod.pk: pod for (pod, _), o in zip(placed, outcomes, strict=True) if o and o.ok}
-        observed = {bound[pk]: gpus for pk, gpus in held.items() if pk in bound}
-        if observed:
-            gpus_observe(observed=observed, source="claims")
         for (pod, decision), outcome in zip(placed, outcomes, strict=True):
             if outcome is None or outcome.ok:
                 continue
@@ -157,6 +153,13 @@ class Binder:
             reason = outcome.message or str(outcome.status)
             kube_services.pod_requeue(pod=pod, reason=reason, now=now)
             refused.append(BindRefused(pod, reason, conflict=outcome.conflict))
+        # After the refused ones gave their GPUs back: what the claims hold is the truth.
+        bound = {pod.pk: pod for (pod, _), o in zip(placed, outcomes, strict=True) if o and o.ok}
+        observed = {bound[pk]: gpus for pk, gpus in held.items() if pk in bound}
+        if observed:
+            result = gpus_observe(observed=observed, source="claims")
+            for uid, why in result.refused.items():
+                logger.warning("pod %s: the GPUs of its claims not recorded: %s", uid, why)
         if lost:
             for pod in lost:
                 kube_services.pod_requeue(pod=pod, reason="lease lost", now=now)

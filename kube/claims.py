@@ -113,6 +113,12 @@ def claim_refs(pod: Mapping[str, Any]) -> list[ClaimRef]:
     return refs
 
 
+def gfd_model(product: str) -> str:
+    """A DRA `productName` as GPU Feature Discovery spells the model in `nvidia.com/gpu.product`
+    (the node's model in gpusched): spaces become dashes."""
+    return product.strip().replace(" ", "-")
+
+
 def dra_node(node: Mapping[str, Any], devices: Sequence[Any]) -> Mapping[str, Any]:
     """The node as gpusched reads it: with DRA, its GPUs are the whole-GPU devices of its
     slices (the device plugin's `nvidia.com/gpu` is absent; a node runs one or the other)."""
@@ -226,7 +232,7 @@ class ClaimBook:
                 gpus += len((allocation.get("devices") or {}).get("results") or [])
             else:
                 gpus += sum(r.count or 0 for r in ask.requests)
-            models |= ask.models
+            models |= {gfd_model(m) for m in ask.models}
             if ask.scope is not None:
                 scopes.append(ask.scope)
         if gpus and template.gpus:
