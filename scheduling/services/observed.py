@@ -88,19 +88,18 @@ def gpus_observe(*, observed: Mapping[Pod, Sequence[int]], source: str) -> Obser
                 )
                 continue
             applied.append((allocation, rows, gpus))
-        _move(applied)
-        events.publish(
-            *(
-                events.GpusObserved(
-                    pod_uid=str(allocation.pod.uid),
-                    node=allocation.node.name,
-                    recorded=[r.gpu.index for r in rows],
-                    observed=[g.index for g in gpus],
-                    source=source,
-                )
-                for allocation, rows, gpus in applied
+        payloads = [
+            events.GpusObserved(
+                pod_uid=str(allocation.pod.uid),
+                node=allocation.node.name,
+                recorded=[r.gpu.index for r in rows],
+                observed=[g.index for g in gpus],
+                source=source,
             )
-        )
+            for allocation, rows, gpus in applied
+        ]
+        _move(applied)
+        events.publish(*payloads)
     return ObservedResult(tuple(str(a.pod.uid) for a, _, _ in applied), refused)
 
 
