@@ -22,7 +22,7 @@ from typing import Any
 from kube import services as kube_services
 from kube.adopt import annotations_for
 from kube.api import BindOutcome, KubeApi
-from kube.claims import ClaimBook
+from kube.claims import ClaimBook, ReserveOutcome
 from kube.leader import LeaseLost
 from kube.models import KubePod
 from kube.translate import ANNOTATION_GPU_IDS
@@ -106,6 +106,7 @@ class Binder:
             annotations = annotations_for(placement)
             obj = current.get(f"{link.namespace}/{link.name}")
             spec = self.node_spec(placement.node)
+            claimed = ReserveOutcome(True)
             if obj is not None and spec is not None:
                 claimed = self.claims.reserve(obj, spec, placement.gpu_indices)
                 if not claimed.ok:
@@ -120,6 +121,8 @@ class Binder:
                 node=placement.node,
                 annotations=annotations,
             )
+            if not outcome.ok and claimed.written:
+                self.claims.take_back(claimed.written, link.uid)
             if outcome.ok:
                 self.api.event(
                     namespace=link.namespace,

@@ -94,6 +94,7 @@ class ReserveOutcome:
     status: int = 200
     message: str = ""
     gpu_indices: tuple[int, ...] = ()  # the GPUs the claims hold on the node, once written
+    written: tuple[ClaimRef, ...] = ()  # the claims this attempt wrote (taken back if it fails)
 
 
 def claim_refs(pod: Mapping[str, Any]) -> list[ClaimRef]:
@@ -195,6 +196,8 @@ class ClaimBook:
             ask = self._ask(info, pod, info.ask)
         except DraError as exc:
             return replace(info, ask=None, error=str(exc))
+        except ApiException as exc:  # the claim could not be read now: tried again next sync
+            raise ClaimsPending(f"ResourceClaim not readable now: {exc.status}") from exc
         return replace(info, ask=ask)
 
     def _ask(self, info: PodInfo, pod: Mapping[str, Any], template: PodTemplate) -> PodTemplate:
@@ -300,10 +303,17 @@ class ClaimBook:
             outcome = self._reserve(refs, pod_name, pod_uid, spec, list(gpu_indices), written)
         except (ClaimsPending, DraError) as exc:
             outcome = ReserveOutcome(False, 422, str(exc))
+        except ApiException as exc:  # a claim could not be read: the pod is tried again
+            outcome = ReserveOutcome(False, int(exc.status or 0), f"ResourceClaim: {exc.reason}")
         if not outcome.ok:
-            for ref in written:
-                self._take_back(ref, pod_uid)
-        return outcome
+            self.take_back(written, pod_uid)
+            return outcome
+        return replace(outcome, written=tuple(written))
+
+    def take_back(self, refs: Sequence[ClaimRef], pod_uid: str) -> None:
+        """Undo an attempt's claim writes (its Binding was refused): kube-scheduler's Unreserve."""
+        for ref in refs:
+            self._take_back(ref, pod_uid)
 
     def _reserve(
         self,
@@ -378,8 +388,14 @@ class ClaimBook:
         return None
 
     def _take_back(self, ref: ClaimRef, pod_uid: str) -> None:
-        """Undo this attempt's allocation (kube-scheduler's Unreserve)."""
-        doc = self._read(ref)
+        """The pod out of the claim's reservedFor, and its allocation gone with the last
+        consumer. What cannot be undone
+        now stays reserved for a pod that is not bound; the pod's next attempt reuses it."""
+        try:
+            doc = self._read(ref)
+        except ApiException as exc:
+            logger.warning("ResourceClaim %s not taken back: %s", ref, exc.status)
+            return
         if doc is None:
             return
         status = dict(doc.get("status") or {})

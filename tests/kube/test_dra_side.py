@@ -259,3 +259,19 @@ def _allocate(sim: SimulatedCluster, name: str, gpus: list[int], uid: str | None
     if uid:
         status["reservedFor"] = [{"resource": "pods", "name": pod, "uid": uid}]
     resource(sim).patch_namespaced_resource_claim_status(name, NS, {"status": status})
+
+
+def test_a_refused_binding_takes_the_claims_allocation_back(sim) -> None:
+    resource(sim).create_namespaced_resource_claim(NS, claim("two", 2))
+    sim.kube.add_pod(claim_pod("contended", "two"))
+
+    def rival_binds_first(namespace: str, name: str) -> None:
+        sim.kube.on_binding = None
+        sim.kube.update_pod(namespace, name, lambda p: p["spec"].update(nodeName="elsewhere"))
+
+    sim.kube.on_binding = rival_binds_first
+    report = gpusched_cycle(sim.kube, list_interval_s=0).run_once()
+    assert report.bound == 0 and report.requeued + report.conflicts >= 1
+    doc = sim.kube.registry.storage.get(_claims(), NS, "two")
+    assert not (doc.get("status") or {}).get("allocation")  # taken back: nobody holds gpu-*
+    assert not (doc.get("status") or {}).get("reservedFor")
