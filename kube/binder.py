@@ -26,10 +26,10 @@ from kube.claims import ClaimBook, ReserveOutcome
 from kube.leader import LeaseLost
 from kube.models import KubePod
 from kube.translate import ANNOTATION_GPU_IDS
+from scheduling import services
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
 from scheduling.models import Pod
-from scheduling.services.observed import gpus_observe
 from scheduling.side import BindRefused, PodEviction, Verdict
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class Binder:
         bound = {pod.pk: pod for (pod, _), o in zip(placed, outcomes, strict=True) if o and o.ok}
         observed = {bound[pk]: gpus for pk, gpus in held.items() if pk in bound}
         if observed:
-            result = gpus_observe(observed=observed, source="claims")
+            result = services.gpus_observe(observed=observed, source="claims")
             for uid, why in result.refused.items():
                 logger.warning("pod %s: the GPUs of its claims not recorded: %s", uid, why)
         if lost:

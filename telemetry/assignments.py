@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduling import services
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.events import GpusObserved
 from scheduling.models import Allocation, Event, GpuAssignment, Pod
-from scheduling.services.observed import gpus_observe
 from telemetry.dcgm import GpuSample
 from telemetry.models import GpuLatest
 
@@ -110,7 +110,7 @@ def assignments_reconcile(samples: Iterable[GpuSample]) -> ReconcileResult:
     if not found:
         return ReconcileResult()
     pods = {str(p.uid): p for p in Pod.objects.filter(uid__in=[m.pod_uid for m in found])}
-    result = gpus_observe(
+    result = services.gpus_observe(
         observed={pods[m.pod_uid]: m.observed for m in found if m.pod_uid in pods},
         source=SOURCE,
     )

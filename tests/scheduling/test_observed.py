@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from scheduling import services
 from scheduling.cache import ClusterCache
 from scheduling.models import Event, Gpu, GpuAssignment, Pod
-from scheduling.services.observed import gpus_observe
 from tests.scheduling import factories
 from tests.scheduling.test_services import schedule_pending
 
@@ -39,7 +38,7 @@ def test_two_pods_recorded_on_each_others_gpus_swap_and_the_cache_follows() -> N
     cache = ClusterCache()
     cache.state()
     ga, gb = held(a), held(b)
-    result = gpus_observe(observed={a: gb, b: ga}, source="dcgm")
+    result = services.gpus_observe(observed={a: gb, b: ga}, source="dcgm")
     assert set(result.corrected) == {str(a.uid), str(b.uid)} and not result.refused
     assert (held(a), held(b)) == (gb, ga)
     assert Event.objects.filter(type="allocation.gpus_observed").count() == 2
@@ -52,14 +51,14 @@ def test_two_pods_recorded_on_each_others_gpus_swap_and_the_cache_follows() -> N
 def test_corrections_that_cannot_be_true_are_refused_with_the_reason() -> None:
     a, b = placed(2, 2)
     free = sorted(set(range(8)) - set(held(a)) - set(held(b)))
-    result = gpus_observe(
+    result = services.gpus_observe(
         observed={a: [free[0]], b: [held(a)[0], free[0]]},  # too few; a GPU of a (not moving)
         source="dcgm",
     )
     assert result.refused[str(a.uid)] == "observed on 1 GPUs, holds 2"
     assert "is held by pod" in result.refused[str(b.uid)]
     assert (
-        gpus_observe(observed={a: [free[0], 99]}, source="dcgm")
+        services.gpus_observe(observed={a: [free[0], 99]}, source="dcgm")
         .refused[str(a.uid)]
         .endswith("has no GPU 99")
     )
@@ -81,7 +80,7 @@ def test_any_observed_layout_keeps_one_holder_per_gpu_and_true_counters(order: l
         size = len(held(pod))
         observed[pod] = sorted(order[start : start + size])
         start += size
-    result = gpus_observe(observed=observed, source="dcgm")
+    result = services.gpus_observe(observed=observed, source="dcgm")
     assert not result.refused
     assert [held(p) for p in pods] == [observed[p] for p in pods]
     used = dict(Gpu.objects.values_list("index", "used_milli"))
