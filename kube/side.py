@@ -2,20 +2,14 @@
 a secondary scheduler, placing the pods whose `spec.schedulerName` is the profile's.
 
 - sync: informers (list + watch, kube.informer) mirror nodes (allocatable, GFD labels, topology
-  from the annotation or NRT) and pods into the database. Pods pending for us become Pending
-  workloads, one per pod or per pod group (kube.groups), admitted by the same queues as
-  everything else; pods bound by anyone are counted where they run; finished, deleted or evicted
-  pods release what they hold once they are gone. Submitted workloads (the REST API) become real
-  pods (kube.materialize). Disruption budgets say which running pods may not be evicted now.
-  Kueue's queue objects are the queues where they exist, or Kueue admits (kube.kueue).
+  from the annotation or NRT; with DRA, the GPUs of their ResourceSlices) here, and pods into the
+  database (kube.pod_sync, their ResourceClaims in their ask: kube.claims). Submitted workloads
+  (the REST API) become real pods (kube.materialize). Disruption budgets say which running pods
+  may not be evicted now. Kueue's queue objects are the queues where they exist, or Kueue admits
+  (kube.kueue).
 - placeable: the pending pods that exist, are ours, are not gated and not being deleted.
-- evict: the Eviction API (policy/v1); a 429 (a disruption budget) refuses it; an accepted pod
-  terminates for its grace period and holds what it holds until it is gone; a `Preempted` event
-  says who and why.
-- bind: the Binding subresource with the chosen GPU ids as annotations, a `Scheduled` event; a
-  refused bind (409: bound elsewhere meanwhile; 404: deleted) goes back to the queue.
-- report: a `FailedScheduling` event and `PodScheduled=False` once per distinct reason, and
-  `status.nominatedNodeName` for a preemptor waiting for its victims.
+- evict, bind: the Eviction API; the claims' allocation, then the Binding (kube.binder).
+- report: why pods wait and nodes are quarantined (kube.teller).
 
 The informers list and watch on their own threads (`start()`), or one round per sync when
 `background` is off (tests, experiments).
@@ -27,43 +21,36 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db import transaction
-
-from kube import groups
 from kube import services as kube_services
-from kube.adopt import annotations_for, placement_on, single_strategy_ask
-from kube.api import BindOutcome, KubeApi
+from kube.api import KubeApi
+from kube.binder import Binder, evict
+from kube.claims import ClaimBook, dra_node
 from kube.disruption import protected_uids
-from kube.groups import GROUP_OBJECTS, GroupError, GroupRef
+from kube.groups import GROUP_OBJECTS
 from kube.informer import Change, Informer, NrtSource, PeriodicList
 from kube.kueue import GPUSCHED, KueueObjects
-from kube.leader import KubernetesLease, LeaseElector, LeaseLost
-from kube.materialize import POD_UID_ANNOTATION, Materializer
+from kube.leader import KubernetesLease, LeaseElector
+from kube.materialize import Materializer
 from kube.models import KubePod
+from kube.pod_sync import PodMirror
+from kube.teller import Teller
 from kube.topology_warnings import TopologyWarnings
-from kube.translate import PodInfo, TranslationError, node_spec, pod_info, to_request
-from scheduling import services
+from kube.translate import TranslationError, node_spec, pod_info
 from scheduling.cache import ClusterCache
-from scheduling.cluster_state import pod_request
-from scheduling.core.cycle_state import CycleState
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION
 from scheduling.core.scheduler import Decision, Framework
-from scheduling.core.status import Status
 from scheduling.core.types import NodeSpec
 from scheduling.cycle import SchedulingCycle
-from scheduling.models import Allocation, Node, Pod, Workload
+from scheduling.models import Node, Pod
 from scheduling.side import BindRefused, PodEviction, SideSync, Verdict, Waiting
 
 logger = logging.getLogger(__name__)
 
-# Bindings in flight at once (kube-scheduler binds each pod in a goroutine of its own).
-BIND_CONCURRENCY = 8
 # Terminal pods leave this selector's view with a DELETED event, as in kube-scheduler's informer.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -139,10 +126,30 @@ class KubernetesSide:
             manager_config=self.kueue_config,
             interval_s=self.list_interval_s,
         )
+        self.claims = ClaimBook(self.api, interval_s=self.list_interval_s)
+        self.teller = Teller(self.api)
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
-        self._reported: dict[str, str] = {}  # pod uid -> the last reason told (pods not mirrored)
-        self._quarantine_told: dict[str, str] = {}  # node -> the quarantine reason told
+        self.mirror = PodMirror(
+            pods=self.pods,
+            scheduler_name=self.scheduler_name,
+            cache=self.cache,
+            identity=self.identity,
+            teller=self.teller,
+            claims=self.claims,
+            group_objects=self.group_objects,
+            queues_admit=lambda: self.queues_admit,
+            node_spec=self._registered.get,
+            warn_once=self._warn_once,
+        )
+        self.binder = Binder(
+            self.api,
+            self.claims,
+            identity=self.identity,
+            still_leading=self.still_leading,
+            pods=self.pods.snapshot,
+            node_spec=self._registered.get,
+        )
         self._resync_at = 0.0
         self._seen_lists = (0, 0)
         self._stop = threading.Event()
@@ -201,47 +208,20 @@ class KubernetesSide:
         for sources in self.group_objects.values():
             for source in sources:
                 source.refresh()
-        self._sync_pods(counts, now, full=full)
+        self.mirror.sync(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
-        self._tell_quarantine(now)
+        self.teller.quarantine(self.nodes.snapshot(), now)
         current = self.pods.snapshot()
         protected = protected_uids(self.budgets.items.values(), current.values())
         return SideSync(protected=_pod_uids(protected), counts=counts)
 
-    def _tell_quarantine(self, now: datetime) -> None:
-        """A Node event when the scheduler stops trusting a node's recorded state (quarantine,
-        decided by the cycle after the previous sync), and when it trusts it again."""
-        current = dict(
-            Node.objects.filter(source=Node.Source.KUBERNETES)
-            .exclude(quarantine_reason="")
-            .values_list("name", "quarantine_reason")
-        )
-        nodes = self.nodes.snapshot()
-        for name in sorted(set(current) | set(self._quarantine_told)):
-            reason = current.get(name, "")
-            if self._quarantine_told.get(name, "") == reason:
-                continue
-            uid = str(((nodes.get(name) or {}).get("metadata") or {}).get("uid") or "")
-            self.api.node_event(
-                node=name,
-                uid=uid,
-                kind="Warning" if reason else "Normal",
-                reason="Quarantined" if reason else "QuarantineLifted",
-                action="Scheduling",
-                note=f"gpusched places nothing here: {reason}"
-                if reason
-                else "gpusched trusts this node's recorded state again",
-                now=now,
-            )
-            if reason:
-                self._quarantine_told[name] = reason
-            else:
-                self._quarantine_told.pop(name, None)
-
     def _sync_nodes(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
         nrt_changed = self.nrt.refresh()
+        slices_changed = self.claims.refresh()
+        for warning in self.claims.warnings:
+            self._warn_once(f"dra:{warning}", "%s", warning)
         changes: dict[str, Change] = self.nodes.drain()
-        if full or nrt_changed:
+        if full or nrt_changed or slices_changed:
             current = self.nodes.snapshot()
             changes.update({key: (obj, False) for key, obj in current.items()})
             known = Node.objects.filter(source=Node.Source.KUBERNETES, cordoned=False)
@@ -256,7 +236,11 @@ class KubernetesSide:
                 counts["nodes_gone"] = counts.get("nodes_gone", 0) + 1
                 continue
             try:
-                facts = node_spec(obj, nrt=self.nrt.by_node.get(name), annotation=self.annotation)
+                facts = node_spec(
+                    dra_node(obj, self.claims.devices(name)),
+                    nrt=self.nrt.by_node.get(name),
+                    annotation=self.annotation,
+                )
             except TranslationError as exc:
                 self._warn_once(f"node:{name}:{exc}", "node %s not mirrored: %s", name, exc)
                 continue
@@ -267,225 +251,6 @@ class KubernetesSide:
                 kube_services.node_apply(spec=facts.spec)
                 self._registered[name] = facts.spec
                 counts["nodes_applied"] = counts.get("nodes_applied", 0) + 1
-
-    def _sync_pods(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
-        changes = self.pods.drain()
-        if full:
-            current = self.pods.snapshot()
-            changes.update({key: (obj, False) for key, obj in current.items()})
-            live = {(obj.get("metadata") or {}).get("uid") for obj in current.values()}
-            stale = KubePod.objects.filter(pod__phase__in=Pod.ACTIVE_PHASES).exclude(uid__in=live)
-            for gone in stale:
-                doc = {"metadata": {"uid": gone.uid, "namespace": gone.namespace}}
-                doc["metadata"]["name"] = gone.name
-                changes[f"gone/{gone.uid}"] = (doc, True)
-        if not changes:
-            return
-        infos = [(pod_info(obj), deleted, obj) for obj, deleted in changes.values()]
-        mirrored = {
-            kp.uid: kp
-            for kp in KubePod.objects.filter(uid__in=[info.uid for info, _, _ in infos])
-            .select_related("pod__workload__tenant")
-            .order_by("id")
-        }
-        held_on = dict(
-            Allocation.objects.filter(
-                active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
-            ).values_list("pod_id", "node__name")
-        )
-        bound_by_others: list[tuple[PodInfo, KubePod | None]] = []
-        started: list[Pod] = []
-        singles: list[PodInfo] = []
-        grouped: dict[str, GroupRef] = {}
-        for info, deleted, obj in infos:
-            kube_pod = mirrored.get(info.uid)
-            if deleted or info.terminal:
-                if kube_pod is not None and kube_pod.pod.phase in Pod.ACTIVE_PHASES:
-                    kube_services.pod_gone(
-                        kube_pod=kube_pod, succeeded=info.phase == "Succeeded", now=now
-                    )
-                    counts["pods_released"] = counts.get("pods_released", 0) + 1
-                self._reported.pop(info.uid, None)
-                continue
-            if info.node_name:
-                if kube_pod is None:
-                    if info.ask is not None and not info.ask.empty:
-                        bound_by_others.append((info, None))
-                    continue
-                kube_services.kube_pod_seen(kube_pod=kube_pod, info=info)
-                pod = kube_pod.pod
-                if pod.phase in Pod.PLACED_PHASES and held_on.get(pod.pk) not in (
-                    None,
-                    info.node_name,
-                ):
-                    kube_services.pod_requeue(pod=pod, reason="bound elsewhere", now=now)
-                    counts["requeued"] = counts.get("requeued", 0) + 1
-                if pod.phase == Pod.Phase.PENDING:
-                    bound_by_others.append((info, kube_pod))  # someone else bound our pod
-                elif info.phase == "Running":
-                    started.append(pod)
-                continue
-            if not info.pending_for(self.scheduler_name):
-                continue
-            if kube_pod is not None:
-                if kube_pod.pod.phase in Pod.PLACED_PHASES:
-                    # In the database but not in the cluster: a bind that never went out (a
-                    # crash between commit and bind). Give it back and try again.
-                    kube_services.pod_requeue(pod=kube_pod.pod, reason="not bound", now=now)
-                    counts["requeued"] = counts.get("requeued", 0) + 1
-                continue
-            if self._link_made(info):
-                continue
-            if info.ask is None:
-                self._tell(info, f"gpusched cannot schedule this pod: {info.error}", now)
-                continue
-            ref = groups.group_of(obj)
-            if ref is None:
-                singles.append(info)
-            else:
-                grouped[ref.key] = ref
-        with transaction.atomic():  # one commit for a burst of new pods, not one each
-            mirrored_now = sum(self._mirror([info], info.name, None, now) for info in singles)
-        counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + mirrored_now
-        for ref in grouped.values():
-            counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + self._mirror_group(ref, now)
-        if bound_by_others:
-            started += self._adopt(bound_by_others, counts, now)
-        if started:
-            kube_services.pods_started(pods=started, now=now)
-
-    def _link_made(self, info: PodInfo) -> bool:
-        """A pod gpusched made for a submitted workload: link it to its Pod row."""
-        uid = info.annotations.get(POD_UID_ANNOTATION)
-        if not uid:
-            return False
-        pod = (
-            Pod.objects.filter(uid=uid, phase=Pod.Phase.PENDING, kube__isnull=True)
-            .select_related("workload__tenant")
-            .first()
-        )
-        if pod is not None:
-            kube_services.kube_pod_link(pod=pod, info=info)
-        return True
-
-    def _mirror_group(self, ref: GroupRef, now: datetime) -> int:
-        """The group's pods pending for us and not mirrored yet join its workload, or become one
-        once there are as many as its quorum; until then they wait, told why."""
-        members: list[tuple[PodInfo, dict[str, Any]]] = []
-        known: list[str] = []
-        for obj in self.pods.snapshot().values():
-            if groups.group_of(obj) != ref:
-                continue
-            info = pod_info(obj)
-            known.append(info.uid)
-            if info.pending_for(self.scheduler_name) and info.ask is not None:
-                members.append((info, obj))
-        linked = set(KubePod.objects.filter(uid__in=known).values_list("uid", flat=True))
-        fresh = [(info, obj) for info, obj in members if info.uid not in linked]
-        if not fresh:
-            return 0
-        existing = (
-            Workload.objects.filter(pods__kube__uid__in=linked, state__in=Workload.ACTIVE_STATES)
-            .select_related("tenant")
-            .first()
-        )
-        if existing is not None:
-            kube_services.workload_join(workload=existing, members=[i for i, _ in fresh])
-            return len(fresh)
-        objects = {
-            groups.object_ref(kind.name, obj).key: obj
-            for kind, sources in self.group_objects.items()
-            for obj in next((s.items for s in sources if s.served), {}).values()
-        }
-        try:
-            needed = groups.quorum(ref, fresh[0][1], objects)
-        except GroupError as exc:
-            for info, _ in fresh:
-                self._tell(info, f"WaitingForGang: {exc}", now)
-            return 0
-        if needed is not None and len(fresh) < needed:
-            for info, _ in fresh:
-                self._tell(
-                    info,
-                    f"WaitingForGang: {len(fresh)} of {needed} pods of group {ref.name} exist",
-                    now,
-                )
-            return 0
-        return len(fresh) if self._mirror([i for i, _ in fresh], ref.name, needed, now) else 0
-
-    def _mirror(
-        self, members: list[PodInfo], name: str, min_count: int | None, now: datetime
-    ) -> bool:
-        """Mirror pods as one workload; what the database refuses (a WorkloadPriorityClass
-        label naming no class) is told on the pods instead."""
-        try:
-            kube_services.workload_mirror(
-                name=name,
-                members=members,
-                min_count=min_count,
-                workload_classes=self.queues_admit,
-            )
-        except services.ServiceError as exc:
-            for info in members:
-                self._tell(info, f"gpusched cannot schedule this pod: {exc}", now)
-            return False
-        return True
-
-    def _adopt(
-        self,
-        pending: list[tuple[PodInfo, KubePod | None]],
-        counts: dict[str, int],
-        now: datetime,
-    ) -> list[Pod]:
-        """Count pods bound by someone else where they run."""
-        cluster = self.cache.state()
-        snapshot = cluster.snapshot
-        placed: list[tuple[Pod, Decision]] = []
-        running: set[int] = set()
-        for info, kube_pod in pending:
-            if kube_pod is not None:
-                pod = kube_pod.pod
-                request = pod_request(pod)
-            else:
-                assert info.ask is not None
-                ask = single_strategy_ask(snapshot, info.node_name, info.ask)
-                request = to_request(info.uid, info.name, info.namespace, info.priority or 0, ask)
-            placement = placement_on(snapshot, info.node_name, request, info.annotations)
-            if placement is None:
-                self._warn_once(
-                    f"adopt:{info.uid}",
-                    "pod %s on %s is not counted: the node is unknown or full in our view",
-                    info.key,
-                    info.node_name,
-                )
-                continue
-            if kube_pod is None:
-                pod = kube_services.workload_mirror_admitted(
-                    info=info, workload_classes=self.queues_admit
-                )
-                request = pod_request(pod)
-            snapshot.assume(request, placement)
-            decision = Decision(
-                request, Status.success(), [placement.node], CycleState(), placement=placement
-            )
-            placed.append((pod, decision))
-            if info.phase == "Running":
-                running.add(pod.pk)
-        result = services.placements_commit(
-            cluster=cluster, placed=placed, scheduler=self.identity, now=now
-        )
-        refused = {pod.pk for pod, _ in result.conflicts}
-        adopted: list[Pod] = []
-        for pod, decision in placed:
-            assert decision.placement is not None
-            if pod.pk in refused:
-                snapshot.forget(decision.pod, decision.placement)
-            else:
-                self.cache.bound(decision.pod, decision.placement)
-                pod.phase = Pod.Phase.BOUND
-                adopted.append(pod)
-        counts["pods_adopted"] = counts.get("pods_adopted", 0) + len(adopted)
-        return [pod for pod in adopted if pod.pk in running]
 
     # --- 5. placeable ---------------------------------------------------------------------------
 
@@ -503,150 +268,16 @@ class KubernetesSide:
                 out.append(pod)
         return out
 
-    # --- 8. evict -------------------------------------------------------------------------------
+    # --- 8. evict, 10. bind, 11. report ---------------------------------------------------------
 
     def evict(self, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
-        links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[e.pod for e in evictions])}
-        verdicts: dict[str, Verdict] = {}
-        for eviction in evictions:
-            link = links.get(eviction.pod.pk)
-            if link is None:  # never reached the cluster: nothing runs, nothing to wait for
-                verdicts[str(eviction.pod.uid)] = Verdict.GONE
-                continue
-            outcome = self.api.evict(namespace=link.namespace, name=link.name, uid=link.uid)
-            if outcome.refused:
-                verdicts[str(eviction.pod.uid)] = Verdict.REFUSED
-                logger.info("eviction of %s refused: %s", link, outcome.message)
-            elif outcome.accepted:
-                verdicts[str(eviction.pod.uid)] = Verdict.TERMINATING
-                self.api.event(
-                    namespace=link.namespace,
-                    pod_name=link.name,
-                    pod_uid=link.uid,
-                    kind="Normal",
-                    reason="Preempted",
-                    action="Preempting",
-                    note=eviction.reason,
-                    now=now,
-                )
-            elif outcome.status == 404:
-                verdicts[str(eviction.pod.uid)] = Verdict.TERMINATING  # gone: its DELETED comes
-            else:
-                verdicts[str(eviction.pod.uid)] = Verdict.REFUSED
-                logger.warning(
-                    "eviction of %s failed: %s %s", link, outcome.status, outcome.message
-                )
-        return verdicts
-
-    # --- 10. bind -------------------------------------------------------------------------------
+        return evict(self.api, evictions, now)
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
-        """Bindings (and their `Scheduled` events) go out several at a time, as kube-scheduler's
-        binding cycles run beside each other; what the API server refuses is handled here after
-        (the database is written from this thread only)."""
-        links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[p for p, _ in placed])}
-
-        def make_real(item: tuple[Pod, Decision]) -> BindOutcome | None:
-            pod, decision = item
-            if not self.still_leading():
-                return None  # not ours to bind any more
-            placement = decision.placement
-            assert placement is not None
-            link = links[pod.pk]
-            outcome = self.api.bind(
-                namespace=link.namespace,
-                name=link.name,
-                uid=link.uid,
-                node=placement.node,
-                annotations=annotations_for(placement),
-            )
-            if outcome.ok:
-                self.api.event(
-                    namespace=link.namespace,
-                    pod_name=link.name,
-                    pod_uid=link.uid,
-                    kind="Normal",
-                    reason="Scheduled",
-                    action="Binding",
-                    note=f"Successfully assigned {link.namespace}/{link.name} to {placement.node}",
-                    now=now,
-                )
-            return outcome
-
-        with ThreadPoolExecutor(max_workers=BIND_CONCURRENCY) as pool:
-            outcomes = list(pool.map(make_real, placed))
-        refused: list[BindRefused] = []
-        lost = [pod for (pod, _), outcome in zip(placed, outcomes, strict=True) if outcome is None]
-        for (pod, decision), outcome in zip(placed, outcomes, strict=True):
-            if outcome is None or outcome.ok:
-                continue
-            # Refused (409: bound elsewhere meanwhile, or not the pod we saw; 404: deleted): the
-            # reservation goes back and the pod is tried again, or dropped once its deletion is
-            # seen.
-            assert decision.placement is not None
-            logger.info(
-                "bind of %s to %s refused: %s",
-                links[pod.pk],
-                decision.placement.node,
-                outcome.message,
-            )
-            reason = outcome.message or str(outcome.status)
-            kube_services.pod_requeue(pod=pod, reason=reason, now=now)
-            refused.append(BindRefused(pod, reason, conflict=outcome.conflict))
-        if lost:
-            for pod in lost:
-                kube_services.pod_requeue(pod=pod, reason="lease lost", now=now)
-            raise LeaseLost(f"{self.identity} stopped leading before binding {lost[0].name}")
-        return refused
-
-    # --- 11. report -----------------------------------------------------------------------------
+        return self.binder.bind(placed, now)
 
     def report(self, waiting: Sequence[Waiting], now: datetime) -> int:
-        links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[w.pod for w in waiting])}
-        told = 0
-        for item in waiting:
-            link = links.get(item.pod.pk)
-            if link is None or not item.message or item.message == link.reported_reason:
-                continue
-            self._tell_unschedulable(link.namespace, link.name, link.uid, item.message, now)
-            if item.nominated_node:
-                self.api.mark_nominated(
-                    namespace=link.namespace, name=link.name, node=item.nominated_node
-                )
-            kube_services.kube_pod_reported(kube_pod=link, reason=item.message)
-            told += 1
-        return told
-
-    def _tell(self, info: PodInfo, message: str, now: datetime) -> None:
-        """Why a pod that is not mirrored (yet) waits, once per distinct reason."""
-        if self._reported.get(info.uid) == message:
-            return
-        self._reported[info.uid] = message
-        reason = "SchedulerError" if message.startswith("gpusched cannot") else "Unschedulable"
-        self._tell_unschedulable(info.namespace, info.name, info.uid, message, now, reason)
-
-    def _tell_unschedulable(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        message: str,
-        now: datetime,
-        reason: str = "Unschedulable",
-    ) -> None:
-        self.api.event(
-            namespace=namespace,
-            pod_name=name,
-            pod_uid=uid,
-            kind="Warning",
-            reason="FailedScheduling",
-            action="Scheduling",
-            note=message,
-            now=now,
-        )
-        self.api.mark_unschedulable(
-            namespace=namespace, name=name, message=message, now=now, reason=reason
-        )
+        return self.teller.report(waiting, now)
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:

@@ -22,6 +22,7 @@ from scheduling.events import (
     AllocationPromoted,
     AllocationReleased,
     EventTypes,
+    GpusObserved,
     NodeChanged,
     PodBound,
     UnknownEvent,
@@ -32,9 +33,10 @@ RESYNC_S = 300.0
 
 
 class ClusterCache:
-    # What moves the snapshot: a node change rebuilds it (as an unknown event does); the rest of
-    # the outbox concerns queues and pages, not what nodes hold.
-    REBUILDS_ON: EventTypes = frozenset({NodeChanged, UnknownEvent})
+    # What moves the snapshot: a node change rebuilds it (as an unknown event does), and so do
+    # GPU ids corrected to what pods really hold (rare); the rest of the outbox concerns queues
+    # and pages, not what nodes hold.
+    REBUILDS_ON: EventTypes = frozenset({NodeChanged, GpusObserved, UnknownEvent})
     # A release on a quarantined node may have made it consistent: that also rebuilds.
     HANDLES: EventTypes = frozenset({AllocationReleased, AllocationPromoted, PodBound})
     IGNORES: EventTypes = frozenset(events.EVENT_TYPES.values()) - REBUILDS_ON - HANDLES

@@ -178,6 +178,19 @@ class AllocationPromoted(EventPayload):
 
 
 @dataclass(frozen=True)
+class GpusObserved(EventPayload):
+    """A pod really holds other GPUs than were recorded (what the node gave it: DCGM's pod
+    labels, or its DRA claims): its allocation now names the observed ones."""
+
+    TYPE: ClassVar[str] = "allocation.gpus_observed"
+    pod_uid: str
+    node: str
+    recorded: list[int]
+    observed: list[int]
+    source: str
+
+
+@dataclass(frozen=True)
 class UnknownEvent(EventPayload):
     """A row this version cannot read (a newer type, or a payload missing required fields)."""
 
@@ -201,6 +214,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         PodPhaseChanged,
         AllocationReleased,
         AllocationPromoted,
+        GpusObserved,
     )
 }
 EventTypes = frozenset[type[EventPayload]]

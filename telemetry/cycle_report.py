@@ -21,6 +21,10 @@ class CycleReport:
     samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
     values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
     errors: list[str] = field(default_factory=list)
+    # Pods the exporter shows on other GPUs than gpusched recorded (new this cycle; each
+    # (pod, GPUs) counted once), and how many of all found were corrected (telemetry.assignments).
+    assignment_mismatches: int = 0
+    assignments_corrected: int = 0
     stale_marked: int = 0
     minutes_rolled: int = 0
     raw_pruned: int = 0
@@ -35,4 +39,9 @@ class CycleReport:
             f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
             f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
         )
+        if self.assignment_mismatches:
+            text += (
+                f", {self.assignment_mismatches} GPU assignment mismatches "
+                f"({self.assignments_corrected} corrected)"
+            )
         return text + "".join(f"\n  error: {error}" for error in self.errors)

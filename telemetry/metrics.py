@@ -42,6 +42,13 @@ values_clamped = Counter(
     ["metric"],
     registry=registry,
 )
+assignment_mismatches = Counter(
+    "gpusched_gpu_assignment_mismatches",
+    "Pods dcgm-exporter shows on other GPUs than gpusched recorded (each pod and GPU set once), "
+    "by whether the record was corrected to what the pod holds.",
+    ["result"],
+    registry=registry,
+)
 gpus_reporting = Gauge(
     "gpusched_telemetry_gpus_reporting",
     "GPUs (and MIG instances) stored by the last successful cycle.",
@@ -62,6 +69,8 @@ last_success = Gauge(
 )
 for _result in ("ok", "failed"):
     cycles.labels(result=_result)
+for _result in ("corrected", "uncorrected"):
+    assignment_mismatches.labels(result=_result)
 
 
 def record_cycle(report: CycleReport) -> None:
@@ -72,6 +81,9 @@ def record_cycle(report: CycleReport) -> None:
         samples_skipped.labels(reason=reason).inc(count)
     for metric, count in report.values_clamped.items():
         values_clamped.labels(metric=metric).inc(count)
+    corrected = min(report.assignments_corrected, report.assignment_mismatches)
+    assignment_mismatches.labels(result="corrected").inc(corrected)
+    assignment_mismatches.labels(result="uncorrected").inc(report.assignment_mismatches - corrected)
     if report.ok:
         samples_ingested.inc(report.samples)
         gpus_reporting.set(report.gpus)

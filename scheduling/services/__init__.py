@@ -11,6 +11,7 @@ events (scheduling.events). One module per concern:
     decisions           why a pod went where it went, or why it waits
     lifecycle           pods started and finished
     allocations         counters, releases, lent shares, expired reservations
+    observed            allocations moved onto the GPUs pods really hold
     leases              leader election
 
 Callers import the package (`from scheduling import services`) and use the names below."""
@@ -24,6 +25,7 @@ from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
 from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
+from scheduling.services.observed import ObservedResult, gpus_observe
 from scheduling.services.queue_sources import (
     QueuesReplaced,
     queue_source_record,
@@ -51,6 +53,7 @@ from scheduling.services.workloads import (
 
 __all__ = [
     "CommitResult",
+    "ObservedResult",
     "PodSetSpec",
     "QueuesReplaced",
     "ServiceError",
@@ -59,6 +62,7 @@ __all__ = [
     "cluster_queue_fields",
     "decisions_prune",
     "explanation",
+    "gpus_observe",
     "lease_acquire",
     "lease_release",
     "local_queue_usage_sample",

@@ -216,6 +216,13 @@ def test_rbac_is_least_privilege() -> None:
         ("kueue.x-k8s.io", "localqueues", "list", ""),
         ("kueue.x-k8s.io", "workloadpriorityclasses", "list", ""),
         ("scheduling.k8s.io", "priorityclasses", "list", ""),
+        # DRA: devices and claims listed; claims allocated and reserved before the Binding.
+        ("resource.k8s.io", "resourceslices", "list", ""),
+        ("resource.k8s.io", "deviceclasses", "list", ""),
+        ("resource.k8s.io", "resourceclaims", "list", ""),
+        ("resource.k8s.io", "resourceclaims", "get", ""),
+        ("resource.k8s.io", "resourceclaims", "update", ""),
+        ("resource.k8s.io", "resourceclaims/status", "update", ""),
     }
     # Kueue's manager ConfigMap, by name, in its own namespace (optional: deploy/examples/).
     assert rules("Role", "gpusched-scheduler-kueue-config") == {

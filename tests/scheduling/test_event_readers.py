@@ -64,6 +64,9 @@ def test_every_payload_type_reads_back_as_itself() -> None:
             pod_uid="u", node="n", gpus=[3], reason="done"
         ),
         events.AllocationPromoted: events.AllocationPromoted(pod_uid="u", node="n", gpu=2),
+        events.GpusObserved: events.GpusObserved(
+            pod_uid="u", node="n", recorded=[0, 1], observed=[2, 3], source="dcgm"
+        ),
         events.NodeQuarantined: events.NodeQuarantined(node="n", reason="holds more than it has"),
     }
     assert set(samples) == set(events.EVENT_TYPES.values())

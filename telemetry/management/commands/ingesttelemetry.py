@@ -6,7 +6,9 @@ Each cycle (`run_once`) is a few small steps:
 2. store them (latest values, raw history, node freshness);
 3. mark stale the nodes whose newest sample is older than the freshness window, so an outage
    shows within one interval;
-4. roll closed minutes up, prune what is past retention, record the source's status.
+4. compare the GPUs the exporter shows each pod on with those gpusched recorded, and take what
+   pods really hold as the truth (telemetry.assignments);
+5. roll closed minutes up, prune what is past retention, record the source's status.
 SIGTERM/SIGINT finish the current cycle and exit. With --once (the default), a cycle that got
 no data exits with status 1. With --loop --metrics-port, Prometheus metrics (telemetry/metrics.py)
 are served on that port with /healthz (the loop turns) and /readyz (the last cycle finished; a
@@ -31,6 +33,7 @@ from django.utils import timezone
 from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from telemetry import metrics, services
+from telemetry.assignments import assignments_reconcile
 from telemetry.cycle_report import CycleReport
 from telemetry.gcpause import paused_gc
 from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
@@ -52,6 +55,7 @@ class Command(LoopCommand):
         self.clock: Callable[[], datetime] = timezone.now
         self.cycles = 0
         self.failures = 0
+        self.mismatches_seen: set[tuple[str, tuple[int, ...]]] = set()  # counted once each
 
     def add_arguments(self, parser: CommandParser) -> None:
         self.add_loop_arguments(parser)  # --once | --loop, --interval (between cycle starts)
@@ -170,6 +174,21 @@ class Command(LoopCommand):
         report.ok = True
         report.gpus = result.gpus
         report.nodes = result.nodes
+        reconciled = assignments_reconcile(fetched.gpus)
+        for mismatch in reconciled.mismatches:
+            key = (mismatch.pod_uid, mismatch.observed)
+            if key in self.mismatches_seen:
+                continue
+            self.mismatches_seen.add(key)
+            report.assignment_mismatches += 1
+            why = (reconciled.refused or {}).get(mismatch.pod_uid)
+            logger.warning(
+                "ingesttelemetry: GPU assignment mismatch on %s: %s%s",
+                mismatch.node,
+                mismatch.describe(),
+                f" (not corrected: {why})" if why else " (corrected)",
+            )
+        report.assignments_corrected = reconciled.corrected
 
 
 def build_source(options: dict[str, Any]) -> TelemetrySource:

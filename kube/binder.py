@@ -1,0 +1,170 @@
+"""Making placements and evictions real on Kubernetes (the side's `evict` and `bind`, kube.side):
+
+- evict: the Eviction API (policy/v1); a 429 (a disruption budget) refuses it; an accepted pod
+  terminates for its grace period and holds what it holds until it is gone; a `Preempted` event
+  says who and why.
+- bind: a pod's ResourceClaims first get the chosen GPUs' devices and the pod as their consumer
+  (kube.claims, as kube-scheduler's DynamicResources PreBind), then the Binding subresource with
+  the chosen GPU ids as annotations, and a `Scheduled` event. A refused claim write or bind (409:
+  bound or allocated elsewhere meanwhile; 404: deleted) goes back to the queue. Where a pod's
+  claims hold other GPUs than the placement's (a claim allocated before), the claims are the
+  truth: the allocation's GPU ids are moved to them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from kube import services as kube_services
+from kube.adopt import annotations_for
+from kube.api import BindOutcome, KubeApi
+from kube.claims import ClaimBook, ReserveOutcome
+from kube.leader import LeaseLost
+from kube.models import KubePod
+from kube.translate import ANNOTATION_GPU_IDS
+from scheduling import services
+from scheduling.core.scheduler import Decision
+from scheduling.core.types import NodeSpec
+from scheduling.models import Pod
+from scheduling.side import BindRefused, PodEviction, Verdict
+
+logger = logging.getLogger(__name__)
+
+# Bindings in flight at once (kube-scheduler binds each pod in a goroutine of its own).
+BIND_CONCURRENCY = 8
+
+
+def evict(api: KubeApi, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
+    links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[e.pod for e in evictions])}
+    verdicts: dict[str, Verdict] = {}
+    for eviction in evictions:
+        link = links.get(eviction.pod.pk)
+        if link is None:  # never reached the cluster: nothing runs, nothing to wait for
+            verdicts[str(eviction.pod.uid)] = Verdict.GONE
+            continue
+        outcome = api.evict(namespace=link.namespace, name=link.name, uid=link.uid)
+        if outcome.refused:
+            verdicts[str(eviction.pod.uid)] = Verdict.REFUSED
+            logger.info("eviction of %s refused: %s", link, outcome.message)
+        elif outcome.accepted:
+            verdicts[str(eviction.pod.uid)] = Verdict.TERMINATING
+            api.event(
+                namespace=link.namespace,
+                pod_name=link.name,
+                pod_uid=link.uid,
+                kind="Normal",
+                reason="Preempted",
+                action="Preempting",
+                note=eviction.reason,
+                now=now,
+            )
+        elif outcome.status == 404:
+            verdicts[str(eviction.pod.uid)] = Verdict.TERMINATING  # gone: its DELETED comes
+        else:
+            verdicts[str(eviction.pod.uid)] = Verdict.REFUSED
+            logger.warning("eviction of %s failed: %s %s", link, outcome.status, outcome.message)
+    return verdicts
+
+
+class Binder:
+    def __init__(
+        self,
+        api: KubeApi,
+        claims: ClaimBook,
+        *,
+        identity: str,
+        still_leading: Callable[[], bool],
+        pods: Callable[[], Mapping[str, dict[str, Any]]],
+        node_spec: Callable[[str], NodeSpec | None],
+    ) -> None:
+        self.api = api
+        self.claims = claims
+        self.identity = identity
+        self.still_leading = still_leading
+        self.pods = pods  # the informer's current pods by namespace/name
+        self.node_spec = node_spec
+
+    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
+        """Bindings (and their claims and `Scheduled` events) go out several at a time, as
+        kube-scheduler's binding cycles run beside each other; what the API server refuses is
+        handled here after (the database is written from this thread only)."""
+        links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[p for p, _ in placed])}
+        current = self.pods()
+        held: dict[int, tuple[int, ...]] = {}  # pod pk -> GPUs its claims hold, where not chosen
+
+        def make_real(item: tuple[Pod, Decision]) -> BindOutcome | None:
+            pod, decision = item
+            if not self.still_leading():
+                return None  # not ours to bind any more
+            placement = decision.placement
+            assert placement is not None
+            link = links[pod.pk]
+            annotations = annotations_for(placement)
+            obj = current.get(f"{link.namespace}/{link.name}")
+            spec = self.node_spec(placement.node)
+            claimed = ReserveOutcome(True)
+            if obj is not None and spec is not None:
+                claimed = self.claims.reserve(obj, spec, placement.gpu_indices)
+                if not claimed.ok:
+                    return BindOutcome(False, claimed.status, claimed.message)
+                if claimed.gpu_indices != tuple(sorted(placement.gpu_indices)):
+                    held[pod.pk] = claimed.gpu_indices
+                    annotations[ANNOTATION_GPU_IDS] = ",".join(map(str, claimed.gpu_indices))
+            outcome = self.api.bind(
+                namespace=link.namespace,
+                name=link.name,
+                uid=link.uid,
+                node=placement.node,
+                annotations=annotations,
+            )
+            if not outcome.ok and claimed.written:
+                self.claims.take_back(claimed.written, link.uid)
+            if outcome.ok:
+                self.api.event(
+                    namespace=link.namespace,
+                    pod_name=link.name,
+                    pod_uid=link.uid,
+                    kind="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    note=f"Successfully assigned {link.namespace}/{link.name} to {placement.node}",
+                    now=now,
+                )
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=BIND_CONCURRENCY) as pool:
+            outcomes = list(pool.map(make_real, placed))
+        refused: list[BindRefused] = []
+        lost = [pod for (pod, _), outcome in zip(placed, outcomes, strict=True) if outcome is None]
+        for (pod, decision), outcome in zip(placed, outcomes, strict=True):
+            if outcome is None or outcome.ok:
+                continue
+            # Refused (409: bound elsewhere meanwhile, or not the pod we saw; 404: deleted): the
+            # reservation goes back and the pod is tried again, or dropped once its deletion is
+            # seen.
+            assert decision.placement is not None
+            logger.info(
+                "bind of %s to %s refused: %s",
+                links[pod.pk],
+                decision.placement.node,
+                outcome.message,
+            )
+            reason = outcome.message or str(outcome.status)
+            kube_services.pod_requeue(pod=pod, reason=reason, now=now)
+            refused.append(BindRefused(pod, reason, conflict=outcome.conflict))
+        # After the refused ones gave their GPUs back: what the claims hold is the truth.
+        bound = {pod.pk: pod for (pod, _), o in zip(placed, outcomes, strict=True) if o and o.ok}
+        observed = {bound[pk]: gpus for pk, gpus in held.items() if pk in bound}
+        if observed:
+            result = services.gpus_observe(observed=observed, source="claims")
+            for uid, why in result.refused.items():
+                logger.warning("pod %s: the GPUs of its claims not recorded: %s", uid, why)
+        if lost:
+            for pod in lost:
+                kube_services.pod_requeue(pod=pod, reason="lease lost", now=now)
+            raise LeaseLost(f"{self.identity} stopped leading before binding {lost[0].name}")
+        return refused

@@ -1,0 +1,319 @@
+"""Pods into the database (the Kubernetes side's sync, kube.side): pods pending for us become
+Pending workloads, one per pod or per pod group (kube.groups), admitted by the same queues as
+everything else; pods bound by anyone are counted where they run (kube.adopt); finished, deleted
+or evicted pods release what they hold once they are gone. A pod's ResourceClaims are read into
+its ask (kube.claims); a pod whose claim does not exist yet waits, told why, and is looked at
+again every sync until it does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from kube import groups
+from kube import services as kube_services
+from kube.adopt import placement_on, single_strategy_ask
+from kube.claims import ClaimBook, ClaimsPending
+from kube.groups import GroupError, GroupKind, GroupRef
+from kube.informer import Informer, PeriodicList
+from kube.materialize import POD_UID_ANNOTATION
+from kube.models import KubePod
+from kube.teller import Teller
+from kube.translate import ANNOTATION_GPU_IDS, PodInfo, pod_info, to_request
+from scheduling import services
+from scheduling.cache import ClusterCache
+from scheduling.cluster_state import pod_request
+from scheduling.core.cycle_state import CycleState
+from scheduling.core.scheduler import Decision
+from scheduling.core.status import Status
+from scheduling.core.types import NodeSpec
+from scheduling.models import Allocation, Pod, Workload
+
+logger = logging.getLogger(__name__)
+
+
+class PodMirror:
+    def __init__(
+        self,
+        *,
+        pods: Informer,
+        scheduler_name: str,
+        cache: ClusterCache,
+        identity: str,
+        teller: Teller,
+        claims: ClaimBook,
+        group_objects: Mapping[GroupKind, list[PeriodicList]],
+        queues_admit: Callable[[], bool],
+        node_spec: Callable[[str], NodeSpec | None],
+        warn_once: Callable[..., None],
+    ) -> None:
+        self.pods = pods
+        self.scheduler_name = scheduler_name
+        self.cache = cache
+        self.identity = identity
+        self.teller = teller
+        self.claims = claims
+        self.group_objects = group_objects
+        self.queues_admit = queues_admit
+        self.node_spec = node_spec
+        self._warn_once = warn_once
+        self._claims_pending: set[str] = set()  # pod keys waiting for a claim to exist
+
+    def pod_info(self, obj: Mapping[str, Any]) -> PodInfo:
+        """The pod as gpusched reads it, its claims' GPUs in its ask (ClaimsPending while a claim
+        does not exist yet)."""
+        return self.claims.ask_of(pod_info(obj), obj)
+
+    def sync(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
+        changes = self.pods.drain()
+        if self._claims_pending:  # looked at again until their claims exist
+            current = self.pods.snapshot()
+            for key in self._claims_pending - changes.keys():
+                if key in current:
+                    changes[key] = (current[key], False)
+            self._claims_pending = set()
+        if full:
+            current = self.pods.snapshot()
+            changes.update({key: (obj, False) for key, obj in current.items()})
+            live = {(obj.get("metadata") or {}).get("uid") for obj in current.values()}
+            stale = KubePod.objects.filter(pod__phase__in=Pod.ACTIVE_PHASES).exclude(uid__in=live)
+            for gone in stale:
+                doc = {"metadata": {"uid": gone.uid, "namespace": gone.namespace}}
+                doc["metadata"]["name"] = gone.name
+                changes[f"gone/{gone.uid}"] = (doc, True)
+        if not changes:
+            return
+        infos = []
+        for obj, deleted in changes.values():
+            try:
+                infos.append((self.pod_info(obj), deleted, obj))
+            except ClaimsPending as exc:
+                info = pod_info(obj)
+                if deleted or not info.pending_for(self.scheduler_name):
+                    infos.append((info, deleted, obj))
+                    continue
+                self._claims_pending.add(info.key)
+                self.teller.tell(info, f"WaitingForResourceClaim: {exc}", now)
+        mirrored = {
+            kp.uid: kp
+            for kp in KubePod.objects.filter(uid__in=[info.uid for info, _, _ in infos])
+            .select_related("pod__workload__tenant")
+            .order_by("id")
+        }
+        held_on = dict(
+            Allocation.objects.filter(
+                active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
+            ).values_list("pod_id", "node__name")
+        )
+        bound_by_others: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]] = []
+        started: list[Pod] = []
+        singles: list[PodInfo] = []
+        grouped: dict[str, GroupRef] = {}
+        for info, deleted, obj in infos:
+            kube_pod = mirrored.get(info.uid)
+            if deleted or info.terminal:
+                if kube_pod is not None and kube_pod.pod.phase in Pod.ACTIVE_PHASES:
+                    kube_services.pod_gone(
+                        kube_pod=kube_pod, succeeded=info.phase == "Succeeded", now=now
+                    )
+                    counts["pods_released"] = counts.get("pods_released", 0) + 1
+                self.teller.forget(info.uid)
+                continue
+            if info.node_name:
+                if kube_pod is None:
+                    if info.ask is not None and not info.ask.empty:
+                        bound_by_others.append((info, None, obj))
+                    continue
+                kube_services.kube_pod_seen(kube_pod=kube_pod, info=info)
+                pod = kube_pod.pod
+                if pod.phase in Pod.PLACED_PHASES and held_on.get(pod.pk) not in (
+                    None,
+                    info.node_name,
+                ):
+                    kube_services.pod_requeue(pod=pod, reason="bound elsewhere", now=now)
+                    counts["requeued"] = counts.get("requeued", 0) + 1
+                if pod.phase == Pod.Phase.PENDING:
+                    bound_by_others.append((info, kube_pod, obj))  # someone else bound our pod
+                elif info.phase == "Running":
+                    started.append(pod)
+                continue
+            if not info.pending_for(self.scheduler_name):
+                continue
+            if kube_pod is not None:
+                if kube_pod.pod.phase in Pod.PLACED_PHASES:
+                    # In the database but not in the cluster: a bind that never went out (a
+                    # crash between commit and bind). Give it back and try again.
+                    kube_services.pod_requeue(pod=kube_pod.pod, reason="not bound", now=now)
+                    counts["requeued"] = counts.get("requeued", 0) + 1
+                continue
+            if self._link_made(info):
+                continue
+            if info.ask is None:
+                self.teller.tell(info, f"gpusched cannot schedule this pod: {info.error}", now)
+                continue
+            ref = groups.group_of(obj)
+            if ref is None:
+                singles.append(info)
+            else:
+                grouped[ref.key] = ref
+        with transaction.atomic():  # one commit for a burst of new pods, not one each
+            mirrored_now = sum(self._mirror([info], info.name, None, now) for info in singles)
+        counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + mirrored_now
+        for ref in grouped.values():
+            counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + self._mirror_group(ref, now)
+        if bound_by_others:
+            started += self._adopt(bound_by_others, counts, now)
+        if started:
+            kube_services.pods_started(pods=started, now=now)
+
+    def _link_made(self, info: PodInfo) -> bool:
+        """A pod gpusched made for a submitted workload: link it to its Pod row."""
+        uid = info.annotations.get(POD_UID_ANNOTATION)
+        if not uid:
+            return False
+        pod = (
+            Pod.objects.filter(uid=uid, phase=Pod.Phase.PENDING, kube__isnull=True)
+            .select_related("workload__tenant")
+            .first()
+        )
+        if pod is not None:
+            kube_services.kube_pod_link(pod=pod, info=info)
+        return True
+
+    def _mirror_group(self, ref: GroupRef, now: datetime) -> int:
+        """The group's pods pending for us and not mirrored yet join its workload, or become one
+        once there are as many as its quorum; until then they wait, told why."""
+        members: list[tuple[PodInfo, dict[str, Any]]] = []
+        known: list[str] = []
+        for obj in self.pods.snapshot().values():
+            if groups.group_of(obj) != ref:
+                continue
+            try:
+                info = self.pod_info(obj)
+            except ClaimsPending:
+                continue
+            known.append(info.uid)
+            if info.pending_for(self.scheduler_name) and info.ask is not None:
+                members.append((info, obj))
+        linked = set(KubePod.objects.filter(uid__in=known).values_list("uid", flat=True))
+        fresh = [(info, obj) for info, obj in members if info.uid not in linked]
+        if not fresh:
+            return 0
+        existing = (
+            Workload.objects.filter(pods__kube__uid__in=linked, state__in=Workload.ACTIVE_STATES)
+            .select_related("tenant")
+            .first()
+        )
+        if existing is not None:
+            kube_services.workload_join(workload=existing, members=[i for i, _ in fresh])
+            return len(fresh)
+        objects = {
+            groups.object_ref(kind.name, obj).key: obj
+            for kind, sources in self.group_objects.items()
+            for obj in next((s.items for s in sources if s.served), {}).values()
+        }
+        try:
+            needed = groups.quorum(ref, fresh[0][1], objects)
+        except GroupError as exc:
+            for info, _ in fresh:
+                self.teller.tell(info, f"WaitingForGang: {exc}", now)
+            return 0
+        if needed is not None and len(fresh) < needed:
+            for info, _ in fresh:
+                self.teller.tell(
+                    info,
+                    f"WaitingForGang: {len(fresh)} of {needed} pods of group {ref.name} exist",
+                    now,
+                )
+            return 0
+        return len(fresh) if self._mirror([i for i, _ in fresh], ref.name, needed, now) else 0
+
+    def _mirror(
+        self, members: list[PodInfo], name: str, min_count: int | None, now: datetime
+    ) -> bool:
+        """Mirror pods as one workload; what the database refuses (a WorkloadPriorityClass
+        label naming no class) is told on the pods instead."""
+        try:
+            kube_services.workload_mirror(
+                name=name,
+                members=members,
+                min_count=min_count,
+                workload_classes=self.queues_admit(),
+            )
+        except services.ServiceError as exc:
+            for info in members:
+                self.teller.tell(info, f"gpusched cannot schedule this pod: {exc}", now)
+            return False
+        return True
+
+    def _adopt(
+        self,
+        pending: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]],
+        counts: dict[str, int],
+        now: datetime,
+    ) -> list[Pod]:
+        """Count pods bound by someone else where they run."""
+        cluster = self.cache.state()
+        snapshot = cluster.snapshot
+        placed: list[tuple[Pod, Decision]] = []
+        running: set[int] = set()
+        for info, kube_pod, obj in pending:
+            if kube_pod is not None:
+                pod = kube_pod.pod
+                request = pod_request(pod)
+            else:
+                assert info.ask is not None
+                ask = single_strategy_ask(snapshot, info.node_name, info.ask)
+                request = to_request(info.uid, info.name, info.namespace, info.priority or 0, ask)
+            placement = placement_on(
+                snapshot, info.node_name, request, self._held_annotations(info, obj)
+            )
+            if placement is None:
+                self._warn_once(
+                    f"adopt:{info.uid}",
+                    "pod %s on %s is not counted: the node is unknown or full in our view",
+                    info.key,
+                    info.node_name,
+                )
+                continue
+            if kube_pod is None:
+                pod = kube_services.workload_mirror_admitted(
+                    info=info, workload_classes=self.queues_admit()
+                )
+                request = pod_request(pod)
+            snapshot.assume(request, placement)
+            decision = Decision(
+                request, Status.success(), [placement.node], CycleState(), placement=placement
+            )
+            placed.append((pod, decision))
+            if info.phase == "Running":
+                running.add(pod.pk)
+        result = services.placements_commit(
+            cluster=cluster, placed=placed, scheduler=self.identity, now=now
+        )
+        refused = {pod.pk for pod, _ in result.conflicts}
+        adopted: list[Pod] = []
+        for pod, decision in placed:
+            assert decision.placement is not None
+            if pod.pk in refused:
+                snapshot.forget(decision.pod, decision.placement)
+            else:
+                self.cache.bound(decision.pod, decision.placement)
+                pod.phase = Pod.Phase.BOUND
+                adopted.append(pod)
+        counts["pods_adopted"] = counts.get("pods_adopted", 0) + len(adopted)
+        return [pod for pod in adopted if pod.pk in running]
+
+    def _held_annotations(self, info: PodInfo, obj: Mapping[str, Any]) -> Mapping[str, str]:
+        """The pod's annotations, with the GPUs its allocated claims hold as the GPU ids (what
+        the DRA driver prepared is what the pod holds, whoever chose it)."""
+        spec = self.node_spec(info.node_name)
+        held = self.claims.held_gpus(obj, spec) if spec is not None else None
+        if held is None:
+            return info.annotations
+        return {**info.annotations, ANNOTATION_GPU_IDS: ",".join(map(str, held))}

@@ -1,0 +1,23 @@
+"""`{% gpu_mismatches node.name %}`: the Node page's marker for GPUs that pods hold other than
+recorded (telemetry.assignments), self-contained so the page needs one line for it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+from telemetry.assignments import mismatches, node_corrections, observed_on_node
+
+register = template.Library()
+CORRECTIONS_SHOWN_FOR = timedelta(hours=24)
+
+
+@register.inclusion_tag("telemetry/gpu_mismatches.html")
+def gpu_mismatches(node: str) -> dict[str, Any]:
+    return {
+        "mismatches": mismatches(observed_on_node(node)),
+        "corrections": node_corrections(node, since=timezone.now() - CORRECTIONS_SHOWN_FOR),
+    }
