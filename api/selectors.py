@@ -42,6 +42,7 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.pod_template import PodTemplate
 from telemetry.selectors import UsagePoint, tenant_usage_series
 
 DEFAULT_QUEUE = "default"
@@ -439,16 +440,8 @@ def demand_amounts(demand: Demand, pods: int, covered: Iterable[str]) -> dict[st
     return amounts
 
 
-def pod_request_of(template: Any, uid: str = "template") -> PodRequest:
-    return PodRequest(
-        uid=uid,
-        cpu_milli=template.cpu_milli,
-        memory_mib=template.memory_mib,
-        gpus=template.gpus,
-        gpu_milli=template.gpu_milli,
-        mig_profile=template.mig_profile,
-        mig_count=template.mig_count,
-    )
+def pod_request_of(template: PodTemplate, uid: str = "template") -> PodRequest:
+    return PodRequest.of(template.resources, uid)
 
 
 def format_amount(resource: str, amount: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from scheduling import pod_resources
 from scheduling.cluster_state import tolerations_from_json
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing import ordering
@@ -222,29 +223,10 @@ def _pod_facts(workload_ids: Iterable[int]) -> dict[int, _PodFacts]:
     rows = Pod.objects.filter(
         workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
     ).values_list(
-        "workload_id",
-        "cpu_milli",
-        "memory_mib",
-        "gpus",
-        "gpu_milli",
-        "mig_profile",
-        "mig_count",
-        "gpu_models",
-        "node_selector",
-        "extended_resources",
-        "tolerations",
+        "workload_id", "gpu_models", "node_selector", "tolerations", *pod_resources.COLUMNS
     )
-    for wid, cpu, memory, gpus, milli, profile, mig, models, selector, extended, tols in rows:
-        request = PodRequest(
-            uid="",
-            cpu_milli=cpu,
-            memory_mib=memory,
-            gpus=gpus,
-            gpu_milli=milli,
-            mig_profile=profile,
-            mig_count=mig,
-            extended=MappingProxyType(dict(extended or {})),
-        )
+    for wid, models, selector, tols, *resources in rows:
+        request = PodRequest.of(pod_resources.from_values(resources), uid="")
         templates[wid].append((request, 1))
         if wid not in constraints:
             constraints[wid] = (frozenset(models), dict(selector), tolerations_from_json(tols))

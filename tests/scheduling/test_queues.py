@@ -16,7 +16,7 @@ from django.utils import timezone
 from scheduling import selectors, services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
-from scheduling.core.types import ServiceClass, TopologyPolicy
+from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import (
@@ -87,9 +87,7 @@ def submit(
     priority_class: str = "",
 ) -> Workload:
     template = PodTemplate(
-        cpu_milli=1000,
-        memory_mib=1024,
-        gpus=gpus,
+        resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
         topology_policy=policy,
         simulation={"duration_s": duration_s} if duration_s else {},
     )
