@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import queue_state, selectors, services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
@@ -125,7 +125,7 @@ def test_applyqueues_applies_the_shipped_demo_queues_and_is_idempotent() -> None
         "research",
     }
     assert PriorityClass.objects.get(name="opportunistic").preemption_policy == "Never"
-    inference = selectors.cluster_queue_spec(ClusterQueue.objects.get(name="inference"))
+    inference = queue_state.cluster_queue_spec(ClusterQueue.objects.get(name="inference"))
     mig = inference.quota("a100-mig", "nvidia.com/mig-1g.10gb")
     assert mig is not None and mig.nominal == 16
     assert Event.objects.filter(type="queues.changed").count() == 2
