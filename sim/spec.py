@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from scheduling.core import yaml_documents
 from scheduling.core.types import (
@@ -264,20 +263,9 @@ def _shape(raw: object, path: str) -> ShapeSpec:
     )
 
 
-def _map(value: object, path: str, allowed: set[str] | None) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SpecError(f"{path} must be a mapping")
-    if allowed is not None:
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            raise SpecError(f"{path}: unknown key {unknown[0]!r}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise SpecError(f"{path} must be a list")
-    return value
+_SHAPES = yaml_documents.Shapes(SpecError)
+_map = _SHAPES.mapping
+_list = _SHAPES.list_of
 
 
 def _int(value: object, path: str) -> int:
