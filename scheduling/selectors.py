@@ -4,13 +4,13 @@ queue_state; the scheduler's snapshot in cluster_state.)"""
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from scheduling.core.queueing import admission as queue_admission
@@ -38,8 +38,6 @@ from scheduling.queue_state import (
     queued_workloads,
     quota_book,
 )
-
-SIM_SPEED_ENV = "GPUSCHED_SIM_SPEED"  # simulated seconds per wall second (pods' duration_s)
 
 
 @dataclass(frozen=True)
@@ -134,13 +132,6 @@ class PendingWorkload:
     estimated_start: datetime | None  # None: unknown (no expected ends to go by)
 
 
-def sim_speed() -> float:
-    try:
-        return max(1e-9, float(os.environ.get(SIM_SPEED_ENV, "1")))
-    except ValueError:
-        return 1.0
-
-
 def pending_workloads(
     now: datetime | None = None,
     *,
@@ -152,7 +143,7 @@ def pending_workloads(
     and an estimated start from running workloads' expected ends (a simulated pod's duration_s,
     scaled by the simulator's speed, else the workload's maximumExecutionTimeSeconds)."""
     now = now or timezone.now()
-    speed = speed or sim_speed()
+    speed = speed or settings.SIM_SPEED
     setup = queue_setup()
     admitted = admitted_workloads()
     book = quota_book(setup, admitted)
