@@ -71,7 +71,7 @@ def read(requests: Mapping[str, object]) -> tuple[Resources, dict[str, str]]:
     with what is wrong with each resource that cannot be used (resource name -> message, without
     the name); the Resources leave those out. Zero amounts ask for nothing."""
     problems: dict[str, str] = {}
-    amounts: dict[str, int] = {}
+    placed: dict[str, int] = {}
     counted: dict[str, int] = {}
     for resource, value in requests.items():
         if not (known_placed(resource) or extended(resource)):
@@ -88,25 +88,25 @@ def read(requests: Mapping[str, object]) -> tuple[Resources, dict[str, str]]:
             problems[resource] = str(exc).removeprefix(f"{resource}: ")
             continue
         if units > 0:
-            (counted if extended(resource) else amounts)[resource] = units
+            (counted if extended(resource) else placed)[resource] = units
     for resource in sorted(counted)[limits.MAX_RESOURCE_ENTRIES :]:
         problems[resource] = f"at most {limits.MAX_RESOURCE_ENTRIES} extended resources"
         del counted[resource]
-    mig = sorted(r for r in amounts if mig_profile(r) is not None)
-    forms = [r for r in (GPU_RESOURCE, GPU_MILLI_RESOURCE) if r in amounts] + mig
+    mig = sorted(r for r in placed if mig_profile(r) is not None)
+    forms = [r for r in (GPU_RESOURCE, GPU_MILLI_RESOURCE) if r in placed] + mig
     for extra in forms[1:]:
         problems[extra] = (
             f"ask for whole GPUs, a GPU share or one MIG profile, not several (not also {forms[0]})"
         )
-        del amounts[extra]
-    mig_asked = next((r for r in mig if r in amounts), "")
+        del placed[extra]
+    mig_asked = next((r for r in mig if r in placed), "")
     return Resources(
-        cpu_milli=amounts.get(CPU, 0),
-        memory_mib=amounts.get(MEMORY, 0),
-        gpus=amounts.get(GPU_RESOURCE, 0),
-        gpu_milli=amounts.get(GPU_MILLI_RESOURCE, 0),
+        cpu_milli=placed.get(CPU, 0),
+        memory_mib=placed.get(MEMORY, 0),
+        gpus=placed.get(GPU_RESOURCE, 0),
+        gpu_milli=placed.get(GPU_MILLI_RESOURCE, 0),
         mig_profile=mig_profile(mig_asked) or "",
-        mig_count=amounts.get(mig_asked, 0),
+        mig_count=placed.get(mig_asked, 0),
         extended=counted,
     ), problems
 
