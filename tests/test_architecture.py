@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
+
+from scheduling import pod_resources
+from scheduling.core.types import Resources
 
 ROOT = Path(__file__).resolve().parent.parent
 SKIPPED_DIRS = {".venv", "node_modules", "tests", "migrations", "build", "dist"}
@@ -29,16 +33,7 @@ SPLIT_IN_PROGRESS = {
 OUTER_APPS = {"api", "dashboard", "kube"}
 
 # A pod's resources (scheduling.core.types.Resources) are converted in these modules only.
-RESOURCE_FIELDS = {
-    "cpu_milli",
-    "memory_mib",
-    "gpus",
-    "gpu_milli",
-    "mig_profile",
-    "mig_count",
-    "extended",
-    "extended_resources",
-}
+RESOURCE_FIELDS = {f.name for f in fields(Resources)} | set(pod_resources.COLUMNS)
 CONVERSIONS = {
     "scheduling/core/types.py",  # Resources itself, PodRequest.of / .resources
     "scheduling/core/resource_requests.py",  # Kubernetes quantities
