@@ -55,8 +55,8 @@ class TenantPolicy(models.Model):
     """
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="api_policy")
-    # The tenant's LocalQueue name. Until scheduling has LocalQueue rows (issue 7) this is the one
-    # queue the tenant may submit to.
+    # The tenant's default LocalQueue (scheduling.models.LocalQueue, made with the tenant): listed
+    # first among its namespace's queues, and where a workload naming no queue goes.
     queue_name = models.CharField(max_length=63)
     default_requests = models.JSONField(default=dict, blank=True)
     min_per_pod = models.JSONField(default=dict, blank=True)

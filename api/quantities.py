@@ -8,12 +8,11 @@ read by the one bounded parser of scheduling/core/quantity.py, as everywhere els
 
 from __future__ import annotations
 
-import re
-
-from scheduling.core import quantity
+from scheduling.core import quantity, resource_requests
 from scheduling.core.quantity import CPU, MEMORY, PODS, QuantityError, pod_amount
 from scheduling.core.queueing import resources as queue_resources
-from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from scheduling.core.resource_requests import extended as counted_only
+from scheduling.core.resource_requests import mig_profile, unknown_resource_message
 
 __all__ = [
     "CPU",
@@ -29,23 +28,12 @@ __all__ = [
     "unknown_resource_message",
 ]
 
-MIG_PROFILE = re.compile(r"^[1-9][0-9]?g\.[1-9][0-9]{0,3}gb(\+me)?$")
-POD_RESOURCES = (CPU, MEMORY, GPU_RESOURCE, GPU_MILLI_RESOURCE)
 
-
-def mig_profile(resource: str) -> str | None:
-    """`nvidia.com/mig-1g.10gb` -> `1g.10gb`; None when `resource` is not a MIG resource."""
-    if not resource.startswith(MIG_RESOURCE_PREFIX):
-        return None
-    return resource[len(MIG_RESOURCE_PREFIX) :]
-
-
-def counted_only(resource: str) -> bool:
-    """A valid resource name the scheduler counts against quota but does not place (module doc)."""
-    return (
-        queue_resources.is_extended(resource)
-        and queue_resources.resource_name_error(resource) is None
-    )
+def quota_amount(resource: str, value: object) -> int:
+    """A quota or limit of `resource` in canonical units: GPUs in milli-GPUs (shares count)."""
+    if counted_only(resource):
+        return extended_amount(resource, value)
+    return quantity.quota_amount(resource, value)
 
 
 def extended_amount(resource: str, value: object) -> int:
@@ -56,23 +44,5 @@ def extended_amount(resource: str, value: object) -> int:
         raise QuantityError(str(exc).removeprefix(f"{resource}: ")) from None
 
 
-def quota_amount(resource: str, value: object) -> int:
-    """A quota or limit of `resource` in canonical units: GPUs in milli-GPUs (shares count)."""
-    if counted_only(resource):
-        return extended_amount(resource, value)
-    return quantity.quota_amount(resource, value)
-
-
 def known_resource(resource: str, *, quota: bool = False) -> bool:
-    if resource in POD_RESOURCES or (quota and resource == PODS):
-        return True
-    profile = mig_profile(resource)
-    return profile is not None and MIG_PROFILE.match(profile) is not None
-
-
-def unknown_resource_message(resource: str, *, quota: bool = False) -> str:
-    profile = mig_profile(resource)
-    if profile is not None:
-        return f"unknown MIG profile {profile!r} (profiles look like 1g.10gb or 3g.40gb)"
-    known = ", ".join((*POD_RESOURCES, "nvidia.com/mig-<profile>", *((PODS,) if quota else ())))
-    return f"unknown resource {resource!r} (known: {known})"
+    return resource_requests.known_placed(resource) or (quota and resource == PODS)

@@ -1,9 +1,10 @@
 """Reads for the REST API (HackSoft selectors): tenant-scoped workload queries, placements,
 pending status, quota and usage, flavors and free capacity, nodes and tenants.
 
-Several answers are derived from what scheduling stores today and will read the queue models of
-issue 7 when they land (ClusterQueue / LocalQueue / ResourceFlavor / PriorityClass rows and the
-queue's own position and reason selectors); each such place says so.
+Quota has two levels, as in Kubernetes with Kueue: the tenant's own ResourceQuota-like cap
+(TenantPolicy.hard, checked at submit, shown by `tenant_quota`) and the cluster queues' quotas
+(checked at admission, shown with their use by `cluster_queues`). Queue positions, reasons and
+estimated starts are the queues' own (scheduling.selectors.pending_workloads).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from api import quantities as q
 from api.exceptions import NotFound
 from api.models import ApiToken, TenantPolicy
 from api.specs import ClusterLimits, Limits, ModelInfo
+from scheduling import pod_resources
 from scheduling import selectors as scheduling_selectors
 from scheduling.core.efficiency import Advice
 from scheduling.core.queueing.resources import Demand
@@ -42,6 +44,7 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.pod_template import PodTemplate
 from telemetry.selectors import UsagePoint, tenant_usage_series
 
 DEFAULT_QUEUE = "default"
@@ -407,48 +410,25 @@ def workload_pending_status(workload: Workload, now: datetime | None = None) -> 
 
 
 def requests_in_use(tenant: Tenant) -> tuple[Demand, int]:
-    """What the tenant's active pods request (ResourceQuota's `used`), and how many pods."""
-    active = Pod.objects.filter(workload__tenant=tenant, phase__in=Pod.ACTIVE_PHASES)
-    totals = active.aggregate(
-        n=Count("id"),
-        cpu=Sum("cpu_milli"),
-        memory=Sum("memory_mib"),
-        gpus=Sum("gpus"),
-        milli=Sum("gpu_milli"),
+    """What the tenant's active pods request (ResourceQuota's `used`, extended resources
+    included, counted as a submit counts them), and how many pods."""
+    rows = Pod.objects.filter(workload__tenant=tenant, phase__in=Pod.ACTIVE_PHASES).values_list(
+        *pod_resources.COLUMNS
     )
-    mig = dict(
-        active.filter(mig_count__gt=0)
-        .values_list("mig_profile")
-        .annotate(n=Sum("mig_count"))
-        .values_list("mig_profile", "n")
-    )
-    demand = Demand(
-        cpu_milli=totals["cpu"] or 0,
-        memory_mib=totals["memory"] or 0,
-        gpu_milli=(totals["gpus"] or 0) * MILLI_PER_GPU + (totals["milli"] or 0),
-        mig=mig,
-    )
-    return demand, totals["n"] or 0
+    demand = Demand.of_pods((PodRequest.of(pod_resources.from_values(r), ""), 1) for r in rows)
+    return demand, demand.pods
 
 
 def demand_amounts(demand: Demand, pods: int, covered: Iterable[str]) -> dict[str, int]:
     """Canonical amounts per quota resource: MIG counts as its own resource when the quota names
-    it, else as GPU slices under nvidia.com/gpu (as issue 7's quota book counts it)."""
+    it, else as GPU slices under nvidia.com/gpu (as the cluster queues' quota book counts it)."""
     amounts = demand.amounts(covered)
     amounts[q.PODS] = pods
     return amounts
 
 
-def pod_request_of(template: Any, uid: str = "template") -> PodRequest:
-    return PodRequest(
-        uid=uid,
-        cpu_milli=template.cpu_milli,
-        memory_mib=template.memory_mib,
-        gpus=template.gpus,
-        gpu_milli=template.gpu_milli,
-        mig_profile=template.mig_profile,
-        mig_count=template.mig_count,
-    )
+def pod_request_of(template: PodTemplate, uid: str = "template") -> PodRequest:
+    return PodRequest.of(template.resources, uid)
 
 
 def format_amount(resource: str, amount: int) -> str:
@@ -474,8 +454,8 @@ class QuotaView:
 
 
 def tenant_quota(tenant: Tenant) -> QuotaView:
-    """ResourceQuota-shaped: the hard caps and what the tenant's active pods request now. Until
-    the ClusterQueue models of issue 7 land there is no nominal quota to show."""
+    """ResourceQuota-shaped: the tenant's hard caps and what its active pods request now. The
+    quotas of the cluster queues its LocalQueues point at are in `cluster_queues`."""
     policy = tenant_policy(tenant)
     hard = dict(policy.hard) if policy else {}
     demand, pods = requests_in_use(tenant)
@@ -779,7 +759,7 @@ def local_queues(tenant: Tenant | None = None) -> list[LocalQueueView]:
     return out
 
 
-# --- cluster queues and priority classes (issue 7's models) -----------------------------------
+# --- cluster queues and priority classes ---------------------------------------------------------
 
 
 def cluster_queues() -> list[

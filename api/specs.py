@@ -14,6 +14,7 @@ from typing import Any
 
 from api import quantities as q
 from api.exceptions import InvalidInput
+from scheduling.core import resource_requests
 from scheduling.core.types import (
     GPU_MILLI_RESOURCE,
     GPU_RESOURCE,
@@ -114,31 +115,11 @@ def _template(
     # LimitRange defaultRequest: what the template leaves out.
     for resource, text in limits.text.get("defaultRequests", {}).items():
         given.setdefault(resource, text)
-    amounts: dict[str, int] = {}
-    extended: dict[str, int] = {}
-    for resource, value in given.items():
-        where = f"{requests_path}.{resource}"
-        if q.counted_only(resource):
-            try:
-                extended[resource] = q.extended_amount(resource, value)
-            except q.QuantityError as exc:
-                errors[where].append(str(exc))
-            continue
-        if not q.known_resource(resource):
-            errors[where].append(q.unknown_resource_message(resource))
-            continue
-        try:
-            amounts[resource] = q.pod_amount(resource, value)
-        except q.QuantityError as exc:
-            errors[where].append(str(exc))
-    mig = {r: n for r, n in amounts.items() if q.mig_profile(r) is not None and n > 0}
-    gpu_forms = [r for r in (GPU_RESOURCE, GPU_MILLI_RESOURCE) if amounts.get(r, 0) > 0] + sorted(
-        mig
-    )
-    for extra in gpu_forms[1:]:
-        errors[f"{requests_path}.{extra}"].append(
-            f"ask for whole GPUs, a GPU share or one MIG profile, not also {gpu_forms[0]}"
-        )
+    resources, problems = resource_requests.read(given)
+    for resource, problem in problems.items():
+        errors[f"{requests_path}.{resource}"].append(problem)
+    amounts = resource_requests.amounts(resources)
+    mig = {r: n for r, n in amounts.items() if q.mig_profile(r) is not None}
     _check_limits(amounts, requests_path, limits, errors)
 
     models: list[str] = []
@@ -161,18 +142,12 @@ def _template(
     policy = TopologyPolicy(policy_text) if policy_text else None
     scope_text = topology.get("scope")
     template = PodTemplate(
-        cpu_milli=amounts.get(q.CPU, 0),
-        memory_mib=amounts.get(q.MEMORY, 0),
-        gpus=amounts.get(GPU_RESOURCE, 0),
-        gpu_milli=amounts.get(GPU_MILLI_RESOURCE, 0),
-        mig_profile=(q.mig_profile(next(iter(mig))) or "") if mig else "",
-        mig_count=next(iter(mig.values())) if mig else 0,
+        resources=resources,
         gpu_models=tuple(models),
         topology_policy=policy,
         topology_scope=TopologyScope(scope_text) if scope_text else None,
         node_selector=dict(raw.get("nodeSelector") or {}),
         tolerations=tuple(dict(t) for t in raw.get("tolerations") or []),
-        extended={r: n for r, n in extended.items() if n > 0},
     )
     stored: dict[str, Any] = {
         "resources": {"requests": {r: str(v) for r, v in given.items()}},

@@ -23,13 +23,16 @@ from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest
 def single_strategy_ask(snapshot: ClusterSnapshot, node: str, ask: PodTemplate) -> PodTemplate:
     """On a MIG `single`-strategy node `nvidia.com/gpu` counts MIG devices: ask for those."""
     i = snapshot.index.get(node)
-    if i is None or not ask.gpus or (snapshot.gpu_free[i] >= 0).any():
+    if i is None or not ask.resources.gpus or (snapshot.gpu_free[i] >= 0).any():
         return ask
     profiles = [p for p, slots in snapshot.mig_slots_free[i].items() if slots]
     profiles += [p for p in snapshot.nodes[i].gpus[0].mig_layout if p not in profiles]
     if len(set(profiles)) != 1:
         return ask
-    return replace(ask, mig_profile=profiles[0], mig_count=ask.gpus, gpus=0)
+    resources = replace(
+        ask.resources, mig_profile=profiles[0], mig_count=ask.resources.gpus, gpus=0
+    )
+    return replace(ask, resources=resources)
 
 
 def placement_on(

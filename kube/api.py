@@ -235,14 +235,7 @@ class KubeApi:
                 ]
             }
         }
-        try:
-            self.core.patch_namespaced_pod_status(
-                name, namespace, patch, _preload_content=False, _request_timeout=self.timeout_s
-            )
-        except ApiException as exc:
-            logger.warning("PodScheduled=False on %s/%s: %s", namespace, name, exc.status)
-            return False
-        return True
+        return self._patch_pod_status(namespace, name, patch, "PodScheduled=False")
 
     def evict(self, *, namespace: str, name: str, uid: str) -> EvictOutcome:
         """policy/v1 Eviction: the API server checks the pod's disruption budgets and answers 429
@@ -265,12 +258,18 @@ class KubeApi:
     def mark_nominated(self, *, namespace: str, name: str, node: str) -> bool:
         """status.nominatedNodeName: the node a preemption is emptying for the pod."""
         patch = {"status": {"nominatedNodeName": node or None}}
+        return self._patch_pod_status(namespace, name, patch, "nominatedNodeName")
+
+    def _patch_pod_status(
+        self, namespace: str, name: str, patch: dict[str, Any], what: str
+    ) -> bool:
+        """Best effort: a refused status patch is logged (`what` on the pod) and reported False."""
         try:
             self.core.patch_namespaced_pod_status(
                 name, namespace, patch, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:
-            logger.warning("nominatedNodeName on %s/%s: %s", namespace, name, exc.status)
+            logger.warning("%s on %s/%s: %s", what, namespace, name, exc.status)
             return False
         return True
 

@@ -238,7 +238,7 @@ class ClaimBook:
             models |= {gfd_model(m) for m in ask.models}
             if ask.scope is not None:
                 scopes.append(ask.scope)
-        if gpus and template.gpus:
+        if gpus and template.resources.gpus:
             raise DraError(
                 "the pod asks for GPUs through nvidia.com/gpu and through ResourceClaims; "
                 "use one or the other"
@@ -257,7 +257,7 @@ class ClaimBook:
             policy = TopologyPolicy.RESTRICTED
         return replace(
             template,
-            gpus=gpus,
+            resources=replace(template.resources, gpus=gpus),
             gpu_models=tuple(sorted(models)),
             topology_policy=policy,
             topology_scope=scope,

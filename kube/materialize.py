@@ -29,9 +29,9 @@ from kube.translate import (
     ANNOTATION_SERVICE_CLASS,
     QUEUE_LABEL,
 )
-from scheduling import services
+from scheduling import pod_resources, services
+from scheduling.core import resource_requests
 from scheduling.core.queueing.admission import INADMISSIBLE
-from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from scheduling.models import Pod, Workload
 
 logger = logging.getLogger(__name__)
@@ -86,14 +86,8 @@ def pod_manifest(
         annotations[SIM_DURATION_ANNOTATION] = str(simulation["duration_s"])
     if simulation.get("utilization"):
         annotations[SIM_UTILIZATION_ANNOTATION] = json.dumps(simulation["utilization"])
-    requests: dict[str, str] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
-    limits: dict[str, str] = {}
-    if pod.gpus:
-        limits[GPU_RESOURCE] = str(pod.gpus)
-    if pod.gpu_milli:
-        limits[GPU_MILLI_RESOURCE] = str(pod.gpu_milli)
-    if pod.mig_count:
-        limits[f"{MIG_RESOURCE_PREFIX}{pod.mig_profile}"] = str(pod.mig_count)
+    quantities = resource_requests.write(pod_resources.resources_of(pod))
+    limits = {r: v for r, v in quantities.items() if r not in resource_requests.REQUESTED}
     meta = parent.get("metadata") or {}
     return {
         "apiVersion": "v1",
@@ -122,7 +116,7 @@ def pod_manifest(
                 {
                     "name": "main",
                     "image": image,
-                    "resources": {"requests": {**requests, **limits}, "limits": limits or None},
+                    "resources": {"requests": quantities, "limits": limits or None},
                 }
             ],
         },

@@ -119,20 +119,20 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
 def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
     by_name = {m.name: m for m in members}
     _cluster_managed(pods)
-    KubePod.objects.bulk_create(
-        [
-            KubePod(
-                uid=by_name[pod.name].uid,
-                namespace=by_name[pod.name].namespace,
-                name=pod.name,
-                pod=pod,
-                scheduler_name=by_name[pod.name].scheduler_name,
-                owned=True,
-                node_name=by_name[pod.name].node_name,
-                resource_version=by_name[pod.name].resource_version,
-            )
-            for pod in pods
-        ]
+    KubePod.objects.bulk_create([_kube_pod(pod, by_name[pod.name], owned=True) for pod in pods])
+
+
+def _kube_pod(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
+    """The row saying `pod` is the cluster's pod `info`."""
+    return KubePod(
+        uid=info.uid,
+        namespace=info.namespace,
+        name=info.name,
+        pod=pod,
+        scheduler_name=info.scheduler_name,
+        owned=owned,
+        node_name=info.node_name,
+        resource_version=info.resource_version,
     )
 
 
@@ -200,17 +200,7 @@ def workload_mirror_admitted(*, info: PodInfo, workload_classes: bool = True) ->
         )
         services.workloads_admit(workloads=[workload], now=workload.created_at)
         pod = workload.pods.select_related("workload__tenant").get()
-        _cluster_managed([pod])
-        KubePod.objects.create(
-            uid=info.uid,
-            namespace=info.namespace,
-            name=info.name,
-            pod=pod,
-            scheduler_name=info.scheduler_name,
-            owned=False,
-            node_name=info.node_name,
-            resource_version=info.resource_version,
-        )
+        _link_one(pod, info, owned=False)
     return pod
 
 
@@ -234,17 +224,14 @@ def queues_mirror(
 
 def kube_pod_link(*, pod: Pod, info: PodInfo) -> KubePod:
     """A pod gpusched made for a submitted workload, now seen in the cluster."""
+    return _link_one(pod, info, owned=True)
+
+
+def _link_one(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
     _cluster_managed([pod])
-    return KubePod.objects.create(
-        uid=info.uid,
-        namespace=info.namespace,
-        name=info.name,
-        pod=pod,
-        scheduler_name=info.scheduler_name,
-        owned=True,
-        node_name=info.node_name,
-        resource_version=info.resource_version,
-    )
+    row = _kube_pod(pod, info, owned=owned)
+    row.save(force_insert=True)
+    return row
 
 
 def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0) -> None:

@@ -33,15 +33,12 @@ from typing import Any, TypeVar
 from kube import gfd, nrt
 from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
-from scheduling.core import limits, quantity
+from scheduling.core import limits, quantity, resource_requests
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
-from scheduling.core.queueing import resources as queue_resources
 from scheduling.core.topology_info import TopologyInfo
 from scheduling.core.types import (
-    GPU_MILLI_RESOURCE,
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
-    MILLI_PER_GPU,
     GpuDevice,
     NodeSpec,
     PodRequest,
@@ -357,22 +354,9 @@ def refuse_unjudged_constraints(spec: Mapping[str, Any]) -> None:
 
 
 def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTemplate:
-    requests = effective_requests(spec)
-    gpus = _count(requests.pop(GPU_RESOURCE, Fraction(0)), GPU_RESOURCE)
-    gpu_milli = _count(requests.pop(GPU_MILLI_RESOURCE, Fraction(0)), GPU_MILLI_RESOURCE)
-    if gpu_milli >= MILLI_PER_GPU:
-        raise TranslationError(
-            f"{GPU_MILLI_RESOURCE} is a share of one GPU (1-999); ask {GPU_RESOURCE} for whole GPUs"
-        )
-    mig = {
-        name[len(MIG_RESOURCE_PREFIX) :]: _count(value, name)
-        for name, value in requests.items()
-        if name.startswith(MIG_RESOURCE_PREFIX) and value > 0
-    }
-    if len(mig) > 1:
-        raise TranslationError(f"a pod may ask for one MIG profile, not {sorted(mig)}")
-    mig_profile, mig_count = next(iter(mig.items()), ("", 0))
-    extended = _extended(requests)
+    resources, problems = resource_requests.read(effective_requests(spec))
+    for resource, problem in problems.items():
+        raise TranslationError(f"{resource}: {problem}")
     raw_selector = spec.get("nodeSelector") or {}
     if not isinstance(raw_selector, Mapping):
         raise TranslationError("spec.nodeSelector must be a map")
@@ -380,9 +364,9 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     selector.update(_required_affinity(spec.get("affinity") or {}))
     _bounded_map(selector, "node selector (nodeSelector and required node affinity)")
     single_profile = gfd.mig_profile_of_product(selector.get(gfd.PRODUCT, ""))
-    if single_profile and gpus and not mig_count:
+    if single_profile and resources.gpus:
         # MIG `single` strategy: nvidia.com/gpu counts MIG devices of the selected product.
-        mig_profile, mig_count, gpus = single_profile, gpus, 0
+        resources = replace(resources, mig_profile=single_profile, mig_count=resources.gpus, gpus=0)
     models = tuple(
         sorted({m.strip() for m in annotations.get(ANNOTATION_MODELS, "").split(",") if m.strip()})
     )
@@ -403,18 +387,12 @@ def pod_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> PodTempl
     scope_text = annotations.get(ANNOTATION_SCOPE)
     scope = _enum(TopologyScope, scope_text, TopologyScope.NODE) if scope_text else None
     return PodTemplate(
-        cpu_milli=_units(quantity.cpu_milli, requests.get("cpu", Fraction(0)), "cpu"),
-        memory_mib=_units(quantity.memory_mib, requests.get("memory", Fraction(0)), "memory"),
-        gpus=gpus,
-        gpu_milli=gpu_milli,
-        mig_profile=mig_profile,
-        mig_count=mig_count,
+        resources=resources,
         gpu_models=models,
         topology_policy=policy,
         topology_scope=scope,
         node_selector=selector,
         tolerations=tuple(_tolerations(raw_tolerations)),
-        extended=extended,
     )
 
 
@@ -427,23 +405,6 @@ def _bounded_map(doc: Mapping[Any, Any], what: str) -> Mapping[Any, Any]:
     if problem:
         raise TranslationError(problem)
     return doc
-
-
-def _extended(requests: Mapping[str, Fraction]) -> dict[str, int]:
-    """The resources gpusched counts against quota only, in canonical units."""
-    if (
-        sum(1 for name in requests if queue_resources.is_extended(name))
-        > limits.MAX_RESOURCE_ENTRIES
-    ):
-        raise TranslationError(f"at most {limits.MAX_RESOURCE_ENTRIES} extended resources")
-    out: dict[str, int] = {}
-    for name, value in sorted(requests.items()):
-        if value > 0 and queue_resources.is_extended(name):
-            try:
-                out[name] = queue_resources.to_canonical(name, value)
-            except queue_resources.QuantityError as exc:
-                raise TranslationError(str(exc)) from None
-    return out
 
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
@@ -520,22 +481,16 @@ def _tolerations(raw: Iterable[Any]) -> Iterable[dict[str, str]]:
 
 
 def to_request(uid: str, name: str, namespace: str, priority: int, ask: PodTemplate) -> PodRequest:
-    return PodRequest(
+    return PodRequest.of(
+        ask.resources,
         uid=uid,
         name=name,
         namespace=namespace,
         priority=priority,
-        cpu_milli=ask.cpu_milli,
-        memory_mib=ask.memory_mib,
-        gpus=ask.gpus,
-        gpu_milli=ask.gpu_milli,
-        mig_profile=ask.mig_profile,
-        mig_count=ask.mig_count,
         gpu_models=frozenset(ask.gpu_models),
         topology_policy=ask.topology_policy,
         topology_scope=ask.topology_scope,
         node_selector=dict(ask.node_selector),
-        extended=dict(ask.extended),
         tolerations=tuple(
             Toleration(
                 key=t["key"],

@@ -8,11 +8,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 from django.db.models import Q
 
+from scheduling import pod_resources
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.topology import NodeTopology
@@ -230,19 +230,14 @@ def pod_request(pod: Pod) -> PodRequest:
     if workload.node_selector:
         selector.update(workload.node_selector)
     tolerations = list(pod.tolerations) + list(workload.tolerations or [])
-    return PodRequest(
+    return PodRequest.of(
+        pod_resources.resources_of(pod),
         uid=str(pod.uid),
         name=pod.name,
         namespace=pod.workload.tenant.namespace,
         tenant=pod.workload.tenant.name,
         priority=pod.priority,
         service_class=ServiceClass(pod.service_class),
-        cpu_milli=pod.cpu_milli,
-        memory_mib=pod.memory_mib,
-        gpus=pod.gpus,
-        gpu_milli=pod.gpu_milli,
-        mig_profile=pod.mig_profile,
-        mig_count=pod.mig_count,
         gpu_models=frozenset(pod.gpu_models),
         topology_policy=TopologyPolicy(pod.topology_policy) if pod.topology_policy else None,
         topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
@@ -255,7 +250,6 @@ def pod_request(pod: Pod) -> PodRequest:
         created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
         can_preempt=workload.preemption_policy != "Never",
         nominated_node=pod.nominated_node,
-        extended=MappingProxyType(dict(pod.extended_resources or {})),
     )
 
 

@@ -38,7 +38,7 @@ from functools import cmp_to_key
 
 from django.utils import timezone
 
-from scheduling import cluster_state, selectors, services
+from scheduling import cluster_state, queue_state, services
 from scheduling.cache import ClusterCache
 from scheduling.cluster_state import ClusterState
 from scheduling.core.pod_index import HeldPod
@@ -226,21 +226,21 @@ class SchedulingCycle:
             return self._admit_without_queues(now, report)
         # Admission fair sharing: LocalQueue usage history moves on Kueue's sampling interval.
         services.local_queue_usage_sample(now=now)
-        setup = selectors.queue_setup()
+        setup = queue_state.queue_setup()
         if not setup.managed:
             return self._admit_without_queues(now, report)
-        queued = selectors.queued_workloads(setup)
+        queued = queue_state.queued_workloads(setup)
         rows = {str(w.pk): w for w, _ in queued}
         result = admission_cycle(
             list(setup.cluster_queues.values()),
             setup.flavors,
             [q for _, q in queued if q is not None],
-            selectors.admitted_workloads(self.load_feed.usage_ratios()),
+            queue_state.admitted_workloads(self.load_feed.usage_ratios()),
             local_queues=list(setup.local_queues.values()),
             cohorts=list(setup.cohorts.values()),
             fair_usage=setup.fair_usage,
             limit=self.batch_size,
-            idle_weight=selectors.fair_share_idle_weight(),
+            idle_weight=queue_state.fair_share_idle_weight(),
         )
         dropped = self._evict_intents(result.evictions, now, report)
         victims = {
@@ -273,7 +273,8 @@ class SchedulingCycle:
                     cluster_queue=setup.rows[a.workload.cluster_queue],
                     flavors=dict(a.assignment.flavors),
                     quota_usage={
-                        selectors.usage_key(fr): amount for fr, amount in a.assignment.usage.items()
+                        queue_state.usage_key(fr): amount
+                        for fr, amount in a.assignment.usage.items()
                     },
                     node_selector=a.assignment.node_selector(setup.flavors),
                     tolerations=[
@@ -388,8 +389,8 @@ class SchedulingCycle:
         own = workload.cluster_queue
         if own is None or not own.cohort or own.reclaim_within_cohort == "Never":
             return None
-        setup = selectors.queue_setup()
-        book = selectors.quota_book(setup, selectors.admitted_workloads())
+        setup = queue_state.queue_setup()
+        book = queue_state.quota_book(setup, queue_state.admitted_workloads())
         if own.name not in book.queues or book.is_borrowing(own.name):
             return None
         borrowing = {

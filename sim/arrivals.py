@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from scheduling.core.types import ServiceClass, TopologyPolicy
+from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
 from sim.spec import ClusterSpec, PhillySpec, ShapeSpec, SpecError, TenantSpec
 from sim.utilization import UtilizationProfile
 
@@ -119,9 +119,9 @@ class PhillyArrivals:
             self.tenant_usage[tenant] = self.rng.uniform(0.15, 0.9)
         shape = ShapeSpec(
             pods=pods,
-            cpu_milli=4000 * per_pod,
-            memory_mib=32_768 * per_pod,
-            gpus=per_pod,
+            resources=Resources(
+                cpu_milli=4000 * per_pod, memory_mib=32_768 * per_pod, gpus=per_pod
+            ),
             topology_policy=TopologyPolicy.BEST_EFFORT if per_pod > 1 else TopologyPolicy.NONE,
         )
         return Arrival(

@@ -73,12 +73,7 @@ class Arrivals:
             self._tenants[arrival.tenant] = tenant
         shape = arrival.shape
         template = PodTemplate(
-            cpu_milli=shape.cpu_milli,
-            memory_mib=shape.memory_mib,
-            gpus=shape.gpus,
-            gpu_milli=shape.gpu_milli,
-            mig_profile=shape.mig_profile,
-            mig_count=1 if shape.mig_profile else 0,
+            resources=shape.resources,
             gpu_models=shape.gpu_models,
             topology_policy=shape.topology_policy,
             topology_scope=shape.topology_scope,

@@ -25,10 +25,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from scheduling.core import yaml_documents
-from scheduling.core.types import ServiceClass, SharingMode, TopologyPolicy, TopologyScope
+from scheduling.core.types import (
+    Resources,
+    ServiceClass,
+    SharingMode,
+    TopologyPolicy,
+    TopologyScope,
+)
 from sim.cluster import PRESETS, NodePool
 from sim.utilization import ProfileError, UtilizationProfile
 
@@ -43,11 +48,7 @@ class SpecError(ValueError):
 class ShapeSpec:
     weight: float = 1.0
     pods: int = 1
-    cpu_milli: int = 4000
-    memory_mib: int = 32_768
-    gpus: int = 0
-    gpu_milli: int = 0
-    mig_profile: str = ""
+    resources: Resources = Resources(cpu_milli=4000, memory_mib=32_768)  # MIG: one instance
     gpu_models: tuple[str, ...] = ()
     topology_policy: TopologyPolicy = TopologyPolicy.NONE
     topology_scope: TopologyScope | None = None
@@ -239,39 +240,32 @@ def _shape(raw: object, path: str) -> ShapeSpec:
         scope = TopologyScope(topology["scope"]) if "scope" in topology else None
     except ValueError as exc:
         raise SpecError(f"{path}.topology: {exc}") from exc
-    shape = ShapeSpec(
-        weight=_float(doc.get("weight", 1), f"{path}.weight"),
-        pods=_int(doc.get("pods", 1), f"{path}.pods"),
+    mig_profile = str(doc.get("migProfile", ""))
+    resources = Resources(
         cpu_milli=_int(doc.get("cpuMilli", 4000), f"{path}.cpuMilli"),
         memory_mib=_int(doc.get("memoryMiB", 32_768), f"{path}.memoryMiB"),
         gpus=_int(doc.get("gpus", 0), f"{path}.gpus"),
         gpu_milli=_int(doc.get("gpuMilli", 0), f"{path}.gpuMilli"),
-        mig_profile=str(doc.get("migProfile", "")),
+        mig_profile=mig_profile,
+        mig_count=1 if mig_profile else 0,
+    )
+    if sum((resources.gpus > 0, resources.gpu_milli > 0, bool(mig_profile))) > 1:
+        raise SpecError(f"{path}: give one of gpus, gpuMilli or migProfile")
+    if not 0 <= resources.gpu_milli < 1000:
+        raise SpecError(f"{path}.gpuMilli must be 1..999 (use gpus: 1 for a whole GPU)")
+    return ShapeSpec(
+        weight=_float(doc.get("weight", 1), f"{path}.weight"),
+        pods=_int(doc.get("pods", 1), f"{path}.pods"),
+        resources=resources,
         gpu_models=tuple(str(m) for m in _list(doc.get("gpuModels", []), f"{path}.gpuModels")),
         topology_policy=policy,
         topology_scope=scope,
     )
-    if sum((shape.gpus > 0, shape.gpu_milli > 0, bool(shape.mig_profile))) > 1:
-        raise SpecError(f"{path}: give one of gpus, gpuMilli or migProfile")
-    if not 0 <= shape.gpu_milli < 1000:
-        raise SpecError(f"{path}.gpuMilli must be 1..999 (use gpus: 1 for a whole GPU)")
-    return shape
 
 
-def _map(value: object, path: str, allowed: set[str] | None) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SpecError(f"{path} must be a mapping")
-    if allowed is not None:
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            raise SpecError(f"{path}: unknown key {unknown[0]!r}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise SpecError(f"{path} must be a list")
-    return value
+_SHAPES = yaml_documents.Shapes(SpecError)
+_map = _SHAPES.mapping
+_list = _SHAPES.list_of
 
 
 def _int(value: object, path: str) -> int:

@@ -11,7 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from scheduling.core.types import PodRequest, ServiceClass, TopologyPolicy, TopologyScope
+from scheduling.core.types import (
+    PodRequest,
+    Resources,
+    ServiceClass,
+    TopologyPolicy,
+    TopologyScope,
+)
 
 # (weight, kind, GPUs) — kind: "cpu" (no GPU), "share" (part of one GPU), "whole".
 POD_SHAPES: tuple[tuple[float, str, int], ...] = (
@@ -58,17 +64,20 @@ def synthetic_pods(count: int, *, seed: int = 0, tenants: int = 8) -> Iterator[P
             if gpus > 4 and policy is TopologyPolicy.SINGLE_NUMA_NODE:
                 # No server here has 8 GPUs on one NUMA node; such a pod could never run.
                 policy, scope = TopologyPolicy.RESTRICTED, TopologyScope.NVLINK
-        yield PodRequest(
+        resources = Resources(
+            cpu_milli=cpu,
+            memory_mib=memory,
+            gpus=gpus if kind == "whole" else 0,
+            gpu_milli=gpu_milli,
+        )
+        yield PodRequest.of(
+            resources,
             uid=f"pod-{k:06d}",
             name=f"pod-{k:06d}",
             namespace=tenant,
             tenant=tenant,
             created_at=float(k),
             service_class=service_class,
-            cpu_milli=cpu,
-            memory_mib=memory,
-            gpus=gpus if kind == "whole" else 0,
-            gpu_milli=gpu_milli,
             topology_policy=policy,
             topology_scope=scope,
         )

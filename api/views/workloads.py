@@ -34,8 +34,8 @@ from api.views.common import (
     keyset_page,
     query_of,
 )
-from scheduling.core import limits
-from scheduling.core.queueing.resources import format_quantity
+from scheduling import pod_resources
+from scheduling.core import limits, resource_requests
 from scheduling.core.types import ServiceClass, TaintEffect, TopologyPolicy, TopologyScope
 from scheduling.models import Pod, Workload
 
@@ -484,29 +484,13 @@ class WorkloadPodsApi(TenantApi):
         return Response(WorkloadPodsApi.OutputSerializer({"items": items}).data)
 
 
-def _pod_requests(pod: Pod) -> dict[str, str]:
-    out = {
-        "cpu": selectors.format_amount("cpu", pod.cpu_milli),
-        "memory": selectors.format_amount("memory", pod.memory_mib),
-    }
-    if pod.gpus:
-        out["nvidia.com/gpu"] = str(pod.gpus)
-    if pod.gpu_milli:
-        out["gpusched.io/gpu-milli"] = str(pod.gpu_milli)
-    if pod.mig_count:
-        out[f"nvidia.com/mig-{pod.mig_profile}"] = str(pod.mig_count)
-    for resource, amount in sorted((pod.extended_resources or {}).items()):
-        out[resource] = format_quantity(resource, int(amount))
-    return out
-
-
 def _pod_doc(view: selectors.PodView) -> dict[str, Any]:
     pod = view.pod
     return {
         "name": pod.name,
         "podSet": pod.pod_set,
         "phase": pod.phase,
-        "requests": _pod_requests(pod),
+        "requests": resource_requests.write(pod_resources.resources_of(pod)),
         "node": view.node,
         "allocation": view.allocation_state,
         "topologyScope": view.scope,

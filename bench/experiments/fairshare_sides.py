@@ -39,7 +39,7 @@ from scheduling import services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import TopologyPolicy
+from scheduling.core.types import Resources, TopologyPolicy
 from scheduling.models import Event, Pod
 from scheduling.reclaim import ReclaimFeed
 from sim.arrivals import Arrival
@@ -70,9 +70,9 @@ class TraceArrivals:
             self.position += 1
             shape = ShapeSpec(
                 pods=job.pods,
-                cpu_milli=4000 * job.per_pod,
-                memory_mib=32_768 * job.per_pod,
-                gpus=job.per_pod,
+                resources=Resources(
+                    cpu_milli=4000 * job.per_pod, memory_mib=32_768 * job.per_pod, gpus=job.per_pod
+                ),
                 topology_policy=(
                     TopologyPolicy.BEST_EFFORT if job.per_pod > 1 else TopologyPolicy.NONE
                 ),

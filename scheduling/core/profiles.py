@@ -219,13 +219,6 @@ def _percentage(value: object, path: str) -> int:
     return value
 
 
-def _mapping(value: object, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ProfileError(f"{path} must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ProfileError(f"{path} must be a list, got {type(value).__name__}")
-    return value
+_SHAPES = yaml_documents.Shapes(ProfileError)
+_mapping = _SHAPES.mapping
+_list = _SHAPES.list_of

@@ -151,7 +151,7 @@ def pod_units(resource: str, amount: Fraction) -> int:
         milli = whole(amount, "milli-GPUs")
         if milli >= 1000:
             raise QuantityError(
-                f"a share is 1..999 milli-GPUs; ask for whole GPUs with {GPU_RESOURCE}"
+                f"a share of one GPU is 1..999 milli-GPUs; ask for whole GPUs with {GPU_RESOURCE}"
             )
         return milli
     if resource.startswith(MIG_RESOURCE_PREFIX):

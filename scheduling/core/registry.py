@@ -45,7 +45,7 @@ REGISTRY: Mapping[str, PluginFactory] = {
     gpu_clustering.NAME: gpu_clustering.new,
     gpu_packing.NAME: gpu_packing.new,
     best_fit.NAME: best_fit.new,
-    # Queues and gangs (issue 7): PostFilter preemption and the all-or-nothing Permit.
+    # Queues and gangs: PostFilter preemption and the all-or-nothing Permit.
     preemption.NAME: preemption.new,
     coscheduling.NAME: coscheduling.new,
 }

@@ -8,6 +8,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from scheduling.core.topology import NodeTopology, uniform
 
@@ -134,9 +135,42 @@ class GangRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Resources:
+    """What one pod asks for, in the scheduler's units: milli-CPU, MiB, and exactly one GPU form
+    (`gpus` whole GPUs, a `gpu_milli` share of one GPU, or `mig_count` MIG instances of
+    `mig_profile`), plus extended resources counted against quota only (`example.com/credits`,
+    `rdma/hca`, `ephemeral-storage`: whole canonical units, scheduling.core.queueing.resources).
+
+    The one shape of a pod's resources. Each boundary converts it once each way: Kubernetes
+    quantities (scheduling/core/resource_requests.py), the Pod row
+    (scheduling/pod_resources.py), the core's PodRequest (`PodRequest.of`, `.resources`). A new
+    resource is a field here and a line in each of those conversions."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    mig_profile: str = ""
+    mig_count: int = 0
+    extended: Mapping[str, int] = field(default_factory=lambda: _NO_AMOUNTS)
+
+    @property
+    def empty(self) -> bool:
+        """Asks for nothing the scheduler accounts."""
+        return not (
+            self.cpu_milli
+            or self.memory_mib
+            or self.gpus
+            or self.gpu_milli
+            or self.mig_count
+            or any(self.extended.values())
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PodRequest:
-    """What one pod asks for. Exactly one GPU form is used: `gpus` whole GPUs, a `gpu_milli` share
-    of one GPU, or `mig_count` MIG instances of `mig_profile`."""
+    """What one pod asks for. Its resources are a Resources (`PodRequest.of(resources, uid)`,
+    `request.resources`), kept as flat fields because the plugins read them on every node."""
 
     uid: str
     name: str = ""
@@ -185,6 +219,33 @@ class PodRequest:
             < 0
         ):
             raise ValueError(f"pod {self.uid}: requests must not be negative")
+
+    @classmethod
+    def of(cls, resources: Resources, uid: str, **fields: Any) -> PodRequest:
+        """A pod asking for `resources`; `fields` are the other PodRequest fields."""
+        return cls(
+            uid=uid,
+            cpu_milli=resources.cpu_milli,
+            memory_mib=resources.memory_mib,
+            gpus=resources.gpus,
+            gpu_milli=resources.gpu_milli,
+            mig_profile=resources.mig_profile,
+            mig_count=resources.mig_count,
+            extended=MappingProxyType(dict(resources.extended)),
+            **fields,
+        )
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(
+            self.cpu_milli,
+            self.memory_mib,
+            self.gpus,
+            self.gpu_milli,
+            self.mig_profile,
+            self.mig_count,
+            self.extended,
+        )
 
     @property
     def wants_gpu(self) -> bool:

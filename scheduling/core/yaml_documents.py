@@ -1,6 +1,6 @@
-"""The one loader of the YAML documents people write for gpusched: scheduler profiles
-(scheduling/core/profiles.py) and Kueue-shaped queue files (scheduling/core/queueing/config.py,
-`applyqueues`).
+"""The one loader of the YAML documents people write for gpusched, and the shape checks their
+readers make (`Shapes`): scheduler profiles (scheduling/core/profiles.py), Kueue-shaped queue
+files (scheduling/core/queueing/config.py, `applyqueues`) and simulator specs (sim/spec.py).
 
 PyYAML's safe loader keeps the last of two equal keys (`weight: 1` then `weight: 5` in one
 mapping silently means 5), so a typo or a bad merge changes scheduling without a word; here a
@@ -11,6 +11,8 @@ no configuration needs more than MAX_ALIASES of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -72,3 +74,29 @@ def load_one(text: str) -> Any:
     if len(documents) > 1:
         raise YamlError(f"expected one YAML document, found {len(documents)}")
     return documents[0] if documents else None
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The shape checks every reader of these documents makes, each raising the reader's own
+    error (`error`) with the path of the offending value."""
+
+    error: type[Exception]
+
+    def mapping(self, value: object, path: str, allowed: Set[str] | None = None) -> dict[str, Any]:
+        """`value` as a mapping; with `allowed`, one naming no other key."""
+        if not isinstance(value, dict):
+            raise self.error(f"{path} must be a mapping, got {type(value).__name__}")
+        if allowed is not None:
+            self.no_unknown(value, allowed, path)
+        return value
+
+    def list_of(self, value: object, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.error(f"{path} must be a list, got {type(value).__name__}")
+        return value
+
+    def no_unknown(self, doc: Mapping[str, Any], allowed: Set[str], path: str) -> None:
+        unknown = sorted(set(doc) - set(allowed))
+        if unknown:
+            raise self.error(f"{path}: unknown key {unknown[0]!r}")

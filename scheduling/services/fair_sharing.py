@@ -3,7 +3,7 @@ arithmetic): each LocalQueue's decayed usage lives in its row (`consumed_resourc
 `usage_sampled_at`), moved toward what the queue uses now once per `usageSamplingInterval`, and
 raised by the entry penalty of every workload admitted through it. Writes only, each in one
 transaction with its outbox event; the admission cycle reads the rows back through
-selectors.queue_setup as a pure input.
+queue_state.queue_setup as a pure input.
 
 Only LocalQueues of ClusterQueues with `admissionScope.admissionMode:
 UsageBasedAdmissionFairSharing` keep a history (the others' order does not use it).
@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from scheduling import events, queue_selectors, selectors
+from scheduling import events, queue_selectors, queue_state
 from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, decayed, entry_penalty, in_base_units
 from scheduling.models import LocalQueue, Workload
@@ -34,7 +34,7 @@ def local_queue_usage_sample(*, now: datetime) -> int:
     """Fold what each fair-shared LocalQueue uses now into its history, for those whose last
     sample is at least `usageSamplingInterval` old (the first sample only starts the clock, as
     Kueue's does). Returns how many were sampled."""
-    settings = selectors.fair_sharing_settings()
+    settings = queue_state.fair_sharing_settings()
     interval = settings.usage_sampling_interval_s
     due = [
         lq.pk
@@ -65,7 +65,7 @@ def local_queue_entry_penalties(*, admitted: Sequence[Workload]) -> None:
     inside the admitting transaction, whose workload events cover the change)."""
     if not admitted:
         return
-    settings = selectors.fair_sharing_settings()
+    settings = queue_state.fair_sharing_settings()
     wanted = {(w.tenant.namespace, w.queue_name) for w in admitted}
     rows = {
         (lq.namespace, lq.name): lq
@@ -80,7 +80,7 @@ def local_queue_entry_penalties(*, admitted: Sequence[Workload]) -> None:
         lq = rows.get((w.tenant.namespace, w.queue_name))
         if lq is None:
             continue
-        usage = in_base_units(selectors.parse_usage(w.quota_usage))
+        usage = in_base_units(queue_state.parse_usage(w.quota_usage))
         lq.consumed_resources = add(lq.consumed_resources or {}, entry_penalty(usage, settings))
         changed[lq.pk] = lq
     LocalQueue.objects.bulk_update(list(changed.values()), ["consumed_resources"])

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling import events
+from scheduling import events, pod_resources
 from scheduling.core.queueing.admission import INACTIVE_WORKLOAD
 from scheduling.core.types import (
     ServiceClass,
@@ -145,14 +145,8 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         pod_set=pod_set.name,
         priority=workload.priority,
         service_class=workload.service_class,
-        cpu_milli=t.cpu_milli,
-        memory_mib=t.memory_mib,
-        gpus=t.gpus,
-        gpu_milli=t.gpu_milli,
-        mig_profile=t.mig_profile,
-        mig_count=t.mig_count,
+        **pod_resources.row_fields(t.resources),
         gpu_models=list(t.gpu_models),
-        extended_resources=dict(t.extended),
         topology_policy=t.topology_policy.value if t.topology_policy else "",
         topology_scope=t.topology_scope.value if t.topology_scope else "",
         node_selector=dict(t.node_selector),

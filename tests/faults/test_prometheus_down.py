@@ -18,7 +18,7 @@ from scheduling import services
 from scheduling.core.plugins.load_aware import NEUTRAL_SCORE
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
-from scheduling.core.types import ServiceClass
+from scheduling.core.types import Resources, ServiceClass
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.load_feed import LoadFeed
@@ -69,7 +69,7 @@ def worker() -> SchedulingCycle:
 def place(scheduler: SchedulingCycle, name: str) -> list[dict[str, Any]]:
     """Submit an online workload of two 1-GPU pods, run one cycle: its decisions' explanations
     for the chosen nodes."""
-    template = PodTemplate(cpu_milli=1000, memory_mib=1024, gpus=1)
+    template = PodTemplate(resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=1))
     services.workload_submit(
         tenant=factories.tenant(),
         name=name,

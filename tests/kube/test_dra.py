@@ -25,7 +25,7 @@ from kube.dra_selectors import SelectorError, parse_selector
 from kube.translate import node_spec, to_request
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.topology_info import GpuIdentity
-from scheduling.core.types import GpuDevice, TopologyPolicy, TopologyScope
+from scheduling.core.types import GpuDevice, Resources, TopologyPolicy, TopologyScope
 from scheduling.pod_template import PodTemplate
 from tests.kube import objects
 from tests.kube.helpers import framework
@@ -303,8 +303,7 @@ def test_the_claim_status_for_a_placement_is_the_dynamic_resources_plugins() -> 
     doc["spec"]["devices"]["constraints"] = [{"matchAttribute": "resource.kubernetes.io/numaNode"}]
     ask = claim_ask(doc, CLASSES)
     template = PodTemplate(
-        cpu_milli=1000,
-        gpus=ask.gpus(table),
+        resources=Resources(cpu_milli=1000, gpus=ask.gpus(table)),
         gpu_models=(),
         topology_policy=ask.policy,
         topology_scope=ask.scope,

@@ -139,7 +139,7 @@ def test_a_pod_gpusched_cannot_represent_is_reported_not_bound(fake: SimulatedKu
     sched.run_once()
     (event,) = fake.events
     assert event["reason"] == "FailedScheduling"
-    assert "gpusched.io/gpu-milli is a share of one GPU" in event["note"]
+    assert "gpusched.io/gpu-milli: a share of one GPU is 1..999" in event["note"]
     assert fake.status_patches[0][2]["status"]["conditions"][0]["reason"] == "SchedulerError"
     assert not fake.bindings
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from kube.models import KubePod
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.core.types import ServiceClass
+from scheduling.core.types import Resources, ServiceClass
 from scheduling.cycle import SchedulingCycle
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.pod_template import PodTemplate
@@ -232,7 +232,9 @@ def test_a_workload_submitted_through_the_api_becomes_pods_in_the_namespace_and_
     sched = cycle(fake)
     sched.run_once()
     tenant = factories.tenant(NS)
-    template = PodTemplate(cpu_milli=2000, memory_mib=4096, gpus=2, simulation={"duration_s": 60})
+    template = PodTemplate(
+        resources=Resources(cpu_milli=2000, memory_mib=4096, gpus=2), simulation={"duration_s": 60}
+    )
     workload = services.workload_submit(
         tenant=tenant,
         name="llama",

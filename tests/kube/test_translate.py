@@ -163,8 +163,9 @@ def test_pod_requests_as_the_kubelet_counts_them() -> None:
     info = pod_info(doc)
     assert info.ask is not None
     # cpu: max(1.5 + 0.5 sidecar, 6 init) + 0.25 overhead; memory: 3Gi + 120Mi
-    assert (info.ask.cpu_milli, info.ask.memory_mib) == (6250, 3 * 1024 + 120)
-    assert info.ask.gpus == 2  # from limits: extended resources default requests to limits
+    asked = info.ask.resources
+    assert (asked.cpu_milli, asked.memory_mib) == (6250, 3 * 1024 + 120)
+    assert asked.gpus == 2  # from limits: extended resources default requests to limits
     assert info.pending_for("gpu-topology-scheduler")
 
 
@@ -247,12 +248,12 @@ def test_extended_resources_are_carried_through_for_quota() -> None:
     info = pod_info(doc)
     assert info.ask is not None
     # As the kubelet counts it: the init container's 40 is the pod's peak.
-    assert info.ask.extended == {
+    assert info.ask.resources.extended == {
         "example.com/credits": 40,
         "ephemeral-storage": 10 * 1024,
         "rdma/hca": 1,
     }
-    assert dict(info.request().extended) == info.ask.extended
+    assert dict(info.request().extended) == info.ask.resources.extended
     bad = pod_info(objects.pod("b", extra={"example.com/credits": "500m"}))
     assert bad.ask is None and "not a whole number" in bad.error
 

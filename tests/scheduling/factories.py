@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduling import services
-from scheduling.core.types import ServiceClass, TopologyPolicy
+from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
 from scheduling.models import Node, Tenant, Workload
 from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
@@ -34,10 +34,7 @@ def workload(
     service_class: ServiceClass = ServiceClass.BATCH,
 ) -> Workload:
     template = PodTemplate(
-        cpu_milli=cpu_milli,
-        memory_mib=1024,
-        gpus=gpus,
-        gpu_milli=gpu_milli,
+        resources=Resources(cpu_milli=cpu_milli, memory_mib=1024, gpus=gpus, gpu_milli=gpu_milli),
         topology_policy=policy,
         simulation={"duration_s": duration_s} if duration_s is not None else {},
     )

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from scheduling import queue_selectors, selectors, services
 from scheduling.core.scheduler import Framework
+from scheduling.core.types import Resources
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import Event, LocalQueue, Pod, PriorityClass, Workload
@@ -51,7 +52,7 @@ def submit(
     queue: str = "default",
 ) -> Workload:
     template = PodTemplate(
-        cpu_milli=1000, memory_mib=1024, gpus=gpus, extended=dict(extended or {})
+        resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus, extended=extended or {})
     )
     return services.workload_submit(
         tenant=factories.tenant(tenant),

@@ -13,10 +13,10 @@ from django.core.management.base import CommandError
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import queue_state, selectors, services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
-from scheduling.core.types import ServiceClass, TopologyPolicy
+from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
 from scheduling.models import (
@@ -87,9 +87,7 @@ def submit(
     priority_class: str = "",
 ) -> Workload:
     template = PodTemplate(
-        cpu_milli=1000,
-        memory_mib=1024,
-        gpus=gpus,
+        resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
         topology_policy=policy,
         simulation={"duration_s": duration_s} if duration_s else {},
     )
@@ -127,7 +125,7 @@ def test_applyqueues_applies_the_shipped_demo_queues_and_is_idempotent() -> None
         "research",
     }
     assert PriorityClass.objects.get(name="opportunistic").preemption_policy == "Never"
-    inference = selectors.cluster_queue_spec(ClusterQueue.objects.get(name="inference"))
+    inference = queue_state.cluster_queue_spec(ClusterQueue.objects.get(name="inference"))
     mig = inference.quota("a100-mig", "nvidia.com/mig-1g.10gb")
     assert mig is not None and mig.nominal == 16
     assert Event.objects.filter(type="queues.changed").count() == 2

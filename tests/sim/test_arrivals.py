@@ -25,7 +25,7 @@ def test_each_tenant_arrives_at_its_rate() -> None:
 def test_over_requesting_tenant_uses_a_fraction_of_its_request() -> None:
     tenants = load_spec("demo").tenants
     nlp = [a for a in GeneratedArrivals(tenants, seed=1).due(100 * 3600) if a.tenant == "nlp"]
-    assert all(a.shape.gpus >= 4 for a in nlp)
+    assert all(a.shape.resources.gpus >= 4 for a in nlp)
     assert sum(a.utilization.mean for a in nlp) / len(nlp) == pytest.approx(0.2, abs=0.03)
 
 
@@ -41,4 +41,4 @@ def test_philly_jobs_arrive_in_order_with_tenants_and_gangs() -> None:
     assert len(everything) == 82_247
     assert len({a.tenant for a in everything}) == 15
     big = [a for a in everything if a.shape.pods > 1]
-    assert big and all(a.gang and a.shape.gpus <= 8 for a in big)
+    assert big and all(a.gang and a.shape.resources.gpus <= 8 for a in big)

@@ -30,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api import services as api_services
 from scheduling import services
+from scheduling.core.types import Resources
 from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
 
@@ -122,7 +123,7 @@ class Command(BaseCommand):
             services.node_register(spec=spec)
         name = f"bench-{int(time.time())}"
         tenant, _, token = api_services.tenant_onboard(name=name)
-        template = PodTemplate(cpu_milli=4000, memory_mib=16384, gpus=1)
+        template = PodTemplate(resources=Resources(cpu_milli=4000, memory_mib=16384, gpus=1))
         for k in range(workloads):
             services.workload_submit(
                 tenant=tenant,

@@ -264,12 +264,7 @@ def _fill(nodes: int) -> None:
                 services.PodSetSpec(
                     name=f"p{k}",
                     count=1,
-                    template=PodTemplate(
-                        cpu_milli=pod.cpu_milli,
-                        memory_mib=pod.memory_mib,
-                        gpus=pod.gpus,
-                        gpu_milli=pod.gpu_milli,
-                    ),
+                    template=PodTemplate(resources=pod.resources),
                 )
                 for k, pod in enumerate(chunk)
             ],

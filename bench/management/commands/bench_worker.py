@@ -84,10 +84,7 @@ class Command(BaseCommand):
                         name=f"p{k}",
                         count=1,
                         template=PodTemplate(
-                            cpu_milli=pod.cpu_milli,
-                            memory_mib=pod.memory_mib,
-                            gpus=pod.gpus,
-                            gpu_milli=pod.gpu_milli,
+                            resources=pod.resources,
                             topology_policy=pod.topology_policy,
                             topology_scope=pod.topology_scope,
                         ),

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from scheduling.core.queueing.config import (
     NAMESPACE_NAME_LABEL,
@@ -22,6 +21,7 @@ from scheduling.core.queueing.resources import (
     resource_name_error,
 )
 from scheduling.core.types import GPU_MILLI_RESOURCE, Taint, TaintEffect, Toleration
+from scheduling.core.yaml_documents import Shapes
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
@@ -135,22 +135,10 @@ def dns_name(value: object, path: str) -> str:
     return value
 
 
-def no_unknown(doc: Mapping[str, Any], allowed: set[str] | frozenset[str], path: str) -> None:
-    unknown = sorted(set(doc) - set(allowed))
-    if unknown:
-        raise QueueConfigError(f"{path}: unknown key {unknown[0]!r}")
-
-
-def mapping(value: object, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise QueueConfigError(f"{path} must be a mapping")
-    return value
-
-
-def list_of(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise QueueConfigError(f"{path} must be a list")
-    return value
+_SHAPES = Shapes(QueueConfigError)
+no_unknown = _SHAPES.no_unknown
+mapping = _SHAPES.mapping
+list_of = _SHAPES.list_of
 
 
 def namespace_selector(raw: object, path: str) -> NamespaceSelector:
