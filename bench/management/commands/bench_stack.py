@@ -57,6 +57,8 @@ from django.db import connection
 from django.utils import timezone
 
 from api import services as api_services
+from bench.compose import StackError
+from bench.loopback import process_cpu_seconds, process_rss_mib, scratch_postgres_database
 from bench.management.commands.bench_live import (
     _admin_cookie,
     _commit_changes,
@@ -65,13 +67,7 @@ from bench.management.commands.bench_live import (
     _measure,
     _summary,
 )
-from bench.stack import (
-    NativeStack,
-    StackError,
-    process_cpu_seconds,
-    process_rss_mib,
-    scratch_postgres_database,
-)
+from bench.stack import NativeStack
 from scheduling.models import Node, Pod
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
@@ -372,6 +368,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--interval", type=float, default=0.2, help="seconds between dashboard changes"
         )
+        parser.add_argument(
+            "--web-replicas",
+            type=int,
+            default=1,
+            help="web processes on the same PostgreSQL and Redis; tenants and dashboards are "
+            "spread over them in turn (as a load balancer would)",
+        )
         parser.add_argument("--redis-url", default=_redis_default())
         parser.add_argument(
             "--env",
@@ -395,8 +398,11 @@ class Command(BaseCommand):
         if any(not name for name in extra_env):
             raise CommandError("--env: expected NAME=VALUE")
         options["extra_env"] = extra_env
-        if options["tenants"] < 1 or options["nodes"] < 1 or options["duration"] <= 0:
-            raise CommandError("--tenants, --nodes and --duration must be positive")
+        if (
+            min(options["tenants"], options["nodes"], options["web_replicas"]) < 1
+            or options["duration"] <= 0
+        ):
+            raise CommandError("--tenants, --nodes, --web-replicas and --duration must be positive")
         logging.getLogger().setLevel(logging.WARNING)  # stdout is for the results
         try:
             settings.SECRET_KEY  # noqa: B018
@@ -444,6 +450,7 @@ class Command(BaseCommand):
             },
             external={"postgres": database_url, "redis": options["redis_url"]},
             services=roles,
+            replicas={"web": options["web_replicas"]},
             extra_args={
                 "simulator": ["--cluster", str(workdir / "cluster.yaml")],
                 "scheduler": ["--json"],  # one line per busy cycle, read back below
@@ -486,20 +493,24 @@ class Command(BaseCommand):
             )
             tenants.append(TenantLoad(tenant.name, token, policy.queue_name, quota))
         cookie = _admin_cookie()
-        port = stack.port("web", 8000)
-        base = f"http://127.0.0.1:{port}"
+        ports = [stack.port(web, 8000) for web in stack.order if stack.instances[web] == "web"]
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
         recorder = Recorder()
         start = threading.Event()
         deadline_box = [float("inf")]
         window: dict[str, Any] = {}
         threads = [
-            threading.Thread(target=_submitter, args=(t, port, recorder, start, deadline_box))
-            for t in tenants
+            threading.Thread(
+                target=_submitter,
+                args=(t, ports[k % len(ports)], recorder, start, deadline_box),
+            )
+            for k, t in enumerate(tenants)
         ] + [
             threading.Thread(
-                target=_reaper, args=(t, port, recorder, start, deadline_box, options["hold"])
+                target=_reaper,
+                args=(t, ports[k % len(ports)], recorder, start, deadline_box, options["hold"]),
             )
-            for t in tenants
+            for k, t in enumerate(tenants)
         ]
         for thread in threads:
             thread.start()
@@ -529,7 +540,7 @@ class Command(BaseCommand):
             if options["dashboards"] > 0:
                 samples, missing, dropped = asyncio.run(
                     _measure(
-                        base, cookie, options["dashboards"], changes, options["interval"], commit
+                        bases, cookie, options["dashboards"], changes, options["interval"], commit
                     )
                 )
                 dashboard = {
@@ -609,6 +620,7 @@ class Command(BaseCommand):
             "config": {
                 "tenants": options["tenants"],
                 "dashboards": options["dashboards"],
+                "web_replicas": options["web_replicas"],
                 "duration_s": options["duration"],
                 "load_window_s": round(seconds, 1),
                 "nodes": options["nodes"],
