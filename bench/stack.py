@@ -1,6 +1,7 @@
 """docker-compose.yml's process set, run natively on one machine (no container engine).
 
-`NativeStack` reads the compose file (PyYAML, with compose's `${VAR...}` interpolation), and runs:
+`NativeStack` reads the compose file (bench/compose.py), and runs (each replica of a service as a
+process of its own):
 - each gpusched role (a service built from this repository: migrate, web, scheduler, simulator,
   ingester) as a real subprocess of its compose `command`, `python` being this interpreter and a
   console script (`daphne`) the one beside it, with the service's compose `environment`;
