@@ -52,12 +52,13 @@ bench-telemetry: venv
 
 # The whole stack: docker-compose.yml's processes run natively (bench/stack.py) on a fresh
 # database on the PostgreSQL at BENCH_POSTGRES_URL (dropped after) and the Redis at REDIS_URL, with
-# 8 tenants submitting through the REST API and 200 live dashboards for 60 s (docs/benchmarks.md).
+# 8 tenants submitting through the REST API and 200 live dashboards for 60 s, spread over two web
+# replicas (docs/benchmarks.md).
 BENCH_POSTGRES_URL ?= $(or $(GPUSCHED_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/postgres)
 .PHONY: bench-stack
 bench-stack: export DATABASE_URL = $(BENCH_POSTGRES_URL)
 bench-stack: venv
-	$(BIN)/python manage.py bench_stack --tenants 8 --dashboards 200 --duration 60 --nodes 100 --json
+	$(BIN)/python manage.py bench_stack --tenants 8 --dashboards 200 --duration 60 --nodes 100 --web-replicas 2 --json
 
 # The FGD paper's protocol on the four shared openb traces, 10 seeds each: best-fit and fgd (the
 # replay's fidelity against the published means) and gpusched. JSON outputs go to var/bench-replay/,

@@ -1,6 +1,7 @@
 """docker-compose.yml's process set, run natively on one machine (no container engine).
 
-`NativeStack` reads the compose file (PyYAML, with compose's `${VAR...}` interpolation), and runs:
+`NativeStack` reads the compose file (bench/compose.py), and runs (each replica of a service as a
+process of its own):
 - each gpusched role (a service built from this repository: migrate, web, scheduler, simulator,
   ingester) as a real subprocess of its compose `command`, `python` being this interpreter and a
   console script (`daphne`) the one beside it, with the service's compose `environment`;
@@ -31,306 +32,27 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-COMPOSE_FILE = ROOT / "docker-compose.yml"
+from bench.compose import COMPOSE_FILE, Service, StackError, load_compose, start_order
+from bench.loopback import free_port, http_get, tcp_open
 
 # Variables of the parent environment that must not leak into a role: the compose file decides.
 _SCRUBBED = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
 _SCRUBBED_PREFIXES = ("GPUSCHED_",)
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class StackError(RuntimeError):
-    """The compose file cannot be run natively, or a service failed to start."""
-
-
-# --- the compose file -----------------------------------------------------------------------
-
-
-_VAR = re.compile(
-    r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
-    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
-)
-
-
-def interpolate(text: str, env: Mapping[str, str]) -> str:
-    """Compose's variable substitution: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
-    ${VAR:?error}, ${VAR?error}."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group("escaped"):
-            return "$"
-        name = match.group("braced") or match.group("bare")
-        value = env.get(name)
-        op, arg = match.group("op"), match.group("arg") or ""
-        unset = value is None or (op is not None and op.startswith(":") and value == "")
-        if op in (":-", "-") and unset:
-            return arg
-        if op in (":?", "?") and unset:
-            raise StackError(f"{name} is required: {arg or 'not set'}")
-        return value or ""
-
-    return _VAR.sub(replace, text)
-
-
-def _interpolate_tree(node: Any, env: Mapping[str, str]) -> Any:
-    if isinstance(node, str):
-        return interpolate(node, env)
-    if isinstance(node, list):
-        return [_interpolate_tree(item, env) for item in node]
-    if isinstance(node, dict):
-        return {key: _interpolate_tree(value, env) for key, value in node.items()}
-    return node
-
-
-@dataclass(frozen=True)
-class HealthCheck:
-    test: tuple[str, ...]  # an argv ("CMD" form) or ("sh", "-c", text) for "CMD-SHELL"
-    timeout_s: float = 30.0
-
-
-@dataclass(frozen=True)
-class Service:
-    name: str
-    image: str = ""
-    build: bool = False  # built from this repository: a gpusched role
-    command: tuple[str, ...] = ()
-    environment: Mapping[str, str] = field(default_factory=dict)
-    depends_on: Mapping[str, str] = field(default_factory=dict)  # service -> condition
-    healthcheck: HealthCheck | None = None
-    ports: tuple[str, ...] = ()
-    volumes: tuple[str, ...] = ()
-    restart: str = "no"
-
-    @property
-    def kind(self) -> str:
-        """gpusched | postgres | redis | prometheus (how it runs natively)."""
-        if self.build or self.image.split(":")[0].endswith("gpusched"):
-            return "gpusched"
-        repository = self.image.split(":")[0].rsplit("/", 1)[-1]
-        if repository in ("postgres", "redis", "prometheus"):
-            return repository
-        raise StackError(f"service {self.name}: no native equivalent for image {self.image!r}")
-
-    def listen_ports(self) -> list[int]:
-        """The ports its command listens on: the number after `-p`, `--port`, `--*-port`."""
-        return [
-            int(value)
-            for flag, value in zip(self.command, self.command[1:], strict=False)
-            if value.isdigit() and (flag == "-p" or re.fullmatch(r"--([\w-]+-)?port", flag))
-        ]
-
-    def published_ports(self) -> list[int]:
-        """The container ports of `ports:` ("127.0.0.1:8000:8000" -> 8000)."""
-        return [int(str(spec).split(":")[-1].split("/")[0]) for spec in self.ports]
-
-
-def _seconds(value: Any, default: float) -> float:
-    if value is None:
-        return default
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", str(value).strip())
-    if not match:
-        raise StackError(f"duration {value!r}: expected e.g. 5s")
-    number = float(match.group(1))
-    return (
-        number / 1000 if match.group(2) == "ms" else number * (60 if match.group(2) == "m" else 1)
-    )
-
-
-def _argv(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(shlex.split(value))
-    if isinstance(value, list):
-        return tuple(str(item) for item in value)
-    raise StackError(f"{where}: expected a list or a string")
-
-
-def _healthcheck(doc: Any, name: str) -> HealthCheck | None:
-    if not doc or doc.get("disable"):
-        return None
-    test = doc.get("test")
-    if isinstance(test, str):
-        argv: tuple[str, ...] = ("sh", "-c", test)
-    elif isinstance(test, list) and test and test[0] == "CMD":
-        argv = tuple(str(item) for item in test[1:])
-    elif isinstance(test, list) and test and test[0] == "CMD-SHELL":
-        argv = ("sh", "-c", " ".join(str(item) for item in test[1:]))
-    elif isinstance(test, list) and test == ["NONE"]:
-        return None
-    else:
-        raise StackError(f"service {name}: healthcheck.test {test!r} is not CMD or CMD-SHELL")
-    return HealthCheck(argv, _seconds(doc.get("timeout"), 30.0))
-
-
-def _depends(doc: Any) -> dict[str, str]:
-    if doc is None:
-        return {}
-    if isinstance(doc, list):
-        return {str(name): "service_started" for name in doc}
-    return {
-        str(name): str((spec or {}).get("condition", "service_started"))
-        for name, spec in doc.items()
-    }
-
-
-def _environment(doc: Any) -> dict[str, str]:
-    if doc is None:
-        return {}
-    if isinstance(doc, list):
-        pairs = (str(item).partition("=") for item in doc)
-        return {key: value for key, _, value in pairs}
-    return {str(key): "" if value is None else str(value) for key, value in doc.items()}
-
-
-def load_compose(
-    path: Path = COMPOSE_FILE, env: Mapping[str, str] | None = None
-) -> dict[str, Service]:
-    """The compose file's services, interpolated with `env` (default: os.environ), YAML anchors
-    and merge keys resolved."""
-    doc = yaml.safe_load(path.read_text())
-    if not isinstance(doc, dict) or not isinstance(doc.get("services"), dict):
-        raise StackError(f"{path}: no services")
-    services: dict[str, Service] = {}
-    for name, raw in doc["services"].items():
-        spec = _interpolate_tree(raw or {}, os.environ if env is None else env)
-        services[name] = Service(
-            name=name,
-            image=str(spec.get("image", "")),
-            build="build" in spec,
-            command=_argv(spec.get("command"), f"service {name}: command"),
-            environment=_environment(spec.get("environment")),
-            depends_on=_depends(spec.get("depends_on")),
-            healthcheck=_healthcheck(spec.get("healthcheck"), name),
-            ports=tuple(str(p) for p in spec.get("ports") or ()),
-            volumes=tuple(str(v) for v in spec.get("volumes") or ()),
-            restart=str(spec.get("restart", "no")),
-        )
-    for service in services.values():
-        for dependency, condition in service.depends_on.items():
-            if dependency not in services:
-                raise StackError(f"service {service.name} depends on unknown {dependency!r}")
-            if condition not in (
-                "service_started",
-                "service_healthy",
-                "service_completed_successfully",
-            ):
-                raise StackError(f"service {service.name}: unknown condition {condition!r}")
-    return services
-
-
-def start_order(services: Mapping[str, Service]) -> list[str]:
-    """Services ordered so that each comes after what it depends on (file order otherwise)."""
-    order: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in order:
-            return
-        if name in visiting:
-            raise StackError(f"depends_on cycle through {name}")
-        visiting.add(name)
-        for dependency in services[name].depends_on:
-            visit(dependency)
-        visiting.discard(name)
-        order.append(name)
-
-    for name in services:
-        visit(name)
-    return order
-
-
-# --- loopback plumbing ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    """GET without any proxy from the environment; (status, body)."""
-    try:
-        with _NO_PROXY.open(url, timeout=timeout) as response:
-            return int(response.status), response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
-def tcp_open(url: str, default_port: int) -> bool:
-    """Something accepts TCP connections at the URL's host and port."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        with socket.create_connection(
-            (parts.hostname or "127.0.0.1", parts.port or default_port), 1
-        ):
-            return True
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def scratch_postgres_database(server_url: str, prefix: str = "gpusched_stack") -> Iterator[str]:
-    """A new, empty database on the PostgreSQL server of `server_url`; its URL. Dropped after
-    (its connections closed first)."""
-    import psycopg
-
-    parts = urllib.parse.urlsplit(server_url)
-    name = f"{prefix}_{secrets.token_hex(4)}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def with_redis_db(url: str, db: int) -> str:
-    """The same Redis server, another logical database."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process (Linux /proc), None when unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 # --- the stack ------------------------------------------------------------------------------
@@ -357,6 +79,12 @@ class NativeStack:
     extra_args  service -> arguments appended to its command (later options win in argparse).
     extra_env   variables added to every gpusched role's environment.
     scrape_interval  replaces the Prometheus config's scrape (and evaluation) intervals.
+    replicas    service -> how many processes run it (default: its compose `deploy.replicas`).
+
+    A service of N replicas runs as N processes, `NAME` and `NAME-2` ... `NAME-N`, each with its
+    own loopback ports (`port("web-2", 8000)`), log and restarts; a dependency on it waits for
+    all of them; a reference `NAME:port` from elsewhere (a scrape target) means the first, where
+    compose's DNS would pick any one.
     """
 
     def __init__(
@@ -371,6 +99,7 @@ class NativeStack:
         extra_env: Mapping[str, str] | None = None,
         scrape_interval: str | None = None,
         grace: float = 10.0,
+        replicas: Mapping[str, int] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.compose_file = compose_file
@@ -383,7 +112,19 @@ class NativeStack:
         self.grace = grace
         wanted = list(services) if services is not None else list(self.all_services)
         self.services = self._closure(wanted)
-        self.order = [n for n in start_order(self.all_services) if n in self.services]
+        counts = {name: service.replicas for name, service in self.services.items()}
+        counts.update(replicas or {})
+        # Each process (a replica of a service) -> its service, in start order.
+        self.instances = {
+            (name if k == 1 else f"{name}-{k}"): name
+            for name in start_order(self.all_services)
+            if name in self.services
+            for k in range(1, max(counts[name], 1) + 1)
+        }
+        clash = set(self.instances) & (set(self.all_services) - set(self.instances.values()))
+        if clash or any(counts[name] < 1 for name in self.services):
+            raise StackError(f"replicas: at least one each, not named like a service {clash}")
+        self.order = list(self.instances)
         self.ports = self._allocate_ports()
         self.running: dict[str, _Running] = {}
         self.exit_codes: dict[str, int] = {}
@@ -396,7 +137,7 @@ class NativeStack:
         self.timings: dict[str, float] = {}
         self._began = time.monotonic()
         self.log_dir = self.workdir / "logs"
-        self._plans = {name: self._plan(self.all_services[name]) for name in self.order}
+        self._plans = {name: self._plan(name) for name in self.order}
 
     # --- planning -------------------------------------------------------------------------
 
@@ -434,11 +175,16 @@ class NativeStack:
         ports: dict[tuple[str, int], int] = {}
         for name, port in sorted(self._references()):
             if name in self.services and self.services[name].kind in ("gpusched", "prometheus"):
-                ports[(name, port)] = free_port()
+                for instance in self._replicas(name):
+                    ports[(instance, port)] = free_port()
         return ports
 
+    def _replicas(self, service: str) -> list[str]:
+        return [instance for instance, name in self.instances.items() if name == service]
+
     def _rewrite(self, text: str, own: str | None = None) -> str:
-        """service:port -> 127.0.0.1:free port; the service's own 127.0.0.1/localhost:port too."""
+        """service:port -> 127.0.0.1:free port (of its first replica); the own (process's)
+        127.0.0.1/localhost:port too."""
         for (name, port), host_port in self.ports.items():
             text = re.sub(rf"(?<![\w.-]){re.escape(name)}:{port}\b", f"127.0.0.1:{host_port}", text)
             if name == own:
@@ -464,8 +210,9 @@ class NativeStack:
             raise StackError(f"{name!r} is not installed")
         return found
 
-    def _plan(self, service: Service) -> tuple[list[str], dict[str, str]] | None:
+    def _plan(self, instance: str) -> tuple[list[str], dict[str, str]] | None:
         """The argv and environment of a service's process; None for an external one."""
+        service = self.all_services[self.instances[instance]]
         kind = service.kind
         if kind in ("postgres", "redis"):
             if service.name not in self.external:
@@ -473,7 +220,7 @@ class NativeStack:
             return None
         if kind == "prometheus":
             return self._prometheus_plan(service), {}
-        own_ports = {p: h for (n, p), h in self.ports.items() if n == service.name}
+        own_ports = {p: h for (n, p), h in self.ports.items() if n == instance}
         argv: list[str] = []
         for arg in [*service.command, *self.extra_args.get(service.name, [])]:
             arg = self._rewrite(arg.replace("0.0.0.0", "127.0.0.1"))
@@ -590,12 +337,12 @@ class NativeStack:
                 start_new_session=True,  # a terminal's Ctrl-C goes to us; we stop them in order
             )
         self.running[name] = _Running(
-            self.all_services[name], argv, process, log_path, time.monotonic()
+            self.all_services[self.instances[name]], argv, process, log_path, time.monotonic()
         )
 
     def _check_health(self, name: str) -> bool:
-        """One run of the service's compose health check, natively."""
-        service = self.all_services[name]
+        """One run of the service's compose health check, natively (`name`: one process)."""
+        service = self.all_services[self.instances[name]]
         if service.kind in ("postgres", "redis"):
             return tcp_open(self.external[name], 5432 if service.kind == "postgres" else 6379)
         check = service.healthcheck
@@ -626,9 +373,13 @@ class NativeStack:
         return result.returncode == 0
 
     def _condition_met(self, dependency: str, condition: str) -> bool:
+        """`condition` holds for every replica of service `dependency`."""
         service = self.all_services[dependency]
         if service.kind in ("postgres", "redis"):
             return condition == "service_started" or self._check_health(dependency)
+        return all(self._replica_met(name, condition) for name in self._replicas(dependency))
+
+    def _replica_met(self, dependency: str, condition: str) -> bool:
         running = self.running.get(dependency)
         if running is None:
             return False
@@ -668,13 +419,13 @@ class NativeStack:
                     if running.healthy or now < running.next_check:
                         continue
                     running.next_check = now + 0.25
-                    if self.all_services[name].healthcheck is None:
+                    if self.all_services[self.instances[name]].healthcheck is None:
                         running.healthy = True
                     elif self._check_health(name):
                         running.healthy = True
                         self.timings[f"{name}_healthy_s"] = round(time.monotonic() - began, 2)
                 for name in list(pending):
-                    deps = self.all_services[name].depends_on
+                    deps = self.all_services[self.instances[name]].depends_on
                     if all(
                         self._condition_met(d, c) for d, c in deps.items() if d in self.services
                     ):
@@ -685,7 +436,7 @@ class NativeStack:
                 waiting = [
                     n
                     for n, r in self.running.items()
-                    if self.all_services[n].healthcheck and not r.healthy
+                    if self.all_services[self.instances[n]].healthcheck and not r.healthy
                 ]
                 if not pending and not waiting:
                     self.timings["up_s"] = round(time.monotonic() - began, 2)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self
 
 from django.db import connection
 
+from scheduling.bulk import insert_rows
 from scheduling.models import Event, Pod
 
 # PostgreSQL hands out ids before commit, so two concurrent writers could commit ids out of order;
@@ -258,4 +259,4 @@ def publish(*payloads: EventPayload) -> list[Event]:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_OUTBOX_LOCK_KEY])
-    return Event.objects.bulk_create([Event(type=p.TYPE, payload=p.as_json()) for p in payloads])
+    return insert_rows([Event(type=p.TYPE, payload=p.as_json()) for p in payloads])

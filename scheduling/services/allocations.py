@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import Case, F, IntegerField, Value, When
+from django.db import connection, transaction
+from django.db.models import F
 
 from scheduling import events
 from scheduling.core.types import (
@@ -36,19 +36,30 @@ def add_counts(
     pass) the update is checked: a row that would pass it is left alone, and False says so (the
     caller rolls back). Increments, not absolute values: the check judges the true totals even if
     another writer changed them since the caller's snapshot (the UPDATE locks and re-reads each
-    row)."""
-    deltas = {pk: d for pk, d in deltas.items() if d}
+    row).
+
+    The rows and their deltas are a VALUES list joined to the table (UPDATE ... FROM, on
+    PostgreSQL and SQLite alike): a CASE with a branch per row costs the database a scan of the
+    branches for each row and Django a resolved expression per branch, quadratic in the batch.
+    The VALUES are integer literals written here (`int()` of each, never text from outside); their
+    columns are read by their default names (column1, column2 on both), since a WITH or a column
+    alias list is what SQLite or Python's sqlite3 (no row count after WITH) do not take."""
+    deltas = {int(pk): int(d) for pk, d in deltas.items() if d}
     if not deltas:
         return True
-    increment = Case(
-        *(When(pk=pk, then=Value(delta)) for pk, delta in deltas.items()),
-        default=Value(0),
-        output_field=IntegerField(),
-    )
-    rows = model.objects.filter(pk__in=list(deltas))
+    table = connection.ops.quote_name(model._meta.db_table)
+    target = connection.ops.quote_name(column)
+    values = ", ".join(f"({pk}, {delta})" for pk, delta in deltas.items())
+    guard = ""
     if capacity is not None:
-        rows = rows.filter(**{f"{column}__lte": F(capacity) - increment})
-    return rows.update(**{column: F(column) + increment}) == len(deltas)
+        guard = f" AND t.{target} + d.delta <= t.{connection.ops.quote_name(capacity)}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET {target} = t.{target} + d.delta FROM "
+            f"(SELECT column1 AS id, column2 AS delta FROM (VALUES {values}) AS v) AS d "
+            f"WHERE t.id = d.id{guard}"
+        )
+        return cursor.rowcount == len(deltas)
 
 
 def numa_counts(charges: Iterable[tuple[int, Sequence[int]]], *, sign: int) -> dict[int, int]:

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from scheduling import events
+from scheduling.bulk import insert_rows
 from scheduling.cluster_state import ClusterState
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import (
@@ -109,7 +110,7 @@ def _bind(
         pending_reason="", reason=""
     )
 
-    records = PlacementDecision.objects.bulk_create(
+    records = insert_rows(
         [
             PlacementDecision(
                 pod=pod,
@@ -121,7 +122,7 @@ def _bind(
             for pod, decision in placed
         ]
     )
-    allocations = Allocation.objects.bulk_create(
+    allocations = insert_rows(
         [
             Allocation(
                 pod=pod,
@@ -166,7 +167,7 @@ def _bind(
             assignments.append(
                 GpuAssignment(allocation=allocation, gpu_id=gpu_id, milli=0, mig_slot=slot)
             )
-    GpuAssignment.objects.bulk_create(assignments)
+    insert_rows(assignments)
     numa_delta: dict[int, int] = defaultdict(int)
     for _, decision in placed:
         assert decision.placement is not None

@@ -10,6 +10,7 @@ import numpy as np
 from django.db import transaction
 
 from scheduling import events
+from scheduling.bulk import insert_rows
 from scheduling.core.scheduler import Decision
 from scheduling.models import (
     PlacementDecision,
@@ -51,7 +52,7 @@ def pods_unschedulable(
             [pod for pod, _ in failed],
             ["attempts", "last_reason", "last_attempt_at", "next_attempt_at", "nominated_node"],
         )
-        PlacementDecision.objects.bulk_create(
+        insert_rows(
             [
                 PlacementDecision(
                     pod=pod,

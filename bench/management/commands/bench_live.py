@@ -155,7 +155,7 @@ class Command(BaseCommand):
 
 
 async def _measure(
-    base: str,
+    base: str | Sequence[str],
     cookie: str,
     clients: int,
     changes: int,
@@ -163,11 +163,11 @@ async def _measure(
     commit: Callable[[int, float], list[tuple[int, float]]] | None = None,
 ) -> tuple[list[float], int, int]:
     """Connect the clients, then `commit(changes, interval)` (default: cordon / uncordon every
-    node in turn) and time each change to each client: (samples ms, missing, dropped sockets)."""
+    node in turn) and time each change to each client: (samples ms, missing, dropped sockets).
+    With several base URLs (web replicas) the clients connect to each in turn."""
     import aiohttp
 
-    url = f"{base.replace('http', 'ws')}/ws/live/cluster/"
-    headers = {"Cookie": cookie, "Origin": base}
+    bases = [base] if isinstance(base, str) else list(base)
     received: list[dict[int, float]] = [{} for _ in range(clients)]  # delta id -> receive time
     snapshots = [asyncio.Event() for _ in range(clients)]
     closed: list[int] = []
@@ -187,7 +187,12 @@ async def _measure(
         sockets = []
         listeners = []
         for k in range(clients):  # one after the other, each with its snapshot (not measured)
-            ws = await http.ws_connect(url, headers=headers, max_msg_size=0)
+            origin = bases[k % len(bases)]
+            ws = await http.ws_connect(
+                f"{origin.replace('http', 'ws')}/ws/live/cluster/",
+                headers={"Cookie": cookie, "Origin": origin},
+                max_msg_size=0,
+            )
             sockets.append(ws)
             listeners.append(asyncio.create_task(listen(k, ws)))
             await asyncio.wait_for(snapshots[k].wait(), timeout=60)

@@ -8,6 +8,10 @@ differ from `docker compose up`: the simulator runs `--nodes` servers of the mix
 2-GPU "probe" node) with no arrivals of its own, and the API's rate limits are raised so the
 benchmark measures the stack rather than the throttle (as bench_api does).
 
+With `--web-replicas N`, web runs as N processes (compose's `deploy.replicas`) on the same
+database and Redis, and the tenants and dashboards below are spread over them in turn, as a load
+balancer in front would spread them (bench/tenant_load.py drives the tenants).
+
 Then `--tenants` tenants (each with its queue, a token and an equal share of the GPUs as quota)
 drive the REST API, two keep-alive HTTP clients each:
 - a submitter posts workloads (a fixed cycle of shapes: 1x1, 2x1, 1x2, 1x4 GPUs) back to back,
@@ -29,9 +33,7 @@ as compose's restart policy would) and the CPU each process used.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import http.client
 import json
 import logging
 import os
@@ -44,8 +46,7 @@ import threading
 import time
 import urllib.parse
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ from django.db import connection
 from django.utils import timezone
 
 from api import services as api_services
+from bench.compose import StackError
+from bench.loopback import process_cpu_seconds, process_rss_mib, scratch_postgres_database
 from bench.management.commands.bench_live import (
     _admin_cookie,
     _commit_changes,
@@ -65,223 +68,14 @@ from bench.management.commands.bench_live import (
     _measure,
     _summary,
 )
-from bench.stack import (
-    NativeStack,
-    StackError,
-    process_cpu_seconds,
-    process_rss_mib,
-    scratch_postgres_database,
-)
+from bench.stack import NativeStack
+from bench.tenant_load import SHAPES, Recorder, TenantLoad, reaper, submitter
 from scheduling.models import Node, Pod
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
 
-# (pods, GPUs per pod): what the tenants submit, in turn.
-SHAPES = ((1, 1), (2, 1), (1, 2), (1, 4))
 PROBE_NODE = "probe-0000"
-POLL_S = 0.25
-DRAIN_S = 10.0  # after the run, how long the reapers wait for the last pods to be bound
 RAISED_RATE = "1000000/second"
-ENDPOINTS = (
-    "POST /api/v1/workloads",
-    "GET /api/v1/workloads",
-    "GET /api/v1/workloads/{name}/pods",
-    "POST /api/v1/workloads/{name}/cancel",
-)
-
-
-class Recorder:
-    """Thread-safe tallies of every request: latency per endpoint, statuses, failures."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.latency_ms: dict[str, list[float]] = {e: [] for e in ENDPOINTS}
-        self.statuses: collections.Counter[str] = collections.Counter()
-        self.transport_errors = 0
-        self.timeouts = 0
-        self.bound_ms: list[float] = []
-        self.submitted_workloads = 0
-        self.submitted_pods = 0
-        self.submitted_gpus = 0
-        self.cancelled = 0
-
-
-class Client:
-    """One keep-alive HTTP/1.1 connection to the web role, with the tenant's token."""
-
-    def __init__(self, port: int, token: str, recorder: Recorder) -> None:
-        self.port = port
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        self.recorder = recorder
-        self.conn = self._connect()
-
-    def _connect(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-
-    def call(
-        self, method: str, path: str, endpoint: str, body: dict[str, Any] | None = None
-    ) -> tuple[int, Any]:
-        data = json.dumps(body) if body is not None else None
-        started = time.perf_counter()
-        try:
-            self.conn.request(method, path, body=data, headers=self.headers)
-            response = self.conn.getresponse()
-            raw = response.read()
-            status = response.status
-        except TimeoutError:
-            self._reset()
-            with self.recorder.lock:
-                self.recorder.timeouts += 1
-            return 0, None
-        except (OSError, http.client.HTTPException):
-            self._reset()
-            with self.recorder.lock:
-                self.recorder.transport_errors += 1
-            return 0, None
-        elapsed = (time.perf_counter() - started) * 1000
-        with self.recorder.lock:
-            self.recorder.latency_ms[endpoint].append(elapsed)
-            self.recorder.statuses[str(status)] += 1
-        try:
-            return status, json.loads(raw) if raw else None
-        except ValueError:
-            return status, None
-
-    def _reset(self) -> None:
-        self.conn.close()
-        self.conn = self._connect()
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-@dataclass
-class Outstanding:
-    gpus: int
-    bound_seen: float | None = None
-
-
-@dataclass
-class TenantLoad:
-    name: str
-    token: str
-    queue: str
-    quota_gpus: int
-    outstanding: dict[str, Outstanding] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def held_gpus(self) -> int:
-        with self.lock:
-            return sum(o.gpus for o in self.outstanding.values())
-
-
-def _workload(name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:
-    requests = {"cpu": str(4 * gpus), "memory": f"{16 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
-    return {
-        "name": name,
-        "queueName": queue,
-        "serviceClass": "batch",
-        "podSets": [
-            {"name": "main", "count": pods, "template": {"resources": {"requests": requests}}}
-        ],
-    }
-
-
-def _submitter(
-    tenant: TenantLoad, port: int, recorder: Recorder, start: threading.Event, deadline: list[float]
-) -> None:
-    start.wait()
-    client = Client(port, tenant.token, recorder)
-    k = 0
-    try:
-        while time.monotonic() < deadline[0]:
-            pods, gpus = SHAPES[k % len(SHAPES)]
-            if tenant.held_gpus() + pods * gpus > tenant.quota_gpus:
-                time.sleep(0.01)  # at quota: wait for the reaper to cancel something
-                continue
-            name = f"w-{k:06d}"
-            k += 1
-            status, _ = client.call(
-                "POST",
-                "/api/v1/workloads",
-                ENDPOINTS[0],
-                _workload(name, tenant.queue, pods, gpus),
-            )
-            if status == 201:
-                with tenant.lock:
-                    tenant.outstanding[name] = Outstanding(gpus=pods * gpus)
-                with recorder.lock:
-                    recorder.submitted_workloads += 1
-                    recorder.submitted_pods += pods
-                    recorder.submitted_gpus += pods * gpus
-    finally:
-        client.close()
-
-
-def _reaper(
-    tenant: TenantLoad,
-    port: int,
-    recorder: Recorder,
-    start: threading.Event,
-    deadline: list[float],
-    hold: float,
-) -> None:
-    start.wait()
-    client = Client(port, tenant.token, recorder)
-    list_path = "/api/v1/workloads?" + urllib.parse.urlencode(
-        {"state": "Admitted,Running", "limit": 500}
-    )
-    try:
-        while True:
-            now = time.monotonic()
-            with tenant.lock:
-                unbound = [n for n, o in tenant.outstanding.items() if o.bound_seen is None]
-            if now >= deadline[0] + DRAIN_S or (now >= deadline[0] and not unbound):
-                return
-            began = now
-            status, doc = client.call("GET", list_path, ENDPOINTS[1])
-            for item in (doc or {}).get("items", []) if status == 200 else []:
-                pods = item["status"]["pods"]
-                placed = pods["total"] and pods["bound"] + pods["running"] == pods["total"]
-                with tenant.lock:
-                    entry = tenant.outstanding.get(item["name"])
-                if not placed or entry is None or entry.bound_seen is not None:
-                    continue
-                entry.bound_seen = time.monotonic()
-                status, pod_doc = client.call(
-                    "GET", f"/api/v1/workloads/{item['name']}/pods", ENDPOINTS[2]
-                )
-                if status == 200 and pod_doc:
-                    waits = [
-                        (
-                            datetime.fromisoformat(p["boundAt"])
-                            - datetime.fromisoformat(p["createdAt"])
-                        ).total_seconds()
-                        * 1000
-                        for p in pod_doc["items"]
-                        if p["boundAt"]
-                    ]
-                    with recorder.lock:
-                        recorder.bound_ms.extend(waits)
-            if time.monotonic() < deadline[0]:  # the jobs that are done free their GPUs
-                with tenant.lock:
-                    done = [
-                        n
-                        for n, o in tenant.outstanding.items()
-                        if o.bound_seen is not None and time.monotonic() - o.bound_seen >= hold
-                    ]
-                for name in done:
-                    status, _ = client.call(
-                        "POST", f"/api/v1/workloads/{name}/cancel", ENDPOINTS[3]
-                    )
-                    if status == 200:
-                        with tenant.lock:
-                            tenant.outstanding.pop(name, None)
-                        with recorder.lock:
-                            recorder.cancelled += 1
-            time.sleep(max(0.0, POLL_S - (time.monotonic() - began)))
-    finally:
-        client.close()
 
 
 def _cluster_spec(path: Path, nodes: int) -> int:
@@ -372,6 +166,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--interval", type=float, default=0.2, help="seconds between dashboard changes"
         )
+        parser.add_argument(
+            "--web-replicas",
+            type=int,
+            default=1,
+            help="web processes on the same PostgreSQL and Redis; tenants and dashboards are "
+            "spread over them in turn (as a load balancer would)",
+        )
         parser.add_argument("--redis-url", default=_redis_default())
         parser.add_argument(
             "--env",
@@ -395,8 +196,11 @@ class Command(BaseCommand):
         if any(not name for name in extra_env):
             raise CommandError("--env: expected NAME=VALUE")
         options["extra_env"] = extra_env
-        if options["tenants"] < 1 or options["nodes"] < 1 or options["duration"] <= 0:
-            raise CommandError("--tenants, --nodes and --duration must be positive")
+        if (
+            min(options["tenants"], options["nodes"], options["web_replicas"]) < 1
+            or options["duration"] <= 0
+        ):
+            raise CommandError("--tenants, --nodes, --web-replicas and --duration must be positive")
         logging.getLogger().setLevel(logging.WARNING)  # stdout is for the results
         try:
             settings.SECRET_KEY  # noqa: B018
@@ -444,6 +248,7 @@ class Command(BaseCommand):
             },
             external={"postgres": database_url, "redis": options["redis_url"]},
             services=roles,
+            replicas={"web": options["web_replicas"]},
             extra_args={
                 "simulator": ["--cluster", str(workdir / "cluster.yaml")],
                 "scheduler": ["--json"],  # one line per busy cycle, read back below
@@ -486,20 +291,24 @@ class Command(BaseCommand):
             )
             tenants.append(TenantLoad(tenant.name, token, policy.queue_name, quota))
         cookie = _admin_cookie()
-        port = stack.port("web", 8000)
-        base = f"http://127.0.0.1:{port}"
+        ports = [stack.port(web, 8000) for web in stack.order if stack.instances[web] == "web"]
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
         recorder = Recorder()
         start = threading.Event()
         deadline_box = [float("inf")]
         window: dict[str, Any] = {}
         threads = [
-            threading.Thread(target=_submitter, args=(t, port, recorder, start, deadline_box))
-            for t in tenants
+            threading.Thread(
+                target=submitter,
+                args=(t, ports[k % len(ports)], recorder, start, deadline_box),
+            )
+            for k, t in enumerate(tenants)
         ] + [
             threading.Thread(
-                target=_reaper, args=(t, port, recorder, start, deadline_box, options["hold"])
+                target=reaper,
+                args=(t, ports[k % len(ports)], recorder, start, deadline_box, options["hold"]),
             )
-            for t in tenants
+            for k, t in enumerate(tenants)
         ]
         for thread in threads:
             thread.start()
@@ -529,7 +338,7 @@ class Command(BaseCommand):
             if options["dashboards"] > 0:
                 samples, missing, dropped = asyncio.run(
                     _measure(
-                        base, cookie, options["dashboards"], changes, options["interval"], commit
+                        bases, cookie, options["dashboards"], changes, options["interval"], commit
                     )
                 )
                 dashboard = {
@@ -609,6 +418,7 @@ class Command(BaseCommand):
             "config": {
                 "tenants": options["tenants"],
                 "dashboards": options["dashboards"],
+                "web_replicas": options["web_replicas"],
                 "duration_s": options["duration"],
                 "load_window_s": round(seconds, 1),
                 "nodes": options["nodes"],

@@ -96,12 +96,13 @@ class Command(BaseCommand):
         return {"side": "database", **self._time(worker, options)}
 
     def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:
-        totals = {"cycles": 0, "snapshot_s": 0.0, "schedule_s": 0.0, "commit_s": 0.0}
+        phases = ("admission_s", "snapshot_s", "schedule_s", "commit_s")
+        totals: dict[str, float] = {"cycles": 0, **dict.fromkeys(phases, 0.0)}
         started = time.perf_counter()
         while True:
             report = worker.run_once()
             totals["cycles"] += 1
-            for key in ("snapshot_s", "schedule_s", "commit_s"):
+            for key in phases:
                 totals[key] += getattr(report, key)
             if not report.synced:
                 continue  # informers still listing

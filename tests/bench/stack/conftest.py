@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from bench.stack import tcp_open
+from bench.loopback import tcp_open
 
 POSTGRES_URL = os.environ.get("GPUSCHED_TEST_POSTGRES_URL", "")
 REDIS_URL = os.environ.get("GPUSCHED_TEST_REDIS_URL", "")

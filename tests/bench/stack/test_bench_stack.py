@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 
-from bench.stack import ROOT, with_redis_db
+from bench.compose import ROOT
+from bench.loopback import with_redis_db
 
 TEST_REDIS_DB = 14  # not the default database that the other tests share
 

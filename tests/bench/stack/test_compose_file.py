@@ -20,14 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.stack import (
-    COMPOSE_FILE,
-    NativeStack,
-    StackError,
-    interpolate,
-    load_compose,
-    start_order,
-)
+from bench.compose import COMPOSE_FILE, StackError, interpolate, load_compose, start_order
+from bench.loopback import http_get
+from bench.stack import NativeStack
 from tests.bench.stack.conftest import installed
 
 ROLES = ("migrate", "web", "scheduler", "simulator", "ingester")
@@ -106,6 +101,7 @@ def test_the_launcher_reads_the_file_as_docker_compose_does(docker_compose: str)
             dep: spec["condition"] for dep, spec in (theirs.get("depends_on") or {}).items()
         }, name
         assert service.build == ("build" in theirs), name
+        assert service.replicas == int((theirs.get("deploy") or {}).get("replicas", 1)), name
     assert ours["web"].environment["GPUSCHED_LOG_LEVEL"] == "DEBUG"
 
 
@@ -253,6 +249,47 @@ def test_depends_on_order_and_conditions(tmp_path: Path) -> None:
         stack.check_running()  # the client reached the server at its rewritten address
     assert stack.exit_codes["setup"] == 0
     assert stack.killed == []
+
+
+def test_each_replica_is_a_process_on_its_own_ports(tmp_path: Path) -> None:
+    """A service of two replicas runs twice, each on its own port; what depends on it waits for
+    both to be healthy; a reference to it from elsewhere means the first."""
+    compose = write_compose(
+        tmp_path,
+        {
+            "server": {
+                "build": ".",
+                "deploy": {"replicas": 2},
+                "command": py(
+                    """
+                    import http.server, sys
+                    port = int(sys.argv[sys.argv.index('--port') + 1])
+                    http.server.HTTPServer(('127.0.0.1', port), http.server.SimpleHTTPRequestHandler).serve_forever()
+                    """  # noqa: E501
+                )
+                + ["--port", "8080"],
+                "healthcheck": {"test": ["CMD", "wget", "-qO-", "http://127.0.0.1:8080/"]},
+            },
+            "client": {
+                "build": ".",
+                "command": py("import sys, time; time.sleep(60)") + ["http://server:8080/"],
+                "depends_on": {"server": {"condition": "service_healthy"}},
+            },
+        },
+    )
+    stack = NativeStack(tmp_path, compose_file=compose, env={}, grace=5)
+    assert stack.order == ["server", "server-2", "client"]
+    first, second = stack.port("server", 8080), stack.port("server-2", 8080)
+    assert first != second
+    assert stack.argv_of("client")[-1] == f"http://127.0.0.1:{first}/"
+    with stack.start(timeout=30):
+        assert stack.timings["client_started_s"] >= max(
+            stack.timings["server_healthy_s"], stack.timings["server-2_healthy_s"]
+        )
+        for port in (first, second):
+            assert http_get(f"http://127.0.0.1:{port}/")[0] == 200
+    wider = NativeStack(tmp_path, compose_file=compose, env={}, replicas={"server": 3})
+    assert wider.order == ["server", "server-2", "server-3", "client"]
 
 
 def test_a_failed_dependency_stops_the_start_with_its_log(tmp_path: Path) -> None:

@@ -21,13 +21,9 @@ from typing import Any
 import psycopg
 import yaml
 
-from bench.stack import (
-    ROOT,
-    NativeStack,
-    http_get,
-    scratch_postgres_database,
-    with_redis_db,
-)
+from bench.compose import ROOT
+from bench.loopback import http_get, scratch_postgres_database, with_redis_db
+from bench.stack import NativeStack
 
 PROMETHEUS_CONFIG = ROOT / "deploy" / "compose" / "prometheus.yml"
 TEST_REDIS_DB = 13  # not the default database that the other tests share
