@@ -3,72 +3,27 @@ the GPUs it measurably uses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db.models import Count, Sum
 from django.utils import timezone
 
 from api import quantities as q
 from api.selectors.tenants import tenant_policy, tenant_queue_names
+from scheduling import selectors as scheduling_selectors
 from scheduling.core.efficiency import Advice
-from scheduling.core.queueing.resources import Demand
-from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU, PodRequest
+from scheduling.core.queueing.resources import format_quantity
+from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU
 from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import (
-    Pod,
+    LocalQueue,
     Tenant,
+    Workload,
 )
 from telemetry.selectors import UsagePoint, tenant_usage_series
 
 # --- quota and usage ------------------------------------------------------------------------------
-
-
-def requests_in_use(tenant: Tenant) -> tuple[Demand, int]:
-    """What the tenant's active pods request (ResourceQuota's `used`), and how many pods."""
-    active = Pod.objects.filter(workload__tenant=tenant, phase__in=Pod.ACTIVE_PHASES)
-    totals = active.aggregate(
-        n=Count("id"),
-        cpu=Sum("cpu_milli"),
-        memory=Sum("memory_mib"),
-        gpus=Sum("gpus"),
-        milli=Sum("gpu_milli"),
-    )
-    mig = dict(
-        active.filter(mig_count__gt=0)
-        .values_list("mig_profile")
-        .annotate(n=Sum("mig_count"))
-        .values_list("mig_profile", "n")
-    )
-    demand = Demand(
-        cpu_milli=totals["cpu"] or 0,
-        memory_mib=totals["memory"] or 0,
-        gpu_milli=(totals["gpus"] or 0) * MILLI_PER_GPU + (totals["milli"] or 0),
-        mig=mig,
-    )
-    return demand, totals["n"] or 0
-
-
-def demand_amounts(demand: Demand, pods: int, covered: Iterable[str]) -> dict[str, int]:
-    """Canonical amounts per quota resource: MIG counts as its own resource when the quota names
-    it, else as GPU slices under nvidia.com/gpu (as issue 7's quota book counts it)."""
-    amounts = demand.amounts(covered)
-    amounts[q.PODS] = pods
-    return amounts
-
-
-def pod_request_of(template: Any, uid: str = "template") -> PodRequest:
-    return PodRequest(
-        uid=uid,
-        cpu_milli=template.cpu_milli,
-        memory_mib=template.memory_mib,
-        gpus=template.gpus,
-        gpu_milli=template.gpu_milli,
-        mig_profile=template.mig_profile,
-        mig_count=template.mig_count,
-    )
 
 
 def format_amount(resource: str, amount: int) -> str:
@@ -85,28 +40,82 @@ def format_amount(resource: str, amount: int) -> str:
 
 
 @dataclass(frozen=True)
+class FlavorResourceQuota:
+    """One resource of one flavor of a ClusterQueue, as this tenant sees it."""
+
+    name: str
+    nominal_quota: str
+    borrowing_limit: str | None
+    used: str  # by this tenant's admitted workloads
+    total: str  # by every admitted workload of the ClusterQueue (Kueue's flavorsUsage.total)
+    available: str  # what the ClusterQueue could still admit now, borrowing included
+
+
+@dataclass(frozen=True)
+class TenantClusterQueue:
+    name: str
+    cohort: str
+    flavors: list[tuple[str, list[FlavorResourceQuota]]]
+
+
+@dataclass(frozen=True)
 class QuotaView:
     tenant: Tenant
     queue_names: list[str]
-    hard: dict[str, str]
-    used: dict[str, str]
+    cluster_queues: list[TenantClusterQueue]
+    hard: dict[str, str]  # nominal quota per resource, over the tenant's ClusterQueues' flavors
+    used: dict[str, str]  # what the tenant's admitted workloads hold of it
     limits: dict[str, dict[str, str]]
 
 
 def tenant_quota(tenant: Tenant) -> QuotaView:
-    """ResourceQuota-shaped: the hard caps and what the tenant's active pods request now. Until
-    the ClusterQueue models of issue 7 land there is no nominal quota to show."""
+    """The tenant's one quota: its ClusterQueues' (those its LocalQueues point at) nominal quota
+    per flavor and resource, what its admitted workloads hold of it (pending ones hold nothing),
+    what the whole queue holds and could still admit; summed per resource as ResourceQuota's
+    `hard` / `used`."""
     policy = tenant_policy(tenant)
-    hard = dict(policy.hard) if policy else {}
-    demand, pods = requests_in_use(tenant)
-    amounts = demand_amounts(demand, pods, hard)
-    shown = [q.CPU, q.MEMORY, GPU_RESOURCE, q.PODS, *sorted(r for r in hard if r not in amounts)]
-    shown += sorted(r for r in amounts if r not in shown)
+    names = set(
+        LocalQueue.objects.filter(namespace=tenant.namespace).values_list(
+            "cluster_queue__name", flat=True
+        )
+    )
+    held: dict[tuple[str, str, str], int] = defaultdict(int)  # (queue, flavor, resource)
+    for queue, usage in Workload.objects.filter(
+        tenant=tenant, state__in=(Workload.State.ADMITTED, Workload.State.RUNNING)
+    ).values_list("cluster_queue__name", "quota_usage"):
+        for (flavor, resource), amount in scheduling_selectors.parse_usage(usage or {}).items():
+            held[(queue, flavor, resource)] += amount
+    nominal: dict[str, int] = defaultdict(int)
+    used: dict[str, int] = defaultdict(int)
+    queues = []
+    for status in scheduling_selectors.cluster_queue_status():
+        if status.name not in names:
+            continue
+        flavors = []
+        for flavor, resources in status.flavors_usage:
+            rows = []
+            for r in resources:
+                mine = held.get((status.name, flavor, r.name), 0)
+                nominal[r.name] += q.quota_amount(r.name, r.nominal_quota)
+                used[r.name] += mine
+                rows.append(
+                    FlavorResourceQuota(
+                        name=r.name,
+                        nominal_quota=r.nominal_quota,
+                        borrowing_limit=r.borrowing_limit,
+                        used=format_quantity(r.name, mine),
+                        total=r.total,
+                        available=r.available,
+                    )
+                )
+            flavors.append((flavor, rows))
+        queues.append(TenantClusterQueue(status.name, status.cohort, flavors))
     return QuotaView(
         tenant=tenant,
         queue_names=tenant_queue_names(tenant, policy),
-        hard=hard,
-        used={r: format_amount(r, amounts.get(r, 0)) for r in shown},
+        cluster_queues=queues,
+        hard={r: format_quantity(r, a) for r, a in sorted(nominal.items())},
+        used={r: format_quantity(r, used[r]) for r in sorted(nominal)},
         limits={
             "defaultRequests": dict(policy.default_requests) if policy else {},
             "minPerPod": dict(policy.min_per_pod) if policy else {},

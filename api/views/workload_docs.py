@@ -10,6 +10,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from api import selectors
@@ -126,10 +127,8 @@ class TemplateMetadataSerializer(serializers.Serializer):
         return value
 
 
-class PodTemplateSerializer(StrictSerializer):
-    """Either gpusched's short form (resources, gpuModels, topology, nodeSelector,
-    tolerations) or a Kubernetes PodTemplateSpec (metadata, spec) as Kueue's Workload carries
-    it; the latter is read into the former."""
+class ShortPodTemplateSerializer(StrictSerializer):
+    """gpusched's short form of a pod template."""
 
     resources = ResourcesSerializer(required=False)
     gpuModels = serializers.ListField(
@@ -142,25 +141,35 @@ class PodTemplateSerializer(StrictSerializer):
     tolerations = serializers.ListField(
         child=TolerationSerializer(), required=False, max_length=limits.MAX_TOLERATIONS
     )
+
+
+class PodTemplateSpecSerializer(StrictSerializer):
+    """A Kubernetes PodTemplateSpec, as Kueue's Workload carries it; read into the short form."""
+
     metadata = TemplateMetadataSerializer(required=False)
-    spec = PodSpecSerializer(
-        required=False, help_text="a Kubernetes PodSpec (the PodTemplateSpec form)"
-    )
+    spec = PodSpecSerializer()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "spec" not in attrs:
-            if "metadata" in attrs:
-                raise serializers.ValidationError({"metadata": ["metadata goes with spec"]})
-            return attrs
-        short = sorted(set(attrs) - {"spec", "metadata"})
-        if short:
-            raise serializers.ValidationError(
-                {
-                    key: ["give the short form or a PodTemplateSpec (metadata, spec), not both"]
-                    for key in short
-                }
-            )
         return short_form(attrs["spec"], (attrs.get("metadata") or {}).get("annotations") or {})
+
+
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="PodTemplate",
+        serializers=[ShortPodTemplateSerializer, PodTemplateSpecSerializer],
+        resource_type_field_name=None,
+    )
+)
+class PodTemplateField(serializers.Field):
+    """Either form of a pod template: with `spec`, a PodTemplateSpec; else the short form."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError("must be an object")
+        form = PodTemplateSpecSerializer if "spec" in data else ShortPodTemplateSerializer
+        serializer = form(data=data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
 
 
 def short_form(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
@@ -213,7 +222,7 @@ class PodSetSerializer(StrictSerializer):
     minCount = serializers.IntegerField(
         min_value=1, max_value=1000, required=False, allow_null=True
     )
-    template = PodTemplateSerializer()
+    template = PodTemplateField()
 
 
 PRIORITY_GROUPS = {"kueue.x-k8s.io": "WorkloadPriorityClass", "scheduling.k8s.io": "PriorityClass"}

@@ -78,7 +78,7 @@ def test_the_short_form_still_works_as_a_shorthand(team_a, cluster) -> None:
     ("template", "field"),
     [
         (
-            {"spec": SPEC["spec"], "resources": {"requests": {"cpu": "1"}}},
+            {**SPEC, "resources": {"requests": {"cpu": "1"}}},
             "podSets[0].template.resources",
         ),
         ({"metadata": SPEC["metadata"]}, "podSets[0].template.metadata"),
