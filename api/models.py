@@ -51,7 +51,8 @@ class TenantPolicy(models.Model):
 
     Quantities are kept as the Kubernetes strings the admin gave (validated when written):
     `default_requests` fill in what a pod template omits, `min_per_pod` / `max_per_pod` bound each
-    pod, `hard` caps the total requests of the tenant's active workloads (`pods` counts pods).
+    pod. The tenant's quota is its ClusterQueue's (nominal quota, checked at admission): one
+    story, shown by /quota.
     """
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="api_policy")
@@ -61,7 +62,6 @@ class TenantPolicy(models.Model):
     default_requests = models.JSONField(default=dict, blank=True)
     min_per_pod = models.JSONField(default=dict, blank=True)
     max_per_pod = models.JSONField(default=dict, blank=True)
-    hard = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

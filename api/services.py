@@ -19,11 +19,10 @@ from api import quantities as q
 from api import selectors
 from api import specs as workload_specs
 from api.authentication import TOKEN_PREFIX, token_digest
-from api.exceptions import ApplicationError, Conflict, Forbidden, InvalidInput, Unprocessable
+from api.exceptions import ApplicationError, Conflict, InvalidInput, Unprocessable
 from api.models import ApiToken, IdempotencyKey, TenantPolicy
 from scheduling import services
 from scheduling.core.queueing import config as queue_config
-from scheduling.core.queueing.resources import Demand
 from scheduling.core.types import GPU_MILLI_RESOURCE, ServiceClass
 from scheduling.models import ClusterQueue, Node, PriorityClass, ResourceFlavor, Tenant, Workload
 
@@ -70,34 +69,29 @@ def token_revoke(*, token: ApiToken) -> ApiToken:
 
 def policy_errors(
     *,
-    hard: Mapping[str, object],
     default_requests: Mapping[str, object],
     min_per_pod: Mapping[str, object],
     max_per_pod: Mapping[str, object],
     prefix: str = "",
 ) -> dict[str, list[str]]:
-    """Field-level problems of a policy (paths `hard.nvidia.com/gpu`, `maxPerPod.cpu`, ...)."""
+    """Field-level problems of a policy (paths `maxPerPod.cpu`, ...)."""
     errors: dict[str, list[str]] = {}
-    groups: list[tuple[str, Mapping[str, object], bool]] = [
-        ("hard", hard, True),
-        ("defaultRequests", default_requests, False),
-        ("minPerPod", min_per_pod, False),
-        ("maxPerPod", max_per_pod, False),
+    groups: list[tuple[str, Mapping[str, object]]] = [
+        ("defaultRequests", default_requests),
+        ("minPerPod", min_per_pod),
+        ("maxPerPod", max_per_pod),
     ]
-    for group, doc, quota in groups:
+    for group, doc in groups:
         for resource, value in doc.items():
             path = f"{prefix}{group}.{resource}"
-            if resource == GPU_MILLI_RESOURCE and quota:
-                errors[path] = ["GPU shares count under nvidia.com/gpu (in GPUs, e.g. '2.5')"]
-                continue
-            if not q.known_resource(resource, quota=quota):
-                errors[path] = [q.unknown_resource_message(resource, quota=quota)]
+            if not q.known_resource(resource):
+                errors[path] = [q.unknown_resource_message(resource)]
                 continue
             if group == "defaultRequests" and resource not in (q.CPU, q.MEMORY):
                 errors[path] = ["defaults are for cpu and memory only"]
                 continue
             try:
-                (q.quota_amount if quota else q.pod_amount)(resource, value)
+                q.pod_amount(resource, value)
             except q.QuantityError as exc:
                 errors[path] = [str(exc)]
     for resource in set(min_per_pod) & set(max_per_pod):
@@ -177,7 +171,6 @@ def tenant_onboard(
     cohort: str = "",
     cluster_queue: str | None = None,
     flavor: str | None = None,
-    hard: Mapping[str, object] | None = None,
     default_requests: Mapping[str, object] | None = None,
     min_per_pod: Mapping[str, object] | None = None,
     max_per_pod: Mapping[str, object] | None = None,
@@ -187,13 +180,12 @@ def tenant_onboard(
 
     The LocalQueue (named `queue_name`, default the tenant's name) points at `cluster_queue` when
     given (it must exist), else at a new ClusterQueue named after the tenant whose nominal quota
-    is `quota` (Kueue: resource -> quantity, in `flavor`) in `cohort`. `hard` and the per-pod
-    limits are the tenant's ResourceQuota / LimitRange, checked on every submit."""
-    quota, hard = dict(quota or {}), dict(hard or {})
+    is `quota` (Kueue: resource -> quantity, in `flavor`) in `cohort`: the tenant's one quota,
+    checked at admission. The per-pod limits are its LimitRange, checked on every submit."""
+    quota = dict(quota or {})
     default_requests = dict(default_requests or {})
     min_per_pod, max_per_pod = dict(min_per_pod or {}), dict(max_per_pod or {})
     errors = policy_errors(
-        hard=hard,
         default_requests=default_requests,
         min_per_pod=min_per_pod,
         max_per_pod=max_per_pod,
@@ -227,7 +219,6 @@ def tenant_onboard(
             policy = TenantPolicy.objects.create(
                 tenant=tenant,
                 queue_name=queue_name,
-                hard=_texts(hard),
                 default_requests=_texts(default_requests),
                 min_per_pod=_texts(min_per_pod),
                 max_per_pod=_texts(max_per_pod),
@@ -256,14 +247,12 @@ def tenant_policy_set(
     *,
     tenant: Tenant,
     queue_name: str | None = None,
-    hard: Mapping[str, object],
     default_requests: Mapping[str, object],
     min_per_pod: Mapping[str, object],
     max_per_pod: Mapping[str, object],
 ) -> TenantPolicy:
     """Replace the tenant's limits (and queue, when given). Applies to later submits only."""
     errors = policy_errors(
-        hard=hard,
         default_requests=default_requests,
         min_per_pod=min_per_pod,
         max_per_pod=max_per_pod,
@@ -276,7 +265,6 @@ def tenant_policy_set(
             policy = TenantPolicy(tenant=tenant, queue_name=queue_name or tenant.name)
         if queue_name:
             policy.queue_name = queue_name
-        policy.hard = _texts(hard)
         policy.default_requests = _texts(default_requests)
         policy.min_per_pod = _texts(min_per_pod)
         policy.max_per_pod = _texts(max_per_pod)
@@ -303,36 +291,6 @@ def _replay(tenant: Tenant, key: str, fingerprint: str) -> Workload | None:
     return Workload.objects.filter(tenant=tenant, name=record.workload_name).first()
 
 
-def _check_quota(
-    tenant: Tenant, policy: TenantPolicy | None, specs: Sequence[services.PodSetSpec]
-) -> None:
-    """ResourceQuota `hard`: the tenant's active requests plus this workload's must fit."""
-    if policy is None or not policy.hard:
-        return
-    hard = {r: q.quota_amount(r, v) for r, v in policy.hard.items()}
-    in_use, pods = selectors.requests_in_use(tenant)
-    new = Demand.of_pods((selectors.pod_request_of(s.template), s.count) for s in specs)
-    used = selectors.demand_amounts(in_use, pods, hard)
-    asked = selectors.demand_amounts(new, sum(s.count for s in specs), hard)
-    exceeded = [
-        {
-            "resource": r,
-            "hard": policy.hard[r],
-            "used": selectors.format_amount(r, used.get(r, 0)),
-            "requested": selectors.format_amount(r, asked.get(r, 0)),
-        }
-        for r in sorted(hard)
-        if used.get(r, 0) + asked.get(r, 0) > hard[r]
-    ]
-    if exceeded:
-        first = exceeded[0]
-        raise Forbidden(
-            f"exceeded quota: {first['resource']}: requested {first['requested']}, "
-            f"used {first['used']}, limited to {first['hard']}",
-            {"exceeded": exceeded},
-        )
-
-
 def workload_create(
     *,
     tenant: Tenant,
@@ -353,7 +311,8 @@ def workload_create(
 
     Checked before anything is written, every problem named by its field: the queue, each
     quantity, the tenant's LimitRange-style limits, and what the cluster's nodes could ever offer.
-    Then, in one transaction: name conflict (409), the tenant's hard quota (403), the submit.
+    Then, in one transaction: name conflict (409), the submit. Quota is its ClusterQueue's,
+    judged at admission (the workload waits, saying why), not at submit.
     The priority class (or the global default one) gives the priority unless `priority` is set."""
     if idempotency_key:
         replayed = _replay(tenant, idempotency_key, fingerprint)
@@ -388,16 +347,12 @@ def workload_create(
         raise InvalidInput(errors)
     try:
         with transaction.atomic():
-            if policy is not None:
-                # Serializes this tenant's submits, so concurrent ones cannot both pass the quota.
-                TenantPolicy.objects.select_for_update().filter(pk=policy.pk).first()
             if Workload.objects.filter(tenant=tenant, name=name).exists():
                 raise Conflict(f"workload {name!r} already exists", {"field": "name"})
             if idempotency_key:
                 IdempotencyKey.objects.create(
                     tenant=tenant, key=idempotency_key, fingerprint=fingerprint, workload_name=name
                 )
-            _check_quota(tenant, policy, specs)
             workload = services.workload_submit(
                 tenant=tenant,
                 name=name,

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api.views import nodes, queues, tenants, usage, workloads
+from api.views import nodes, queues, tenants, usage, workload_status, workloads
 
 app_name = "api"
 
@@ -12,20 +12,27 @@ urlpatterns = [
     path(
         "workloads/<str:name>/cancel", workloads.WorkloadCancelApi.as_view(), name="workload-cancel"
     ),
-    path("workloads/<str:name>/pods", workloads.WorkloadPodsApi.as_view(), name="workload-pods"),
+    path(
+        "workloads/<str:name>/pods", workload_status.WorkloadPodsApi.as_view(), name="workload-pods"
+    ),
     path(
         "workloads/<str:name>/placements",
-        workloads.WorkloadPlacementsApi.as_view(),
+        workload_status.WorkloadPlacementsApi.as_view(),
         name="workload-placements",
     ),
     path(
         "workloads/<str:name>/status",
-        workloads.WorkloadPendingStatusApi.as_view(),
+        workload_status.WorkloadPendingStatusApi.as_view(),
         name="workload-status",
     ),
     path("quota", usage.TenantQuotaApi.as_view(), name="quota"),
     path("usage", usage.TenantUsageApi.as_view(), name="usage"),
     path("queues", queues.LocalQueueListApi.as_view(), name="queues"),
+    path(
+        "queues/<str:name>/pendingworkloads",
+        queues.LocalQueuePendingWorkloadsApi.as_view(),
+        name="queue-pending-workloads",
+    ),
     path("flavors", queues.FlavorListApi.as_view(), name="flavors"),
     path("priorityclasses", queues.PriorityClassListApi.as_view(), name="priority-classes"),
     path("admin/tenants", tenants.TenantsApi.as_view(), name="admin-tenants"),

@@ -330,3 +330,13 @@ LOGGING = {
     },
     "root": {"handlers": ["stderr"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},
 }
+
+# --- admission: Kueue's waitForPodsReady ------------------------------------------------------
+
+# An admitted workload whose pods are not all placed this many seconds after admission is evicted
+# back to its queue (quota released, Evicted reason PodsReadyTimeout) and requeued after a backoff
+# of base * 2^(n-1) seconds for its n-th such eviction, at most max (Kueue's requeuingStrategy
+# defaults). 0 turns the timeout off.
+PODS_READY_TIMEOUT_S = float(os.environ.get("GPUSCHED_PODS_READY_TIMEOUT_S") or 300)
+PODS_READY_BACKOFF_BASE_S = float(os.environ.get("GPUSCHED_PODS_READY_BACKOFF_BASE_S") or 60)
+PODS_READY_BACKOFF_MAX_S = float(os.environ.get("GPUSCHED_PODS_READY_BACKOFF_MAX_S") or 3600)

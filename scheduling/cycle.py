@@ -8,8 +8,11 @@ it directly and the commands (`runscheduler`, `runkube`) only loop and sleep.
     is placed there, the rest schedules on) and reported.
  3. Admit: an admission cycle over the cluster queues (quota, flavors, fair sharing, cohort
     trees; without any cluster queue, or where the cluster admitted already, everything is
-    admitted); deactivated workloads and drained queues are evicted, then the victims of quota
-    preemption, before anything is admitted.
+    admitted); a flavor none of whose nodes could ever host a pod set is never chosen (judged by
+    the profile's filters on the emptied cluster). First, admitted workloads whose pods were not
+    all placed within the pods-ready timeout are evicted and requeued with backoff (Kueue's
+    waitForPodsReady); deactivated workloads and drained queues are evicted, then the victims
+    of quota preemption, before anything is admitted.
  4. Reclaim: what idle owners may lend, and the lent pods whose owners use it again.
  5. Take a batch of pending pods the side can place, in the profile's queue order, whole gangs.
  6. Snapshot: nodes, GPUs and allocations, kept current from the outbox, with DCGM's load.
@@ -33,9 +36,10 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cmp_to_key
 
+from django.conf import settings
 from django.utils import timezone
 
 from scheduling import cluster_state, queue_state, services
@@ -45,7 +49,9 @@ from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.admission import admission_cycle
 from scheduling.core.queueing.batch import Eviction, classify, schedule_batch
+from scheduling.core.queueing.feasibility import EmptyClusterFeasibility
 from scheduling.core.queueing.gang_reclaim import gang_victims
+from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -62,6 +68,14 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 
 
+def pods_ready_settings() -> WaitForPodsReady:
+    return WaitForPodsReady(
+        timeout_s=settings.PODS_READY_TIMEOUT_S,
+        backoff_base_s=settings.PODS_READY_BACKOFF_BASE_S,
+        backoff_max_s=settings.PODS_READY_BACKOFF_MAX_S,
+    )
+
+
 @dataclass
 class CycleReport:
     side: str = ""
@@ -74,6 +88,7 @@ class CycleReport:
     unschedulable: int = 0
     admitted: int = 0
     preempted: int = 0  # workloads evicted to make room (quota or nodes)
+    pods_ready_timeouts: int = 0  # admitted workloads evicted: pods not placed in time
     reclaimed: int = 0  # workloads evicted from lent capacity their owners took back
     evictions_refused: int = 0  # pods the side would not evict now (a disruption budget)
     gangs_bound: int = 0
@@ -100,7 +115,12 @@ class SchedulingCycle:
     cache: ClusterCache = field(default_factory=ClusterCache)
     load_feed: LoadFeed = field(default_factory=LoadFeed)
     reclaim_feed: ReclaimFeed = field(default_factory=ReclaimFeed)
+    pods_ready: WaitForPodsReady = field(default_factory=pods_ready_settings)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
+    # Feasibility over the emptied cluster, kept while the snapshot it was built from is current.
+    _feasibility: tuple[ClusterSnapshot, EmptyClusterFeasibility] | None = field(
+        default=None, init=False, repr=False
+    )
 
     def run_once(self) -> CycleReport:
         try:
@@ -229,6 +249,7 @@ class SchedulingCycle:
         setup = queue_state.queue_setup()
         if not setup.managed:
             return self._admit_without_queues(now, report)
+        report.pods_ready_timeouts = self._pods_ready_timeouts(now, report)
         queued = queue_state.queued_workloads(setup)
         rows = {str(w.pk): w for w, _ in queued}
         result = admission_cycle(
@@ -241,6 +262,8 @@ class SchedulingCycle:
             fair_usage=setup.fair_usage,
             limit=self.batch_size,
             idle_weight=queue_state.fair_share_idle_weight(),
+            feasibility=self._empty_cluster(),
+            now=now.timestamp(),
         )
         dropped = self._evict_intents(result.evictions, now, report)
         victims = {
@@ -321,6 +344,53 @@ class SchedulingCycle:
             now,
         )
         return admitted, len(evicted) + dropped
+
+    def _empty_cluster(self) -> EmptyClusterFeasibility | None:
+        """What could ever run where; None before any node is known (nothing to judge by: a
+        workload admitted then is released by the pods-ready timeout if no node comes)."""
+        cluster = self.cache.state()
+        if not cluster.snapshot.nodes:
+            return None
+        if self._feasibility is None or self._feasibility[0] is not cluster.snapshot:
+            self._feasibility = (
+                cluster.snapshot,
+                EmptyClusterFeasibility(
+                    self.framework, cluster.snapshot.nodes, cluster.quarantined
+                ),
+            )
+        return self._feasibility[1]
+
+    def _pods_ready_timeouts(self, now: datetime, report: CycleReport) -> int:
+        """Admitted workloads with pods still waiting for a node past the timeout give their
+        quota back and wait out a backoff before they are queued again (Kueue's
+        waitForPodsReady with its requeuingStrategy)."""
+        if self.pods_ready.timeout_s <= 0:
+            return 0
+        late = Workload.objects.filter(
+            state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
+            cluster_queue__isnull=False,
+            admitted_at__lte=now - timedelta(seconds=self.pods_ready.timeout_s),
+            pods__phase=Pod.Phase.PENDING,
+        ).distinct()
+        evicted = 0
+        for workload in late.select_related("tenant"):
+            delay = self.pods_ready.requeue_delay(workload.requeue_count + 1)
+            reason = (
+                f"pods not all placed within {self.pods_ready.timeout_s:g}s of admission; "
+                f"requeued with a backoff of {delay:g}s"
+            )
+            evicted += len(
+                self._evict_workloads(
+                    [workload],
+                    reason,
+                    None,
+                    now,
+                    report,
+                    queue_admission.PODS_READY_TIMEOUT,
+                    requeue_at=now + timedelta(seconds=delay),
+                )
+            )
+        return evicted
 
     def _admit_without_queues(self, now: datetime, report: CycleReport) -> tuple[int, int]:
         """No cluster queue: every active workload is admitted as it comes; deactivated ones are
@@ -472,6 +542,7 @@ class SchedulingCycle:
         now: datetime,
         report: CycleReport,
         pending_reason: str = queue_admission.PREEMPTED,
+        requeue_at: datetime | None = None,
     ) -> set[int]:
         """Evict whole workloads: every placed pod through the side, then, in the database, the
         workloads whose pods the side let go (a workload with a pod the side refused keeps all
@@ -501,6 +572,7 @@ class SchedulingCycle:
             preemptor=preemptor,
             terminating=terminating,
             pending_reason=pending_reason,
+            requeue_at=requeue_at,
         )
         # The releases are in the outbox: the snapshot forgets what it still held of them.
         self.cache.catch_up()

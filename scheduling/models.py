@@ -367,6 +367,13 @@ class Workload(models.Model):
     maximum_execution_time_s = models.PositiveIntegerField(null=True, blank=True)
     evictions = models.PositiveIntegerField(default=0)
     evicted_at = models.DateTimeField(null=True, blank=True)
+    # Why it was last evicted (Kueue's Evicted condition reason: Preempted, PodsReadyTimeout,
+    # InactiveWorkload, ClusterQueueStopped, LocalQueueStopped); kept after it is requeued.
+    eviction_reason = models.CharField(max_length=32, blank=True, default="")
+    # Kueue's status.requeueState: how often its pods were not ready in time, and when it may be
+    # queued again (the backoff after the last such eviction; null: at once).
+    requeue_count = models.PositiveIntegerField(default=0)
+    requeue_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -12,9 +12,10 @@ from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Min
 
 from scheduling import pod_resources
-from scheduling.cluster_state import tolerations_from_json
+from scheduling.cluster_state import pod_request, tolerations_from_json
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
     AdmissionFairSharing,
@@ -237,6 +238,7 @@ def queued_workloads(
     )
     rows = list(query[:limit] if limit else query)
     facts = pod_facts(w.pk for w in rows)
+    shapes = pod_set_shapes(w.pk for w in rows)
     out: list[tuple[Workload, QueuedWorkload | None]] = []
     for w in rows:
         key = f"{w.tenant.namespace}/{w.queue_name}"
@@ -260,10 +262,27 @@ def queued_workloads(
                     can_preempt=w.preemption_policy != "Never",
                     tolerations=fact.tolerations,
                     active=w.active,
+                    pod_sets=shapes.get(w.pk, ()),
+                    requeue_at=w.requeue_at.timestamp() if w.requeue_at else 0.0,
                 ),
             )
         )
     return out
+
+
+def pod_set_shapes(workload_ids: Iterable[int]) -> dict[int, tuple[tuple[str, PodRequest], ...]]:
+    """Per workload: one unfinished pod of each pod set as the core sees it (pod set name,
+    request), in pod set order: what admission checks the flavors' nodes against."""
+    first = (
+        Pod.objects.filter(workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES)
+        .values("workload_id", "pod_set")
+        .annotate(first=Min("id"))
+        .values_list("first", flat=True)
+    )
+    out: dict[int, list[tuple[str, PodRequest]]] = defaultdict(list)
+    for pod in Pod.objects.filter(pk__in=list(first)).select_related("workload__tenant"):
+        out[pod.workload_id].append((pod.pod_set, pod_request(pod)))
+    return {wid: tuple(sorted(sets, key=lambda s: s[0])) for wid, sets in out.items()}
 
 
 def fair_share_idle_weight() -> float:

@@ -98,6 +98,41 @@ class LocalQueueListApi(TenantApi):
         return Response(LocalQueueListApi.OutputSerializer({"items": items}).data)
 
 
+class LocalQueuePendingWorkloadsApi(TenantApi):
+    class OutputSerializer(serializers.Serializer):
+        class PendingWorkloadSerializer(serializers.Serializer):
+            name = serializers.CharField()
+            localQueueName = serializers.CharField()
+            clusterQueue = serializers.CharField()
+            positionInClusterQueue = serializers.IntegerField(help_text="1 = admitted next")
+            positionInLocalQueue = serializers.IntegerField(help_text="1 = first of this queue")
+            reason = serializers.CharField(allow_blank=True)
+            message = serializers.CharField(allow_blank=True)
+
+        items = PendingWorkloadSerializer(many=True)
+
+    @extend_schema(
+        operation_id="queue_pending_workloads",
+        summary="The workloads waiting for quota in one of the tenant's local queues, in the "
+        "order they will be admitted (Kueue's visibility API)",
+        responses=documented(OutputSerializer, 403),
+    )
+    def get(self, request: Request, name: str) -> Response:
+        items = [
+            {
+                "name": v.workload.name,
+                "localQueueName": v.workload.queue_name,
+                "clusterQueue": v.cluster_queue,
+                "positionInClusterQueue": v.position_in_cluster_queue,
+                "positionInLocalQueue": v.position_in_local_queue,
+                "reason": v.reason,
+                "message": v.message,
+            }
+            for v in selectors.local_queue_pending(self.tenant(request), name)
+        ]
+        return Response(LocalQueuePendingWorkloadsApi.OutputSerializer({"items": items}).data)
+
+
 class FlavorListApi(APIView):
     permission_classes = [IsTenant | IsAdmin]
 

@@ -25,7 +25,6 @@ from api.views.common import AdminApi, documented
 
 class PolicySerializer(serializers.Serializer):
     queueName = serializers.CharField()
-    hard = serializers.DictField(child=serializers.CharField())
     defaultRequests = serializers.DictField(child=serializers.CharField())
     minPerPod = serializers.DictField(child=serializers.CharField())
     maxPerPod = serializers.DictField(child=serializers.CharField())
@@ -54,7 +53,6 @@ def _tenant_doc(s: selectors.TenantSummary) -> dict[str, Any]:
         if p is None
         else {
             "queueName": p.queue_name,
-            "hard": p.hard,
             "defaultRequests": p.default_requests,
             "minPerPod": p.min_per_pod,
             "maxPerPod": p.max_per_pod,
@@ -93,9 +91,6 @@ class TenantCreateApi(AdminApi):
         clusterQueue = dns_label(
             required=False, help_text="share this existing ClusterQueue instead of a new one"
         )
-        hard = ResourceMapField(
-            required=False, default=dict, help_text="hard cap on total requests, ResourceQuota-like"
-        )
         defaultRequests = ResourceMapField(required=False, default=dict)
         minPerPod = ResourceMapField(required=False, default=dict)
         maxPerPod = ResourceMapField(required=False, default=dict)
@@ -123,7 +118,6 @@ class TenantCreateApi(AdminApi):
             cohort=data["cohortName"],
             cluster_queue=data.get("clusterQueue"),
             flavor=data.get("flavor"),
-            hard=data["hard"],
             default_requests=data["defaultRequests"],
             min_per_pod=data["minPerPod"],
             max_per_pod=data["maxPerPod"],
@@ -154,14 +148,14 @@ class TenantDetailApi(AdminApi):
 class TenantPolicyUpdateApi(AdminApi):
     class InputSerializer(StrictSerializer):
         queueName = dns_label(required=False)
-        hard = ResourceMapField(required=False, default=dict)
         defaultRequests = ResourceMapField(required=False, default=dict)
         minPerPod = ResourceMapField(required=False, default=dict)
         maxPerPod = ResourceMapField(required=False, default=dict)
 
     @extend_schema(
         operation_id="admin_tenant_policy_update",
-        summary="Replace a tenant's limits (LimitRange-like) and hard quota (ResourceQuota-like)",
+        summary="Replace a tenant's per-pod limits (LimitRange-like); its quota is its "
+        "ClusterQueue's",
         request=InputSerializer,
         responses=documented(TenantSerializer, 400, 403, 404, 413, 422),
     )
@@ -173,7 +167,6 @@ class TenantPolicyUpdateApi(AdminApi):
         api_services.tenant_policy_set(
             tenant=tenant,
             queue_name=data.get("queueName"),
-            hard=data["hard"],
             default_requests=data["defaultRequests"],
             min_per_pod=data["minPerPod"],
             max_per_pod=data["maxPerPod"],

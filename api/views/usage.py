@@ -23,16 +23,47 @@ from api.views.common import (
 
 class TenantQuotaApi(TenantApi):
     class OutputSerializer(serializers.Serializer):
+        class ClusterQueueQuotaSerializer(serializers.Serializer):
+            class FlavorSerializer(serializers.Serializer):
+                class ResourceSerializer(serializers.Serializer):
+                    name = serializers.CharField()
+                    nominalQuota = serializers.CharField()
+                    borrowingLimit = serializers.CharField(allow_null=True)
+                    used = serializers.CharField(help_text="by this tenant's admitted workloads")
+                    total = serializers.CharField(
+                        help_text="by every admitted workload of the ClusterQueue"
+                    )
+                    available = serializers.CharField(
+                        help_text="what the ClusterQueue could still admit, borrowing included"
+                    )
+
+                name = serializers.CharField()
+                resources = ResourceSerializer(many=True)
+
+            name = serializers.CharField()
+            cohort = serializers.CharField(allow_blank=True)
+            flavors = FlavorSerializer(many=True)
+
         tenant = serializers.CharField()
         namespace = serializers.CharField()
         queueNames = serializers.ListField(child=serializers.CharField())
-        hard = serializers.DictField(child=serializers.CharField())
-        used = serializers.DictField(child=serializers.CharField())
+        clusterQueues = ClusterQueueQuotaSerializer(
+            many=True, help_text="the ClusterQueues its LocalQueues point at"
+        )
+        hard = serializers.DictField(
+            child=serializers.CharField(),
+            help_text="nominal quota per resource, summed over its ClusterQueues' flavors",
+        )
+        used = serializers.DictField(
+            child=serializers.CharField(),
+            help_text="what its admitted workloads hold of it (pending ones hold nothing)",
+        )
         limits = LimitsSerializer()
 
     @extend_schema(
         operation_id="quota_retrieve",
-        summary="The tenant's hard quota, what its active pods request, and its per-pod limits",
+        summary="The tenant's quota (its ClusterQueues' nominal quota), what its admitted "
+        "workloads hold, and its per-pod limits",
         responses=documented(OutputSerializer, 403),
     )
     def get(self, request: Request) -> Response:
@@ -42,6 +73,30 @@ class TenantQuotaApi(TenantApi):
             "tenant": tenant.name,
             "namespace": tenant.namespace,
             "queueNames": view.queue_names,
+            "clusterQueues": [
+                {
+                    "name": cq.name,
+                    "cohort": cq.cohort,
+                    "flavors": [
+                        {
+                            "name": flavor,
+                            "resources": [
+                                {
+                                    "name": r.name,
+                                    "nominalQuota": r.nominal_quota,
+                                    "borrowingLimit": r.borrowing_limit,
+                                    "used": r.used,
+                                    "total": r.total,
+                                    "available": r.available,
+                                }
+                                for r in resources
+                            ],
+                        }
+                        for flavor, resources in cq.flavors
+                    ],
+                }
+                for cq in view.cluster_queues
+            ],
             "hard": view.hard,
             "used": view.used,
             "limits": view.limits,

@@ -158,7 +158,9 @@ class Framework:
                 plugin.use_filters(self.filter)
         self._next_start = 0
 
-    def schedule_one(self, pod: PodRequest, snapshot: ClusterSnapshot) -> Decision:
+    def filter_nodes(self, pod: PodRequest, snapshot: ClusterSnapshot) -> tuple[Decision, IntArray]:
+        """PreFilter and Filter only (phases 1-2): the attempt's decision so far (a PreFilter
+        rejection, else success with its filters) and the feasible nodes. Changes nothing."""
         state = CycleState()
         names = snapshot.names
 
@@ -168,7 +170,7 @@ class Framework:
             if status.code is Code.SKIP:
                 state.skipped.add(name)
             elif not status.is_success:
-                return Decision(pod, status, names, state)
+                return Decision(pod, status, names, state), _EMPTY_INT
 
         # 2. Filter: every plugin answers for every node; a node is feasible when all pass.
         filters = tuple(
@@ -180,6 +182,17 @@ class Framework:
         for _, verdicts in filters:
             feasible &= verdicts.passed
         feasible_idx = np.flatnonzero(feasible)
+        decision = Decision(
+            pod, Status.success(), names, state, filters=filters, feasible_nodes=len(feasible_idx)
+        )
+        return decision, feasible_idx
+
+    def schedule_one(self, pod: PodRequest, snapshot: ClusterSnapshot) -> Decision:
+        names = snapshot.names
+        filtered, feasible_idx = self.filter_nodes(pod, snapshot)
+        if not filtered.status.is_success:
+            return filtered
+        state, filters = filtered.state, filtered.filters
 
         # 3. PostFilter: nothing fits; ask preemption for a node where evicting victims would help.
         if len(feasible_idx) == 0:

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import events
-from scheduling.core.queueing.admission import PREEMPTED
+from scheduling.core.queueing.admission import PODS_READY_TIMEOUT, PREEMPTED
 from scheduling.models import (
     Allocation,
     Pod,
@@ -31,11 +31,13 @@ def workloads_evict(
     preemptor: Workload | None = None,
     terminating: Collection[str] = (),
     pending_reason: str = PREEMPTED,
+    requeue_at: datetime | None = None,
 ) -> set[int]:
     """Preempt (or evict, for a `pending_reason` such as Kueue's InactiveWorkload) admitted
     workloads: their pods give back what they hold (at once, or once gone for the pod uids in
-    `terminating`), the workloads go back to their queues (requeued, quota released). Returns the
-    ids of those evicted (the ones still admitted or running)."""
+    `terminating`), the workloads go back to their queues (requeued, quota released; not
+    admitted before `requeue_at`, when given: a PodsReadyTimeout backoff). Returns the ids of
+    those evicted (the ones still admitted or running)."""
     with transaction.atomic():
         payloads, evicted = evict_workloads(
             workloads,
@@ -44,6 +46,7 @@ def workloads_evict(
             now=now,
             terminating=terminating,
             pending_reason=pending_reason,
+            requeue_at=requeue_at,
         )
         events.publish(*payloads)
     return evicted
@@ -57,6 +60,7 @@ def evict_workloads(
     now: datetime,
     terminating: Collection[str] = (),
     pending_reason: str = PREEMPTED,
+    requeue_at: datetime | None = None,
 ) -> tuple[list[events.EventPayload], set[int]]:
     """Returns the events to publish and the ids of the workloads evicted."""
     rows = list(
@@ -124,6 +128,10 @@ def evict_workloads(
         w.pending_reason, w.reason = pending_reason, reason[:1024]
         w.evictions += 1
         w.evicted_at = now
+        w.eviction_reason = pending_reason
+        w.requeue_at = requeue_at
+        if pending_reason == PODS_READY_TIMEOUT:
+            w.requeue_count += 1
     Workload.objects.bulk_update(
         rows,
         [
@@ -138,6 +146,9 @@ def evict_workloads(
             "reason",
             "evictions",
             "evicted_at",
+            "eviction_reason",
+            "requeue_at",
+            "requeue_count",
         ],
     )
     payloads += [events.PodPhaseChanged.of(p, phase=p.phase) for p in placed]

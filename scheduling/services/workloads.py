@@ -209,10 +209,12 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
             pod.phase = Pod.Phase.TERMINATING if pod in staying else Pod.Phase.CANCELLED
             pod.finished_at = None if pod in staying else now
         Pod.objects.bulk_update(pods, ["phase", "finished_at"])
+        # Nothing holds it back any more: the reason it waited goes with it.
         Workload.objects.filter(pk=workload.pk).update(
-            state=Workload.State.CANCELLED, finished_at=now
+            state=Workload.State.CANCELLED, finished_at=now, pending_reason="", reason=""
         )
         workload.state, workload.finished_at = Workload.State.CANCELLED, now
+        workload.pending_reason, workload.reason = "", ""
         events.publish(
             *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
             workload_event(workload),

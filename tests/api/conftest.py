@@ -53,7 +53,7 @@ class Caller:
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Iterator[None]:
     cache.clear()  # throttle counters
-    api_selectors._limits_cache.clear()
+    api_selectors.cluster._limits_cache.clear()
     yield
     cache.clear()
 

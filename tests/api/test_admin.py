@@ -12,13 +12,14 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 def test_create_tenant_returns_a_working_token(admin, cluster) -> None:
     response = admin.post(
         "/api/v1/admin/tenants",
-        {"name": "vision", "quota": {"nvidia.com/gpu": "16"}, "hard": {"pods": "100"}},
+        {"name": "vision", "quota": {"nvidia.com/gpu": "16"}, "maxPerPod": {"cpu": "32"}},
         format="json",
     )
     assert response.status_code == 201, response.json()
     doc = response.json()
     assert doc["queueName"] == "vision"
-    assert doc["tenant"]["policy"]["hard"] == {"pods": "100"}
+    assert doc["tenant"]["policy"]["maxPerPod"] == {"cpu": "32"}
+    assert "hard" not in doc["tenant"]["policy"]  # the quota is the ClusterQueue's, one story
     cq = ClusterQueue.objects.get(name="vision")
     assert cq.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"] == 16000
     assert LocalQueue.objects.get(namespace="vision").cluster_queue == cq
@@ -37,13 +38,13 @@ def test_create_tenant_conflicts_and_validation(admin, team_a) -> None:
     assert taken.status_code == 409
     # Breaks the schema (no sign in a count): 400; well formed but no queue resource: 422.
     malformed = admin.post(
-        "/api/v1/admin/tenants", {"name": "x", "hard": {"nvidia.com/gpu": "-1"}}, format="json"
+        "/api/v1/admin/tenants", {"name": "x", "quota": {"nvidia.com/gpu": "-1"}}, format="json"
     )
     assert malformed.status_code == 400
-    assert set(malformed.json()["extra"]["fields"]) == {"hard.nvidia.com/gpu"}
+    assert set(malformed.json()["extra"]["fields"]) == {"quota.nvidia.com/gpu"}
     refused = admin.post(
         "/api/v1/admin/tenants",
-        {"name": "x", "quota": {"gpus": "3"}, "hard": {"nvidia.com/gpu": "200000"}},
+        {"name": "x", "quota": {"gpus": "3"}},
         format="json",
     )
     assert refused.status_code == 422
@@ -58,11 +59,15 @@ def test_tenant_list_detail_and_policy(admin, team_a, cluster) -> None:
     assert admin.get("/api/v1/admin/tenants/nobody").status_code == 404
     response = admin.put(
         "/api/v1/admin/tenants/team-a/policy",
-        {"hard": {"nvidia.com/gpu": "4"}, "maxPerPod": {"cpu": "4"}},
+        {"maxPerPod": {"cpu": "4"}},
         format="json",
     )
     assert response.status_code == 200
-    assert response.json()["policy"]["hard"] == {"nvidia.com/gpu": "4"}
+    assert response.json()["policy"]["maxPerPod"] == {"cpu": "4"}
+    retired = admin.put(
+        "/api/v1/admin/tenants/team-a/policy", {"hard": {"nvidia.com/gpu": "4"}}, format="json"
+    )
+    assert retired.status_code == 400  # a tenant's quota is its ClusterQueue's
     assert TenantPolicy.objects.get(tenant=team_a.tenant).max_per_pod == {"cpu": "4"}
     bad = admin.put(
         "/api/v1/admin/tenants/team-a/policy",

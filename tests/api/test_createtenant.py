@@ -30,8 +30,6 @@ def test_createtenant_json(db: None) -> None:
             "nvidia.com/gpu=16",
             "--quota",
             "cpu=256",
-            "--hard",
-            "nvidia.com/gpu=24",
             "--max-per-pod",
             "nvidia.com/gpu=8",
             "--json",
@@ -50,7 +48,7 @@ def test_createtenant_json(db: None) -> None:
     assert quotas == {"cpu": 256_000, "nvidia.com/gpu": 16_000}
     assert ResourceFlavor.objects.filter(name="default-flavor").exists()
     policy = TenantPolicy.objects.get()
-    assert (policy.hard, policy.max_per_pod) == ({"nvidia.com/gpu": "24"}, {"nvidia.com/gpu": "8"})
+    assert policy.max_per_pod == {"nvidia.com/gpu": "8"}
 
 
 def test_createtenant_sharing_a_cluster_queue(db: None) -> None:

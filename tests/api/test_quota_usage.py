@@ -13,50 +13,70 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 REQ = "podSets[0].template.resources.requests"
 
 
-def test_quota_shows_hard_caps_used_and_limits(cluster) -> None:
+def test_quota_is_the_cluster_queues_and_counts_admitted_work_only(cluster) -> None:
+    """One quota story: a tenant created with 16 GPUs of quota shows them as `hard`, and only
+    what its admitted workloads hold as `used` (issue 18)."""
     team = onboard(
         "team-a",
-        hard={"nvidia.com/gpu": "16", "pods": "10"},
+        quota={"nvidia.com/gpu": "16"},
         default_requests={"memory": "4Gi"},
         max_per_pod={"nvidia.com/gpu": "8"},
     )
     submit(team, LLAMA)
     doc = team.client.get("/api/v1/quota").json()
     assert doc["queueNames"] == ["team-a"]
-    assert doc["hard"] == {"nvidia.com/gpu": "16", "pods": "10"}
-    assert doc["used"]["nvidia.com/gpu"] == "8"
-    assert doc["used"]["pods"] == "2"
-    assert doc["used"]["cpu"] == "16"
-    assert doc["used"]["memory"] == "128Gi"
+    assert doc["hard"] == {"nvidia.com/gpu": "16"}
+    assert doc["used"] == {"nvidia.com/gpu": "0"}  # pending holds nothing
+    run_scheduler()
+    doc = team.client.get("/api/v1/quota").json()
+    assert doc["used"] == {"nvidia.com/gpu": "8"}
+    (cq,) = doc["clusterQueues"]
+    assert cq["name"] == "team-a"
+    assert cq["flavors"] == [
+        {
+            "name": "default-flavor",
+            "resources": [
+                {
+                    "name": "nvidia.com/gpu",
+                    "nominalQuota": "16",
+                    "borrowingLimit": None,
+                    "used": "8",
+                    "total": "8",
+                    "available": "8",
+                }
+            ],
+        }
+    ]
     assert doc["limits"]["maxPerPod"] == {"nvidia.com/gpu": "8"}
 
 
-def test_hard_quota_is_applied_on_submit(cluster) -> None:
-    team = onboard("team-a", hard={"nvidia.com/gpu": "12"})
+def test_quota_is_applied_at_admission(cluster) -> None:
+    team = onboard("team-a", quota={"nvidia.com/gpu": "12"})
     assert submit(team, LLAMA).status_code == 201  # 8 of 12
     second = copy.deepcopy(LLAMA)
     second["name"] = "second"
-    response = submit(team, second)  # 8 more: 16 > 12
-    assert response.status_code == 403
-    assert response.json()["message"].startswith("exceeded quota: nvidia.com/gpu")
-    assert response.json()["extra"]["exceeded"] == [
-        {"resource": "nvidia.com/gpu", "hard": "12", "used": "8", "requested": "8"}
-    ]
-    assert Workload.objects.count() == 1
+    assert submit(team, second).status_code == 201  # 8 more: 16 > 12, it waits
+    run_scheduler()
+    states = dict(Workload.objects.values_list("name", "state"))
+    assert states == {"llama-ft": "Admitted", "second": "Pending"}
+    assert Workload.objects.get(name="second").pending_reason == "WaitingForQuota"
     team.client.post("/api/v1/workloads/llama-ft/cancel")  # cancelled work stops counting
-    assert submit(team, second).status_code == 201
+    run_scheduler()
+    assert Workload.objects.get(name="second").state == Workload.State.ADMITTED
 
 
 def test_gpu_shares_count_against_the_gpu_quota(cluster) -> None:
-    team = onboard("team-a", hard={"nvidia.com/gpu": "1"})
+    team = onboard("team-a", quota={"nvidia.com/gpu": "1"})
     doc = copy.deepcopy(LLAMA)
     doc["podSets"][0].update(count=3, minCount=None)
     doc["podSets"][0]["template"] = {
         "resources": {"requests": {"cpu": "1", "gpusched.io/gpu-milli": "400"}}
     }
-    response = submit(team, doc)  # 3 x 0.4 = 1.2 GPUs
-    assert response.status_code == 403
-    assert response.json()["extra"]["exceeded"][0]["requested"] == "1.2"
+    assert submit(team, doc).status_code == 201  # 3 x 0.4 = 1.2 GPUs
+    run_scheduler()
+    workload = Workload.objects.get()
+    assert workload.state == Workload.State.PENDING
+    assert workload.pending_reason == "ExceedsMaxQuota"
 
 
 def test_default_requests_and_per_pod_limits(cluster) -> None:

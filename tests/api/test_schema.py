@@ -75,7 +75,7 @@ def bearer(db: None, cluster) -> Iterator[dict[str, str]]:
     switched off: the test's transaction must survive them."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    _, _, tenant_token = api_services.tenant_onboard(name="team-a", hard={"nvidia.com/gpu": "64"})
+    _, _, tenant_token = api_services.tenant_onboard(name="team-a", quota={"nvidia.com/gpu": "64"})
     admin = User.objects.create_user("admin", password="pw", is_staff=True)
     _, admin_token = api_services.token_create(user=admin)
     try:

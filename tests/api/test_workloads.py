@@ -5,7 +5,7 @@ import pytest
 
 from api.models import IdempotencyKey
 from scheduling.models import Pod, Workload
-from tests.api.conftest import LLAMA, submit
+from tests.api.conftest import LLAMA, onboard, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -199,8 +199,11 @@ def test_another_tenants_workload_is_404_like_a_missing_one(
     assert Workload.objects.get(name="llama-ft").state == "Pending"  # B's cancel did nothing
 
 
-def test_lists_and_quota_show_only_ones_own(team_a, team_b, cluster) -> None:
+def test_lists_and_quota_show_only_ones_own(cluster) -> None:
+    team_a = onboard("team-a", quota={"nvidia.com/gpu": "16"})
+    team_b = onboard("team-b", quota={"nvidia.com/gpu": "16"})
     submit(team_a, LLAMA)
+    run_scheduler()
     assert team_b.client.get("/api/v1/workloads").json()["items"] == []
     assert team_b.client.get("/api/v1/workloads?namePrefix=llama").json()["items"] == []
     assert team_b.client.get("/api/v1/quota").json()["used"]["nvidia.com/gpu"] == "0"

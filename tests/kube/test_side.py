@@ -293,3 +293,110 @@ def test_a_node_whose_gpus_drop_under_a_pod_is_quarantined_and_told_the_rest_sch
     sched.run_once()
     told = [e for e in fake.events if e["regarding"].get("kind") == "Node"]
     assert any(e["reason"] == "QuarantineLifted" for e in told)
+
+
+def _queue_over(fake: SimulatedKubernetes, flavor: str, product: str, gpus: int) -> None:
+    """ClusterQueue `ml-team` with `gpus` of quota in one flavor selecting `product` nodes."""
+    fake.kueue_versions = ()
+    docs = [
+        {
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": {"nvidia.com/gpu.product": product}},
+        },
+        {
+            "kind": "ClusterQueue",
+            "metadata": {"name": NS},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": flavor,
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}],
+                            }
+                        ],
+                    }
+                ]
+            },
+        },
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {"clusterQueue": NS},
+        },
+    ]
+    services.queues_apply(config=parse_documents(docs))
+
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+TWO_PER_NUMA = {
+    "gpuIds": list(range(8)),
+    "numaNode": {str(i): i // 2 for i in range(8)},
+    "pcieSwitch": {str(i): i // 2 for i in range(8)},
+    "totalGpus": 8,
+}
+
+
+def test_single_numa_pods_are_never_admitted_to_a_flavor_whose_nodes_cannot_host_them(
+    fake,
+) -> None:
+    """The issue's deadlock on the Kubernetes side: five 4-GPU single-numa-node pods, an a100
+    flavor whose nodes have 2 GPUs per NUMA node. No quota is reserved; each pod is told why."""
+    for name in ("a100-a", "a100-b"):
+        fake.add_node(objects.node(name, product=A100, topology=TWO_PER_NUMA))
+    _queue_over(fake, "a100", A100, 20)
+    single = {"gpusched.io/topology-policy": "single-numa-node"}
+    for k in range(5):
+        fake.add_pod(pod(f"vision-{k}", gpus=4, annotations=single))
+    fake.add_pod(pod("fits", gpus=4, annotations={"gpusched.io/topology-policy": "none"}))
+    sched = cycle(fake)
+    for _ in range(3):
+        sched.run_once()
+    assert node_of(fake, "fits") in ("a100-a", "a100-b")
+    for k in range(5):
+        assert node_of(fake, f"vision-{k}") is None
+        (workload,) = Workload.objects.filter(pods__kube__name=f"vision-{k}").distinct()
+        assert workload.state == Workload.State.PENDING and workload.cluster_queue is None
+        assert workload.pending_reason == "Inadmissible" and "flavor a100" in workload.reason
+        message = scheduled_condition(fake, f"vision-{k}")["message"]
+        assert "Inadmissible" in message and "single-numa-node" in message
+
+
+def test_an_admitted_pod_that_cannot_be_placed_gives_its_quota_back_after_the_timeout(
+    fake,
+) -> None:
+    """Quota for two 8-GPU pods, one 8-GPU node: the second is admitted but cannot be placed;
+    after the pods-ready timeout its quota is released (PodsReadyTimeout) and it waits out the
+    backoff before it is admitted again."""
+    fake.add_node(objects.node("gpu-a"))
+    _queue_over(fake, "h100", objects.H100, 16)
+    clock = Clock()
+    sched = cycle(fake, clock)
+    fake.add_pod(pod("first", gpus=8))
+    sched.run_once()
+    sched.run_once()
+    assert node_of(fake, "first") == "gpu-a"
+    fake.add_pod(pod("stuck", gpus=8))
+    sched.run_once()
+    sched.run_once()
+    (stuck,) = Workload.objects.filter(pods__kube__name="stuck").distinct()
+    assert stuck.state == Workload.State.ADMITTED and node_of(fake, "stuck") is None
+
+    clock.advance(301)
+    report = sched.run_once()
+    stuck.refresh_from_db()
+    assert report.pods_ready_timeouts == 1
+    assert stuck.state == Workload.State.PENDING and stuck.cluster_queue is None
+    assert stuck.eviction_reason == "PodsReadyTimeout" and stuck.requeue_count == 1
+    assert stuck.requeue_at == clock.now() + timedelta(seconds=60)
+    sched.run_once()
+    stuck.refresh_from_db()
+    assert stuck.state == Workload.State.PENDING and stuck.pending_reason == "PodsReadyTimeout"
+    assert "PodsReadyTimeout" in scheduled_condition(fake, "stuck")["message"]
+
+    clock.advance(61)
+    sched.run_once()
+    stuck.refresh_from_db()
+    assert stuck.state == Workload.State.ADMITTED

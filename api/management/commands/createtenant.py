@@ -43,12 +43,6 @@ class Command(BaseCommand):
         parser.add_argument(
             "--cluster-queue", help="point its LocalQueue at this existing ClusterQueue instead"
         )
-        parser.add_argument(
-            "--hard",
-            action="append",
-            metavar="RESOURCE=QUANTITY",
-            help="hard cap on its active requests (ResourceQuota-like), repeatable",
-        )
         parser.add_argument("--default-request", action="append", metavar="RESOURCE=QUANTITY")
         parser.add_argument("--min-per-pod", action="append", metavar="RESOURCE=QUANTITY")
         parser.add_argument("--max-per-pod", action="append", metavar="RESOURCE=QUANTITY")
@@ -64,7 +58,6 @@ class Command(BaseCommand):
                 cohort=options["cohort"],
                 flavor=options["flavor"],
                 cluster_queue=options["cluster_queue"],
-                hard=_pairs(options["hard"], "--hard"),
                 default_requests=_pairs(options["default_request"], "--default-request"),
                 min_per_pod=_pairs(options["min_per_pod"], "--min-per-pod"),
                 max_per_pod=_pairs(options["max_per_pod"], "--max-per-pod"),

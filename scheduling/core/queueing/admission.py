@@ -19,12 +19,14 @@ outside a queue's namespaceSelector is inadmissible there.
 
 Flavor assignment: for each resource group of the queue that the workload needs, the flavors are
 tried in the listed order, skipping those that conflict with the pods' node selector or allowed GPU
-models (`nvidia.com/gpu.product`) and those whose NoSchedule/NoExecute taints the pods (or the
-flavor itself) do not tolerate. The first flavor that fits without borrowing wins; one that fits
-by borrowing wins at once with `flavorFungibility.whenCanBorrow: MayStopSearch` (Kueue's default),
-else only if no later flavor fits without; else the first where preemption makes room. One flavor
-per resource group for the whole workload (Kueue assigns per pod set; gpusched's pod sets share
-it).
+models (`nvidia.com/gpu.product`), those whose NoSchedule/NoExecute taints the pods (or the
+flavor itself) do not tolerate, and those none of whose nodes could ever host a pod of some pod set
+(feasibility.py: size, topology policy and scope, MIG profile; quota no node can use is never
+reserved; no flavor left: the workload is Inadmissible with each flavor's reason). The first
+flavor that fits without borrowing wins; one that fits by borrowing wins at once with
+`flavorFungibility.whenCanBorrow: MayStopSearch` (Kueue's default), else only if no later flavor
+fits without; else the first where preemption makes room. One flavor per resource group for the
+whole workload (Kueue assigns per pod set; gpusched's pod sets share it).
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ from scheduling.core.queueing.config import (
     StopPolicy,
 )
 from scheduling.core.queueing.fair_usage import FairUsageState
+from scheduling.core.queueing.feasibility import Feasibility
 from scheduling.core.queueing.ordering import QueueOrder, queue_orders
 from scheduling.core.queueing.preemption import AdmittedWorkload, Preemptor, find_victims
 from scheduling.core.queueing.quota import FlavorResource, QuotaBook, Usage
 from scheduling.core.queueing.resources import Demand
-from scheduling.core.types import ServiceClass, TaintEffect, Toleration
+from scheduling.core.types import PodRequest, ServiceClass, TaintEffect, Toleration
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
@@ -62,6 +65,9 @@ NO_FIT = "NoFit"
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 WAITING_FOR_GANG = "WaitingForGang"
 PREEMPTED = "Preempted"
+# Evicted because its pods were not all placed in time (Kueue's waitForPodsReady); it waits out
+# its requeue backoff before it is queued again.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
 # Why an admitted workload is evicted (Kueue's Evicted condition reasons).
 INACTIVE_WORKLOAD = "InactiveWorkload"
 CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
@@ -85,6 +91,9 @@ class QueuedWorkload:
     can_preempt: bool = True
     tolerations: tuple[Toleration, ...] = ()
     active: bool = True  # Kueue's spec.active
+    # One pod of each pod set (name, request): what feasibility checks against the nodes.
+    pod_sets: tuple[tuple[str, PodRequest], ...] = ()
+    requeue_at: float = 0.0  # Kueue's requeueState.requeueAt: not queued before (backoff)
 
     @property
     def namespace(self) -> str:
@@ -190,9 +199,10 @@ def nominate(
     flavors: Mapping[str, ResourceFlavor],
     workload: QueuedWorkload,
     admitted: Sequence[AdmittedWorkload],
+    feasibility: Feasibility | None = None,
 ) -> Nomination:
     """Flavor assignment for `workload` in its cluster queue, with victims when it needs
-    preemption (module doc)."""
+    preemption (module doc). Without `feasibility`, any flavor may host any pod."""
     cq = book.queues[workload.cluster_queue]
     stop_at_borrowing = cq.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
     amounts = workload.demand.amounts(cq.covered)
@@ -212,6 +222,19 @@ def nominate(
                 message=f"no flavor of ClusterQueue {cq.name} ({names}) matches the pods' "
                 "node selector, GPU models or tolerations",
             )
+        if feasibility is not None:
+            refused = {
+                fq.name: why
+                for fq in options
+                if (why := _unhostable(feasibility, workload, flavors[fq.name])) is not None
+            }
+            options = [fq for fq in options if fq.name not in refused]
+            if not options:
+                return Nomination(
+                    None,
+                    reason=INADMISSIBLE,
+                    message="; ".join(why for why in refused.values()),
+                )
         fit: tuple[dict[str, str], dict[FlavorResource, int], bool] | None = None
         fit_borrowing: tuple[dict[str, str], dict[FlavorResource, int], bool] | None = None
         possible: list[tuple[dict[str, str], dict[FlavorResource, int]]] = []
@@ -269,6 +292,17 @@ def nominate(
                 victims=victims,
             )
     return Nomination(None, reason=WAITING_FOR_QUOTA, message=first_reason)
+
+
+def _unhostable(
+    feasibility: Feasibility, workload: QueuedWorkload, flavor: ResourceFlavor
+) -> str | None:
+    """Why some pod set of `workload` could never run on `flavor`'s nodes, or None."""
+    for name, pod in workload.pod_sets:
+        why = feasibility.blocker(pod, flavor)
+        if why is not None:
+            return f"pod set {name}: {why}"
+    return None
 
 
 # --- choosing among the heads ---------------------------------------------------------------------
@@ -329,11 +363,14 @@ def admission_cycle(
     fair_usage: FairUsageState | None = None,
     limit: int | None = None,
     idle_weight: float = 0.0,
+    feasibility: Feasibility | None = None,
+    now: float = 0.0,
 ) -> CycleResult:
     """Admit what quota allows now (module doc). `admitted` is what holds quota before the cycle;
     `fair_usage` the LocalQueues' decayed usage (admission fair sharing); `limit` caps the number
     of admissions; `idle_weight` counts what admitted workloads hold idle in the fair share
-    (quota.QuotaBook)."""
+    (quota.QuotaBook); `feasibility` says which flavors' nodes could ever host the pods; a
+    workload whose `requeue_at` is after `now` waits out its backoff."""
     book = QuotaBook(cluster_queues, cohorts=cohorts, idle_weight=idle_weight)
     lqs = {lq.key: lq for lq in local_queues}
     result = CycleResult()
@@ -349,7 +386,7 @@ def admission_cycle(
 
     queued: list[QueuedWorkload] = []
     for w in pending:
-        refusal = _inadmissible(w, book, lqs)
+        refusal = _inadmissible(w, book, lqs, now)
         if refusal is None:
             queued.append(w)
         else:
@@ -383,10 +420,15 @@ def admission_cycle(
                 amounts = head.demand.amounts(book.queues[name].covered)
                 candidates = [a for a in held.values() if a.key not in admitted_now]
                 nomination = _known_failure(failed[name], signature, amounts) or nominate(
-                    book, flavors, head, candidates
+                    book, flavors, head, candidates, feasibility
                 )
                 nominations[name] = nomination
-                if not nomination.admissible and signature is not None:
+                # What no node can host is no bound on larger workloads of smaller pods.
+                if (
+                    not nomination.admissible
+                    and signature is not None
+                    and nomination.reason != INADMISSIBLE
+                ):
                     failed[name].append((signature, amounts, nomination))
             if nomination.admissible:
                 heads.append((head, nomination))
@@ -456,11 +498,17 @@ def _must_go(
 
 
 def _inadmissible(
-    w: QueuedWorkload, book: QuotaBook, lqs: Mapping[str, LocalQueue]
+    w: QueuedWorkload, book: QuotaBook, lqs: Mapping[str, LocalQueue], now: float
 ) -> tuple[str, str] | None:
     """Why `w` cannot even be queued now (reason, message), or None."""
     if not w.active:
         return INACTIVE_WORKLOAD, "the workload is deactivated (active: false)"
+    if w.requeue_at > now:
+        return (
+            PODS_READY_TIMEOUT,
+            f"evicted: its pods were not ready in time; requeued in {w.requeue_at - now:.0f}s "
+            "(backoff)",
+        )
     cq = book.queues.get(w.cluster_queue)
     if cq is None:
         return INADMISSIBLE, f"ClusterQueue {w.cluster_queue} does not exist"

@@ -1,0 +1,172 @@
+"""Quota and usage: what the tenant's ClusterQueue grants and its admitted workloads hold, and
+the GPUs it measurably uses."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from api import quantities as q
+from api.selectors.tenants import tenant_policy, tenant_queue_names
+from scheduling import queue_state
+from scheduling import selectors as scheduling_selectors
+from scheduling.core.efficiency import Advice
+from scheduling.core.queueing.resources import format_quantity
+from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU
+from scheduling.efficiency import tenant_efficiency, workload_advice
+from scheduling.models import (
+    LocalQueue,
+    Tenant,
+    Workload,
+)
+from telemetry.selectors import UsagePoint, tenant_usage_series
+
+# --- quota and usage ------------------------------------------------------------------------------
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """A canonical amount as a Kubernetes quantity string."""
+    if resource == q.CPU:
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    if resource == q.MEMORY:
+        if amount and amount % 1024 == 0:
+            return f"{amount // 1024}Gi"
+        return f"{amount}Mi"
+    if resource == GPU_RESOURCE:
+        return f"{amount / MILLI_PER_GPU:g}"
+    return str(amount)
+
+
+@dataclass(frozen=True)
+class FlavorResourceQuota:
+    """One resource of one flavor of a ClusterQueue, as this tenant sees it."""
+
+    name: str
+    nominal_quota: str
+    borrowing_limit: str | None
+    used: str  # by this tenant's admitted workloads
+    total: str  # by every admitted workload of the ClusterQueue (Kueue's flavorsUsage.total)
+    available: str  # what the ClusterQueue could still admit now, borrowing included
+
+
+@dataclass(frozen=True)
+class TenantClusterQueue:
+    name: str
+    cohort: str
+    flavors: list[tuple[str, list[FlavorResourceQuota]]]
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    tenant: Tenant
+    queue_names: list[str]
+    cluster_queues: list[TenantClusterQueue]
+    hard: dict[str, str]  # nominal quota per resource, over the tenant's ClusterQueues' flavors
+    used: dict[str, str]  # what the tenant's admitted workloads hold of it
+    limits: dict[str, dict[str, str]]
+
+
+def tenant_quota(tenant: Tenant) -> QuotaView:
+    """The tenant's one quota: its ClusterQueues' (those its LocalQueues point at) nominal quota
+    per flavor and resource, what its admitted workloads hold of it (pending ones hold nothing),
+    what the whole queue holds and could still admit; summed per resource as ResourceQuota's
+    `hard` / `used`."""
+    policy = tenant_policy(tenant)
+    names = set(
+        LocalQueue.objects.filter(namespace=tenant.namespace).values_list(
+            "cluster_queue__name", flat=True
+        )
+    )
+    held: dict[tuple[str, str, str], int] = defaultdict(int)  # (queue, flavor, resource)
+    for queue, usage in Workload.objects.filter(
+        tenant=tenant, state__in=(Workload.State.ADMITTED, Workload.State.RUNNING)
+    ).values_list("cluster_queue__name", "quota_usage"):
+        for (flavor, resource), amount in queue_state.parse_usage(usage or {}).items():
+            held[(queue, flavor, resource)] += amount
+    nominal: dict[str, int] = defaultdict(int)
+    used: dict[str, int] = defaultdict(int)
+    queues = []
+    for status in scheduling_selectors.cluster_queue_status():
+        if status.name not in names:
+            continue
+        flavors = []
+        for flavor, resources in status.flavors_usage:
+            rows = []
+            for r in resources:
+                mine = held.get((status.name, flavor, r.name), 0)
+                nominal[r.name] += q.quota_amount(r.name, r.nominal_quota)
+                used[r.name] += mine
+                rows.append(
+                    FlavorResourceQuota(
+                        name=r.name,
+                        nominal_quota=r.nominal_quota,
+                        borrowing_limit=r.borrowing_limit,
+                        used=format_quantity(r.name, mine),
+                        total=r.total,
+                        available=r.available,
+                    )
+                )
+            flavors.append((flavor, rows))
+        queues.append(TenantClusterQueue(status.name, status.cohort, flavors))
+    return QuotaView(
+        tenant=tenant,
+        queue_names=tenant_queue_names(tenant, policy),
+        cluster_queues=queues,
+        hard={r: format_quantity(r, a) for r, a in sorted(nominal.items())},
+        used={r: format_quantity(r, used[r]) for r in sorted(nominal)},
+        limits={
+            "defaultRequests": dict(policy.default_requests) if policy else {},
+            "minPerPod": dict(policy.min_per_pod) if policy else {},
+            "maxPerPod": dict(policy.max_per_pod) if policy else {},
+        },
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadAdviceView:
+    workload: str
+    pods: int
+    advice: Advice
+
+
+@dataclass(frozen=True)
+class UsageView:
+    tenant: Tenant
+    window: timedelta
+    requested_gpus: float
+    used_p95_gpus: float | None
+    over_request: float | None
+    usage_ratio: float
+    advice: list[WorkloadAdviceView]
+    series: list[UsagePoint]
+
+
+def tenant_usage(tenant: Tenant, window: timedelta, now: datetime | None = None) -> UsageView:
+    """Requested vs DCGM-measured GPUs over `window` (scheduling.efficiency), the overRequest
+    index, right-sizing advice per workload and the per-minute series (telemetry.selectors)."""
+    now = now or timezone.now()
+    efficiency = tenant_efficiency(window=window, now=now).get(tenant.name)
+    requested = efficiency.requested_gpus if efficiency else 0.0
+    advice = [
+        WorkloadAdviceView(a.workload, a.pods, a.advice)
+        for a in workload_advice(window=window, now=now, tenant=tenant.name)
+    ]
+    series = tenant_usage_series(
+        start=now - window,
+        end=now,
+        tenants={tenant.namespace: tenant.name},
+        requested={tenant.name: requested},
+    ).get(tenant.name, [])
+    return UsageView(
+        tenant=tenant,
+        window=window,
+        requested_gpus=requested,
+        used_p95_gpus=efficiency.used_p95_gpus if efficiency else None,
+        over_request=efficiency.over_request if efficiency else None,
+        usage_ratio=efficiency.usage_ratio if efficiency else 1.0,
+        advice=advice,
+        series=series,
+    )
