@@ -150,9 +150,18 @@ class Framework:
             (spec.name, cast(ScorePlugin, instances[spec.name]), spec.weight)
             for spec in profile.enabled("score")
         ]
+        # Protocol checks are slow (typing inspects the class each time): done once, here.
+        self._normalizers: dict[str, NormalizeScorePlugin] = {
+            name: plugin
+            for name, plugin, _ in self.score
+            if isinstance(plugin, NormalizeScorePlugin)
+        }
         self.reserve: list[tuple[str, ReservePlugin]] = at("reserve")
         self.permit: list[tuple[str, PermitPlugin]] = at("permit")
         self.bind_plugins: list[tuple[str, BindPlugin]] = at("bind")
+        self._unreservers: list[UnreservePlugin] = [
+            plugin for _, plugin in reversed(self.reserve) if isinstance(plugin, UnreservePlugin)
+        ]
         for _, plugin in self.post_filter:
             if isinstance(plugin, UsesProfileFilters):
                 plugin.use_filters(self.filter)
@@ -223,11 +232,8 @@ class Framework:
             if name in state.skipped:
                 continue
             raw = scorer.score(state, pod, snapshot, candidates)
-            normalized = (
-                scorer.normalize_score(state, pod, raw)
-                if isinstance(scorer, NormalizeScorePlugin)
-                else raw
-            )
+            normalizer = self._normalizers.get(name)
+            normalized = raw if normalizer is None else normalizer.normalize_score(state, pod, raw)
             records.append(ScoreRecord(name, weight, normalized))
             totals += weight * normalized
 
@@ -305,9 +311,8 @@ class Framework:
         decision.placement = None
 
     def _unreserve(self, state: CycleState, pod: PodRequest, placement: Placement) -> None:
-        for _, plugin in reversed(self.reserve):
-            if isinstance(plugin, UnreservePlugin):
-                plugin.unreserve(state, pod, placement)
+        for plugin in self._unreservers:
+            plugin.unreserve(state, pod, placement)
 
     def _sample(self, feasible: IntArray, cluster_size: int) -> IntArray:
         """kube-scheduler's percentageOfNodesToScore, starting where the previous cycle stopped."""

@@ -2,8 +2,9 @@
 
 Filter and Score plugins read whole columns (one entry per node), so a scheduling cycle costs a few
 dozen array operations whatever the cluster size; only Reserve looks at the GPUs of the one chosen
-node. `generation[i]` grows each time node i changes, so plugins may cache per-node results between
-cycles.
+node. `generation[i]` grows each time node i changes (a placement, a release, a quarantine; every
+node's with new load or reclaimable measurements), so plugins may cache per-node results between
+cycles (scheduling.core.columns).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class ClusterSnapshot:
         self.node_load: FloatArray = np.zeros(n, dtype=np.float64)  # gpu_load summed per node
         self.load_age_s: FloatArray = np.full(n, np.inf)
         self.load_fresh_for_s = 0.0  # nothing is fresh until measured
+        self._count_stale_load()
         # Milli of each shared GPU allocated to others but idle enough to lend to opportunistic
         # pods (scheduling.core.reclaim.lendable_milli), what is lent of it, and what is left:
         # lendable - lent on shared GPUs. Lent milli are outside gpu_free: owners keep their GPUs.
@@ -207,6 +209,7 @@ class ClusterSnapshot:
             raise ValueError("lendable milli must cover every node and GPU slot of the snapshot")
         self.gpu_lendable = np.maximum(lendable, 0)
         self._refresh_gpu_columns(slice(None))
+        self.generation += 1  # every node's reclaimable capacity may have changed
 
     def refresh_load(self, load: FloatArray, age_s: FloatArray, fresh_for_s: float) -> None:
         """Replace the load estimate with measurements (see scheduling.core.load), which count as
@@ -217,6 +220,12 @@ class ClusterSnapshot:
         self.node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
         self.load_age_s = age_s
         self.load_fresh_for_s = fresh_for_s
+        self._count_stale_load()
+        self.generation += 1  # every node's load may have changed
+
+    def _count_stale_load(self) -> None:
+        self.load_stale: BoolArray = self.load_age_s > self.load_fresh_for_s
+        self.load_stale_count = int(self.load_stale.sum())
 
     def mig_column(self, profile: str) -> int | None:
         return self._mig_column.get(profile)
