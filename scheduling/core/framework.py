@@ -118,6 +118,16 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class RowFilterPlugin(Protocol):
+    """A Filter plugin that can also judge a few nodes alone (preemption asks about one node at a
+    time): which of `rows` pass. Must agree with `filter` on every node."""
+
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> npt.NDArray[np.bool_]: ...
+
+
+@runtime_checkable
 class PostFilterPlugin(Protocol):
     def post_filter(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts

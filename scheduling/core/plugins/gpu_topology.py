@@ -116,6 +116,24 @@ class GPUTopology:
             verdicts.fail(~aligned, "not enough free CPU on the NUMA node of the free GPUs")
         return verdicts.build()
 
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> npt.NDArray[np.bool_]:
+        wanted = self._wanted(state, pod)
+        passed = np.ones(len(rows), dtype=np.bool_)
+        if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
+            return passed
+        for masks in (snapshot.whole_gpu_mask, snapshot.full_free_mask):
+            passed &= snapshot.best_set_rank(masks, pod.gpus, wanted.requirement, rows) > 0
+        if wanted.cpu_on_gpu_numa:
+            aligned = np.zeros(len(rows), dtype=np.bool_)
+            for numa in range(snapshot.max_numa):
+                local = snapshot.full_free_mask & snapshot.numa_gpu_mask[:, numa]
+                fits = snapshot.best_set_rank(local, pod.gpus, wanted.requirement, rows) > 0
+                aligned |= fits & (snapshot.numa_cpu_free[rows, numa] >= pod.cpu_milli)
+            passed &= aligned
+        return passed
+
     def pre_score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> Status:

@@ -77,6 +77,14 @@ class NodeResourcesFit:
             columns.mark(snapshot, stale)
         return NodeVerdicts(columns.codes.copy(), columns.reasons, columns.unresolvable)
 
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> BoolArray:
+        passed = np.ones(len(rows), dtype=np.bool_)
+        for _, _, fails in _conditions(pod, snapshot):
+            passed &= ~fails(rows)
+        return passed
+
     def score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> FloatArray:
