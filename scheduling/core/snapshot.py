@@ -167,7 +167,34 @@ class ClusterSnapshot:
                 self.gpu_free[i, gpu.index] = MILLI_PER_GPU
                 self.gpu_shareable[i, gpu.index] = gpu.sharing.shareable
 
-    def _refresh_gpu_columns(self, rows: slice | int) -> None:
+    def _refresh_gpu_row(self, i: int) -> None:
+        """_refresh_gpu_columns for one node, in plain Python: for 8 or 16 GPUs that is several
+        times cheaper than a dozen numpy calls, and assume/forget (preemption's trials too) pay
+        it every time."""
+        free = self.gpu_free[i].tolist()
+        shareable = self.gpu_shareable[i].tolist()
+        lendable = self.gpu_lendable[i].tolist()
+        lent = self.gpu_lent[i].tolist()
+        full_mask = full_count = max_share = total = max_reclaim = 0
+        reclaimable = [0] * len(free)
+        for g, milli in enumerate(free):
+            if milli == MILLI_PER_GPU:
+                full_mask |= 1 << g
+                full_count += 1
+            if milli > 0:
+                total += milli
+            if shareable[g]:
+                max_share = max(max_share, milli)
+                reclaimable[g] = max(lendable[g] - lent[g], 0)
+                max_reclaim = max(max_reclaim, reclaimable[g])
+        self.full_free_mask[i] = full_mask
+        self.full_free_count[i] = full_count
+        self.max_share_free[i] = max_share
+        self.gpu_free_total[i] = total
+        self.gpu_reclaimable[i] = reclaimable
+        self.max_reclaimable[i] = max_reclaim
+
+    def _refresh_gpu_columns(self, rows: slice) -> None:
         free = self.gpu_free[rows]
         full = free == MILLI_PER_GPU
         self.full_free_mask[rows] = (full * self._bit_weights).sum(axis=-1)
@@ -345,10 +372,12 @@ class ClusterSnapshot:
                 self.gpu_load[i, gpus] + sign * pod.expected_load, 0.0
             )
             self.node_load[i] = self.gpu_load[i, self.gpu_free[i] >= 0].sum()
-            self._refresh_gpu_columns(i)
+            self._refresh_gpu_row(i)
         self.generation[i] += 1
 
     def _mig_slots_are_free(self, i: int, placement: Placement) -> bool:
+        if not placement.mig_slots:
+            return True
         free = {(s.gpu, s.slot) for slots in self.mig_slots_free[i].values() for s in slots}
         return all(slot in free for slot in placement.mig_slots)
 
