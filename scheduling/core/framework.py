@@ -38,6 +38,11 @@ class NodeVerdicts:
         return cls(np.zeros(size, dtype=np.uint8))
 
     @property
+    def failing(self) -> bool:
+        """Whether any node may fail (False: no reason, so every code is 0)."""
+        return bool(self.reasons)
+
+    @property
     def passed(self) -> npt.NDArray[np.bool_]:
         passed: npt.NDArray[np.bool_] = self.codes == 0
         return passed

@@ -19,6 +19,7 @@ from scheduling.core.framework import (
     EXTENSION_POINTS,
     AllocationDraft,
     BindPlugin,
+    CodeArray,
     FilterPlugin,
     FloatArray,
     IntArray,
@@ -185,10 +186,7 @@ class Framework:
             for name, plugin in self.filter
             if name not in state.skipped
         )
-        feasible = np.ones(len(snapshot), dtype=np.bool_)
-        for _, verdicts in filters:
-            feasible &= verdicts.passed
-        feasible_idx = np.flatnonzero(feasible)
+        feasible_idx = np.flatnonzero(_failing_codes(filters, len(snapshot)) == 0)
 
         # 3. PostFilter: nothing fits; ask preemption for a node where evicting victims would help.
         if len(feasible_idx) == 0:
@@ -235,7 +233,7 @@ class Framework:
             normalizer = self._normalizers.get(name)
             normalized = raw if normalizer is None else normalizer.normalize_score(state, pod, raw)
             records.append(ScoreRecord(name, weight, normalized))
-            totals += weight * normalized
+            totals += normalized if weight == 1 else weight * normalized
 
         # 6. Select: highest total; ties go to the node first in the snapshot's tie order.
         best = np.flatnonzero(totals == totals.max())
@@ -327,6 +325,17 @@ class Framework:
         start = self._next_start % len(feasible)
         self._next_start = start + wanted
         return np.roll(feasible, -start)[:wanted]
+
+
+def _failing_codes(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> CodeArray:
+    """Per node: nonzero when some filter failed it (the codes OR-ed: one pass per filter)."""
+    if not filters:
+        return np.zeros(size, dtype=np.uint8)
+    codes = filters[0][1].codes
+    for _, verdicts in filters[1:]:
+        if verdicts.failing:
+            codes = codes | verdicts.codes
+    return codes
 
 
 def _combine(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> NodeVerdicts:

@@ -227,6 +227,7 @@ class _Compiled:
         )
         # per GPU model, per task type: may the type run there (CPU-only types: irrelevant)
         self.allowed: BoolArray = allowed.reshape(len(models), len(types))
+        self.any_model_bound = not bool(self.allowed.all())  # else the model check is skipped
         self.node_model: IntArray = snapshot.model_id.copy()
         self.balance = balance
         gpu_weight = self.p[self.gpu_type]
@@ -260,12 +261,9 @@ class _Compiled:
     ) -> FloatArray:
         """F of rows of `node`s in the given state (per-threshold counts and CPU left)."""
         t = self.type_threshold
-        fits = (
-            self.gpu_type
-            & (count[:, t] >= self.count)
-            & (cpu[:, None] >= self.cpu)
-            & self.allowed[self.node_model[node]]
-        )
+        fits = self.gpu_type & (count[:, t] >= self.count) & (cpu[:, None] >= self.cpu)
+        if self.any_model_bound:
+            fits &= self.allowed[self.node_model[node]]
         frag = np.where(fits, below[:, t], idle[:, None])
         result: FloatArray = frag @ self.p
         if self.balance > 0:
