@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduling.core.columns import Columns
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft, FloatArray, IntArray
 from scheduling.core.plugin_args import ArgReader, ProfileError
@@ -322,13 +323,13 @@ class _NodeState:
         self.generation[stale] = snapshot.generation[stale]
 
 
-class _ShapeScores:
+class _ShapeScores(Columns):
     """Per node, for one pod shape: the score and the share GPU chosen, valid at `generation`."""
 
     def __init__(self, size: int) -> None:
+        super().__init__(size)
         self.score: FloatArray = np.zeros(size, dtype=np.float64)
         self.gpu: IntArray = np.full(size, -1, dtype=np.int64)
-        self.generation: IntArray = np.full(size, -1, dtype=np.int64)
 
 
 class FragmentationMeasure:
@@ -464,20 +465,22 @@ class Fragmentation:
     ) -> FloatArray:
         if self.learning:
             self._learn(pod)
-        shape = self._fresh_shape(pod, snapshot, candidates)
+        shape = self._fresh_shape(pod, snapshot)
         scores: FloatArray = shape.score[candidates]
         return scores
 
     def _fresh_shape(
-        self, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+        self, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray | None = None
     ) -> _ShapeScores:
+        """The shape's scores, brought up to date on `rows` (all nodes when None: one comparison
+        finds the few changed since the shape was last scored)."""
         measure = self._measure_for(snapshot)
         shape = self._shape(pod, len(snapshot))
-        stale = rows[shape.generation[rows] != snapshot.generation[rows]]
+        stale = shape.stale(snapshot, rows)
         if len(stale):
             measure.refresh(snapshot, stale)
             self._compute(measure, pod, snapshot, shape, stale)
-            shape.generation[stale] = snapshot.generation[stale]
+            shape.mark(snapshot, stale)
         return shape
 
     def _compute(
