@@ -38,6 +38,11 @@ class NodeVerdicts:
         return cls(np.zeros(size, dtype=np.uint8))
 
     @property
+    def failing(self) -> bool:
+        """Whether any node may fail (False: no reason, so every code is 0)."""
+        return bool(self.reasons)
+
+    @property
     def passed(self) -> npt.NDArray[np.bool_]:
         passed: npt.NDArray[np.bool_] = self.codes == 0
         return passed
@@ -115,6 +120,16 @@ class FilterPlugin(Protocol):
     def filter(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot
     ) -> NodeVerdicts: ...
+
+
+@runtime_checkable
+class RowFilterPlugin(Protocol):
+    """A Filter plugin that can also judge a few nodes alone (preemption asks about one node at a
+    time): which of `rows` pass. Must agree with `filter` on every node."""
+
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> npt.NDArray[np.bool_]: ...
 
 
 @runtime_checkable

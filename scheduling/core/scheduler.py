@@ -19,6 +19,7 @@ from scheduling.core.framework import (
     EXTENSION_POINTS,
     AllocationDraft,
     BindPlugin,
+    CodeArray,
     FilterPlugin,
     FloatArray,
     IntArray,
@@ -150,9 +151,18 @@ class Framework:
             (spec.name, cast(ScorePlugin, instances[spec.name]), spec.weight)
             for spec in profile.enabled("score")
         ]
+        # Protocol checks are slow (typing inspects the class each time): done once, here.
+        self._normalizers: dict[str, NormalizeScorePlugin] = {
+            name: plugin
+            for name, plugin, _ in self.score
+            if isinstance(plugin, NormalizeScorePlugin)
+        }
         self.reserve: list[tuple[str, ReservePlugin]] = at("reserve")
         self.permit: list[tuple[str, PermitPlugin]] = at("permit")
         self.bind_plugins: list[tuple[str, BindPlugin]] = at("bind")
+        self._unreservers: list[UnreservePlugin] = [
+            plugin for _, plugin in reversed(self.reserve) if isinstance(plugin, UnreservePlugin)
+        ]
         for _, plugin in self.post_filter:
             if isinstance(plugin, UsesProfileFilters):
                 plugin.use_filters(self.filter)
@@ -178,10 +188,7 @@ class Framework:
             for name, plugin in self.filter
             if name not in state.skipped
         )
-        feasible = np.ones(len(snapshot), dtype=np.bool_)
-        for _, verdicts in filters:
-            feasible &= verdicts.passed
-        feasible_idx = np.flatnonzero(feasible)
+        feasible_idx = np.flatnonzero(_failing_codes(filters, len(snapshot)) == 0)
         decision = Decision(
             pod, Status.success(), names, state, filters=filters, feasible_nodes=len(feasible_idx)
         )
@@ -236,13 +243,10 @@ class Framework:
             if name in state.skipped:
                 continue
             raw = scorer.score(state, pod, snapshot, candidates)
-            normalized = (
-                scorer.normalize_score(state, pod, raw)
-                if isinstance(scorer, NormalizeScorePlugin)
-                else raw
-            )
+            normalizer = self._normalizers.get(name)
+            normalized = raw if normalizer is None else normalizer.normalize_score(state, pod, raw)
             records.append(ScoreRecord(name, weight, normalized))
-            totals += weight * normalized
+            totals += normalized if weight == 1 else weight * normalized
 
         # 6. Select: highest total; ties go to the node first in the snapshot's tie order.
         best = np.flatnonzero(totals == totals.max())
@@ -318,9 +322,8 @@ class Framework:
         decision.placement = None
 
     def _unreserve(self, state: CycleState, pod: PodRequest, placement: Placement) -> None:
-        for _, plugin in reversed(self.reserve):
-            if isinstance(plugin, UnreservePlugin):
-                plugin.unreserve(state, pod, placement)
+        for plugin in self._unreservers:
+            plugin.unreserve(state, pod, placement)
 
     def _sample(self, feasible: IntArray, cluster_size: int) -> IntArray:
         """kube-scheduler's percentageOfNodesToScore, starting where the previous cycle stopped."""
@@ -335,6 +338,17 @@ class Framework:
         start = self._next_start % len(feasible)
         self._next_start = start + wanted
         return np.roll(feasible, -start)[:wanted]
+
+
+def _failing_codes(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> CodeArray:
+    """Per node: nonzero when some filter failed it (the codes OR-ed: one pass per filter)."""
+    if not filters:
+        return np.zeros(size, dtype=np.uint8)
+    codes = filters[0][1].codes
+    for _, verdicts in filters[1:]:
+        if verdicts.failing:
+            codes = codes | verdicts.codes
+    return codes
 
 
 def _combine(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> NodeVerdicts:

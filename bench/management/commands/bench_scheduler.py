@@ -25,6 +25,11 @@ class Command(BaseCommand):
         parser.add_argument("--topology", choices=TOPOLOGIES, default="mixed")
         parser.add_argument("--profile", default="gpusched", help="profile name or YAML path")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--reference",
+            action="store_true",
+            help="also run the naive numpy reference (fit + same-NUMA GPUs) on the same stream",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -35,6 +40,7 @@ class Command(BaseCommand):
             pods=options["pods"],
             topology=options["topology"],
             seed=options["seed"],
+            reference=options["reference"],
         )
         report = {
             "profile": profile.scheduler_name,

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduling.core.columns import Columns
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft, FloatArray, IntArray
 from scheduling.core.plugin_args import ArgReader, ProfileError
@@ -217,11 +218,17 @@ class _Compiled:
         self.count: IntArray = np.array([t.gpus for t in types], dtype=np.int64)
         self.p: FloatArray = np.array(mix.probabilities, dtype=np.float64)
         self.gpu_type: BoolArray = self.milli > 0
+        # Per-GPU counts depend only on a type's per-GPU milli, which few types differ in: they are
+        # kept per distinct milli (threshold) and read per type through `type_threshold`.
+        thresholds, self.type_threshold = np.unique(self.milli, return_inverse=True)
+        self.thresholds: IntArray = thresholds.astype(np.int64)
+        self.type_threshold = self.type_threshold.reshape(-1)
         allowed = np.array(
             [[not t.models or model in t.models for t in types] for model in models], dtype=np.bool_
         )
         # per GPU model, per task type: may the type run there (CPU-only types: irrelevant)
         self.allowed: BoolArray = allowed.reshape(len(models), len(types))
+        self.any_model_bound = not bool(self.allowed.all())  # else the model check is skipped
         self.node_model: IntArray = snapshot.model_id.copy()
         self.balance = balance
         gpu_weight = self.p[self.gpu_type]
@@ -250,28 +257,15 @@ class _Compiled:
         weights: FloatArray = np.maximum(self.p, np.minimum(self.p * factor, self.p.max(initial=0)))
         return weights
 
-    def base(self, free: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-        """Per row (a node's GPU free milli, -1 = no GPU) and type: how many GPUs have room for the
-        type, and the free milli on the GPUs that have not; plus the row's idle milli."""
-        present = free >= 0
-        idle: IntArray = np.where(present, free, 0).sum(axis=1)
-        enough = free[:, None, :] >= self.milli[None, :, None]
-        count: IntArray = enough.sum(axis=2)
-        short = ~enough & present[:, None, :]
-        below: IntArray = np.where(short, free[:, None, :], 0).sum(axis=2)
-        return count, below, idle
-
     def fragmentation(
         self, count: IntArray, below: IntArray, idle: IntArray, cpu: IntArray, node: IntArray
     ) -> FloatArray:
-        """F of rows of `node`s in the given state (per-type counts and CPU left)."""
-        fits = (
-            self.gpu_type
-            & (count >= self.count)
-            & (cpu[:, None] >= self.cpu)
-            & self.allowed[self.node_model[node]]
-        )
-        frag = np.where(fits, below, idle[:, None])
+        """F of rows of `node`s in the given state (per-threshold counts and CPU left)."""
+        t = self.type_threshold
+        fits = self.gpu_type & (count[:, t] >= self.count) & (cpu[:, None] >= self.cpu)
+        if self.any_model_bound:
+            fits &= self.allowed[self.node_model[node]]
+        frag = np.where(fits, below[:, t], idle[:, None])
         result: FloatArray = frag @ self.p
         if self.balance > 0:
             fed = (
@@ -284,9 +278,7 @@ class _Compiled:
 
     def after(
         self,
-        count: IntArray,
-        below: IntArray,
-        idle: IntArray,
+        base: _NodeState,
         cpu: IntArray,
         node: IntArray,
         old: IntArray,
@@ -294,32 +286,50 @@ class _Compiled:
         times: IntArray,
     ) -> FloatArray:
         """Fragmentation after `times` GPUs of each row go from `old` to `new` free milli."""
-        m = self.milli[None, :]
+        m = self.thresholds[None, :]
         o, n, k = old[:, None], new[:, None], times[:, None]
-        count_after = count + k * ((n >= m).astype(np.int64) - (o >= m))
-        below_after = below + k * (np.where(n < m, n, 0) - np.where(o < m, o, 0))
-        idle_after = idle - times * (old - new)
+        count_after = base.count[node] + k * ((n >= m).astype(np.int64) - (o >= m))
+        below_after = base.below[node] + k * (np.where(n < m, n, 0) - np.where(o < m, o, 0))
+        idle_after = base.idle[node] - times * (old - new)
         return self.fragmentation(count_after, below_after, idle_after, cpu, node)
 
 
 class _NodeState:
-    """Per node: the per-type counts and its fragmentation, valid at `generation`."""
+    """Per node and threshold (a per-GPU milli): how many GPUs have that much free, and the free
+    milli on the GPUs that have not; plus the node's idle milli. Valid at `generation`; it does
+    not depend on the mix's probabilities, so it outlives a mix update with the same thresholds."""
 
-    def __init__(self, size: int, types: int) -> None:
-        self.count: IntArray = np.zeros((size, types), dtype=np.int64)
-        self.below: IntArray = np.zeros((size, types), dtype=np.int64)
+    def __init__(self, size: int, thresholds: IntArray) -> None:
+        self.thresholds = thresholds
+        self.count: IntArray = np.zeros((size, len(thresholds)), dtype=np.int64)
+        self.below: IntArray = np.zeros((size, len(thresholds)), dtype=np.int64)
         self.idle: IntArray = np.zeros(size, dtype=np.int64)
-        self.frag: FloatArray = np.zeros(size, dtype=np.float64)
         self.generation: IntArray = np.full(size, -1, dtype=np.int64)
 
+    def serves(self, size: int, thresholds: IntArray) -> bool:
+        return len(self.idle) == size and np.array_equal(self.thresholds, thresholds)
 
-class _ShapeScores:
+    def refresh(self, snapshot: ClusterSnapshot, rows: IntArray) -> None:
+        stale = rows[self.generation[rows] != snapshot.generation[rows]]
+        if len(stale) == 0:
+            return
+        free = snapshot.gpu_free[stale]
+        present = free >= 0
+        enough = free[:, None, :] >= self.thresholds[None, :, None]
+        short = ~enough & present[:, None, :]
+        self.count[stale] = enough.sum(axis=2)
+        self.below[stale] = np.where(short, free[:, None, :], 0).sum(axis=2)
+        self.idle[stale] = np.where(present, free, 0).sum(axis=1)
+        self.generation[stale] = snapshot.generation[stale]
+
+
+class _ShapeScores(Columns):
     """Per node, for one pod shape: the score and the share GPU chosen, valid at `generation`."""
 
     def __init__(self, size: int) -> None:
+        super().__init__(size)
         self.score: FloatArray = np.zeros(size, dtype=np.float64)
         self.gpu: IntArray = np.full(size, -1, dtype=np.int64)
-        self.generation: IntArray = np.full(size, -1, dtype=np.int64)
 
 
 class FragmentationMeasure:
@@ -333,31 +343,41 @@ class FragmentationMeasure:
         mix: WorkloadMix,
         balance: float = 0.0,
         host_scarcity: bool = False,
+        base: _NodeState | None = None,
     ) -> None:
+        """`base`: the per-threshold state of an earlier measure of the same snapshot, reused when
+        its thresholds are this mix's."""
         self._snapshot = weakref.ref(snapshot)
         self.mix = mix
         self.compiled = _Compiled(mix, snapshot, balance, host_scarcity)
-        self.nodes = _NodeState(len(snapshot), len(mix))
+        thresholds = self.compiled.thresholds
+        if base is None or not base.serves(len(snapshot), thresholds):
+            base = _NodeState(len(snapshot), thresholds)
+        self.base = base
+        self.frag: FloatArray = np.zeros(len(snapshot), dtype=np.float64)
+        self.generation: IntArray = np.full(len(snapshot), -1, dtype=np.int64)
+
+    def measures(self, snapshot: ClusterSnapshot) -> bool:
+        return self._snapshot() is snapshot
 
     def serves(self, snapshot: ClusterSnapshot) -> bool:
-        return self._snapshot() is snapshot and self.compiled.version == self.mix.version
+        return self.measures(snapshot) and self.compiled.version == self.mix.version
 
     def refresh(self, snapshot: ClusterSnapshot, rows: IntArray) -> None:
-        stale = rows[self.nodes.generation[rows] != snapshot.generation[rows]]
+        stale = rows[self.generation[rows] != snapshot.generation[rows]]
         if len(stale) == 0:
             return
-        count, below, idle = self.compiled.base(snapshot.gpu_free[stale])
-        nodes = self.nodes
-        nodes.count[stale], nodes.below[stale], nodes.idle[stale] = count, below, idle
-        nodes.frag[stale] = self.compiled.fragmentation(
-            count, below, idle, snapshot.cpu_free[stale], stale
+        base = self.base
+        base.refresh(snapshot, stale)
+        self.frag[stale] = self.compiled.fragmentation(
+            base.count[stale], base.below[stale], base.idle[stale], snapshot.cpu_free[stale], stale
         )
-        nodes.generation[stale] = snapshot.generation[stale]
+        self.generation[stale] = snapshot.generation[stale]
 
     def node_fragmentation(self, snapshot: ClusterSnapshot) -> FloatArray:
         """F of every node (milli-GPU)."""
         self.refresh(snapshot, np.arange(len(snapshot)))
-        return self.nodes.frag
+        return self.frag
 
     def total(self, snapshot: ClusterSnapshot) -> float:
         return float(self.node_fragmentation(snapshot).sum())
@@ -422,8 +442,9 @@ class Fragmentation:
     def _measure_for(self, snapshot: ClusterSnapshot) -> FragmentationMeasure:
         measure = self._measure
         if measure is None or not measure.serves(snapshot):
+            base = measure.base if measure is not None and measure.measures(snapshot) else None
             measure = self._measure = FragmentationMeasure(
-                snapshot, self.mix, self.cpu_balance, self.host_scarcity
+                snapshot, self.mix, self.cpu_balance, self.host_scarcity, base=base
             )
             self._shapes.clear()
         return measure
@@ -444,20 +465,22 @@ class Fragmentation:
     ) -> FloatArray:
         if self.learning:
             self._learn(pod)
-        shape = self._fresh_shape(pod, snapshot, candidates)
+        shape = self._fresh_shape(pod, snapshot)
         scores: FloatArray = shape.score[candidates]
         return scores
 
     def _fresh_shape(
-        self, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+        self, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray | None = None
     ) -> _ShapeScores:
+        """The shape's scores, brought up to date on `rows` (all nodes when None: one comparison
+        finds the few changed since the shape was last scored)."""
         measure = self._measure_for(snapshot)
         shape = self._shape(pod, len(snapshot))
-        stale = rows[shape.generation[rows] != snapshot.generation[rows]]
+        stale = shape.stale(snapshot, rows)
         if len(stale):
             measure.refresh(snapshot, stale)
             self._compute(measure, pod, snapshot, shape, stale)
-            shape.generation[stale] = snapshot.generation[stale]
+            shape.mark(snapshot, stale)
         return shape
 
     def _compute(
@@ -468,7 +491,6 @@ class Fragmentation:
         shape: _ShapeScores,
         rows: IntArray,
     ) -> None:
-        nodes = measure.nodes
         if pod.gpu_milli:
             # One hypothetical per GPU with room (fully free ones included).
             free = snapshot.gpu_free[rows]
@@ -489,16 +511,9 @@ class Fragmentation:
             old = new = times = np.zeros(len(rows), dtype=np.int64)
         node = rows[local]
         after = measure.compiled.after(
-            nodes.count[node],
-            nodes.below[node],
-            nodes.idle[node],
-            snapshot.cpu_free[node] - pod.cpu_milli,
-            node,
-            old,
-            new,
-            times,
+            measure.base, snapshot.cpu_free[node] - pod.cpu_milli, node, old, new, times
         )
-        delta = nodes.frag[node] - after
+        delta = measure.frag[node] - after
         if self.score_step > 0:
             score = np.floor(sigmoid_score(delta) / self.score_step) * self.score_step
         else:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduling.core.columns import ScoreColumns, ShapeCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import (
     MAX_NODE_SCORE,
@@ -78,6 +79,8 @@ class GPUTopology:
         self.prefer_same_numa = prefer_same_numa
         self.multi_gpu_policy = multi_gpu_policy  # for multi-GPU pods that name no policy
         self._state_key = "PreFilter" + name
+        # Per (GPU count, requirement): each node's best set rank, kept between cycles.
+        self._ranks = ShapeCache(ScoreColumns)
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> Status:
         if pod.gpus == 0:
@@ -113,6 +116,24 @@ class GPUTopology:
             verdicts.fail(~aligned, "not enough free CPU on the NUMA node of the free GPUs")
         return verdicts.build()
 
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> npt.NDArray[np.bool_]:
+        wanted = self._wanted(state, pod)
+        passed = np.ones(len(rows), dtype=np.bool_)
+        if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
+            return passed
+        for masks in (snapshot.whole_gpu_mask, snapshot.full_free_mask):
+            passed &= snapshot.best_set_rank(masks, pod.gpus, wanted.requirement, rows) > 0
+        if wanted.cpu_on_gpu_numa:
+            aligned = np.zeros(len(rows), dtype=np.bool_)
+            for numa in range(snapshot.max_numa):
+                local = snapshot.full_free_mask & snapshot.numa_gpu_mask[:, numa]
+                fits = snapshot.best_set_rank(local, pod.gpus, wanted.requirement, rows) > 0
+                aligned |= fits & (snapshot.numa_cpu_free[rows, numa] >= pod.cpu_milli)
+            passed &= aligned
+        return passed
+
     def pre_score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> Status:
@@ -127,13 +148,18 @@ class GPUTopology:
         if pod.gpus < 2:
             return np.full(len(candidates), MAX_NODE_SCORE)
         wanted = self._wanted(state, pod)
-        ranks = snapshot.best_set_rank(
-            snapshot.full_free_mask, pod.gpus, wanted.requirement, candidates
-        )
-        if snapshot.any_topology_guessed:
-            guessed = ~snapshot.topology_known[candidates]
-            ranks[guessed] = np.minimum(ranks[guessed], RANK_NODE)
-        scores: FloatArray = ranks.astype(np.float64)
+        columns = self._ranks.get((pod.gpus, wanted.requirement), snapshot)
+        stale = columns.stale(snapshot)
+        if len(stale):
+            ranks = snapshot.best_set_rank(
+                snapshot.full_free_mask, pod.gpus, wanted.requirement, stale
+            )
+            if snapshot.any_topology_guessed:
+                guessed = ~snapshot.topology_known[stale]
+                ranks[guessed] = np.minimum(ranks[guessed], RANK_NODE)
+            columns.score[stale] = ranks
+            columns.mark(snapshot, stale)
+        scores: FloatArray = columns.score[candidates]
         return scores
 
     def normalize_score(self, state: CycleState, pod: PodRequest, scores: FloatArray) -> FloatArray:

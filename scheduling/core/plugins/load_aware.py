@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduling.core.columns import ScoreColumns, ShapeCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft, FloatArray, IntArray
 from scheduling.core.plugin_args import ArgReader, ProfileError
@@ -37,6 +38,7 @@ class LoadAware:
 
     def __init__(self, target: float) -> None:
         self.target = target
+        self._scores = ShapeCache(ScoreColumns)  # raw scores per pod shape, kept between cycles
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
@@ -49,19 +51,29 @@ class LoadAware:
     def score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
     ) -> FloatArray:
-        gpus = snapshot.gpu_capacity_milli[candidates] // 1000
+        online = pod.service_class is ServiceClass.ONLINE
+        columns = self._scores.get((pod.expected_load, pod.gpus, online), snapshot)
+        stale = columns.stale(snapshot)
+        if len(stale):
+            columns.score[stale] = self._node_scores(pod, snapshot, stale, online)
+            columns.mark(snapshot, stale)
+        stale_count = snapshot.load_stale_count
+        if stale_count == len(snapshot) or (stale_count and snapshot.load_stale[candidates].any()):
+            self._explain_stale(state, snapshot)
+        scores: FloatArray = columns.score[candidates]
+        return scores
+
+    def _node_scores(
+        self, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray, online: bool
+    ) -> FloatArray:
+        gpus = snapshot.gpu_capacity_milli[rows] // 1000
         added = pod.expected_load * (pod.gpus or 1)
-        utilization = 100.0 * (snapshot.node_load[candidates] + added) / np.maximum(gpus, 1)
-        if pod.service_class is ServiceClass.ONLINE:
+        utilization = 100.0 * (snapshot.node_load[rows] + added) / np.maximum(gpus, 1)
+        if online:
             scores = np.clip(100.0 - utilization, 0.0, 100.0)
         else:
             scores = target_load_packing(utilization, self.target)
-        ages = snapshot.load_age_s[candidates]
-        stale = ages > snapshot.load_fresh_for_s
-        scores = np.where(stale, NEUTRAL_SCORE, scores)
-        if stale.any():
-            self._explain_stale(state, snapshot)
-        result: FloatArray = scores.astype(np.float64)
+        result: FloatArray = np.where(snapshot.load_stale[rows], NEUTRAL_SCORE, scores)
         return result
 
     def _explain_stale(self, state: CycleState, snapshot: ClusterSnapshot) -> None:

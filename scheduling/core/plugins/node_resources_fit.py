@@ -6,15 +6,16 @@ afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
 
+from scheduling.core.columns import Columns, ShapeCache
 from scheduling.core.cycle_state import CycleState
-from scheduling.core.framework import FloatArray, IntArray, NodeVerdicts, VerdictBuilder
+from scheduling.core.framework import CodeArray, FloatArray, IntArray, NodeVerdicts
 from scheduling.core.plugin_args import ArgReader, ProfileError
-from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.snapshot import BoolArray, ClusterSnapshot
 from scheduling.core.status import Status
 from scheduling.core.types import (
     GPU_MILLI_RESOURCE,
@@ -38,54 +39,51 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
+class _FilterColumns(Columns):
+    """Per node, for one pod shape: the code of the first condition the node fails (0: none)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.codes: CodeArray = np.zeros(size, dtype=np.uint8)
+        self.reasons: tuple[str, ...] = ()
+        self.unresolvable: tuple[bool, ...] = ()
+
+
 class NodeResourcesFit:
+    """Filter answers from per-shape columns (scheduling.core.columns): a cycle evaluates the
+    conditions only on the nodes changed since the shape was last filtered."""
+
     def __init__(self, strategy: str, weights: Mapping[str, int]) -> None:
         self.strategy = strategy
         self.weights = dict(weights)
+        self._filters = ShapeCache(_FilterColumns)
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> Status:
         return Status.success(NAME)
 
     def filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> NodeVerdicts:
-        verdicts = VerdictBuilder(len(snapshot))
-        verdicts.fail(snapshot.cordoned, ERR_CORDONED, unresolvable=True)
-        verdicts.fail(snapshot.quarantined, ERR_QUARANTINED, unresolvable=True)
-        if pod.node_selector:
-            verdicts.fail(
-                ~snapshot.selector_mask(pod.node_selector), ERR_SELECTOR, unresolvable=True
-            )
-        verdicts.fail(~snapshot.tolerated_mask(pod.tolerations), ERR_TAINT, unresolvable=True)
-        if pod.wants_gpu and pod.gpu_models:
-            verdicts.fail(~snapshot.model_mask(pod.gpu_models), ERR_MODEL, unresolvable=True)
-        verdicts.fail(snapshot.cpu_capacity < pod.cpu_milli, insufficient("cpu"), unresolvable=True)
-        verdicts.fail(
-            snapshot.memory_capacity < pod.memory_mib, insufficient("memory"), unresolvable=True
-        )
-        verdicts.fail(snapshot.cpu_free < pod.cpu_milli, insufficient("cpu"))
-        verdicts.fail(snapshot.memory_free < pod.memory_mib, insufficient("memory"))
-        if pod.gpus:
-            whole = snapshot.gpu_capacity_milli // 1000
-            verdicts.fail(whole < pod.gpus, insufficient(GPU_RESOURCE), unresolvable=True)
-            verdicts.fail(snapshot.full_free_count < pod.gpus, insufficient(GPU_RESOURCE))
-        elif pod.gpu_milli:
-            no_shared = np.logical_not(snapshot.gpu_shareable.any(axis=1))
-            verdicts.fail(no_shared, insufficient(GPU_MILLI_RESOURCE), unresolvable=True)
-            room = snapshot.max_share_free
-            if pod.service_class is ServiceClass.OPPORTUNISTIC:  # may also use lendable capacity
-                room = np.maximum(room, snapshot.max_reclaimable)
-            verdicts.fail(room < pod.gpu_milli, insufficient(GPU_MILLI_RESOURCE))
-        elif pod.mig_count:
-            resource = MIG_RESOURCE_PREFIX + pod.mig_profile
-            column = snapshot.mig_column(pod.mig_profile)
-            if column is None:
-                verdicts.fail(
-                    np.ones(len(snapshot), dtype=np.bool_),
-                    insufficient(resource),
-                    unresolvable=True,
-                )
-            else:
-                verdicts.fail(snapshot.mig_free[:, column] < pod.mig_count, insufficient(resource))
-        return verdicts.build()
+        columns = self._filters.get(_filter_key(pod), snapshot)
+        stale = columns.stale(snapshot)
+        if len(stale):
+            conditions = _conditions(pod, snapshot)
+            if not columns.reasons:
+                columns.reasons = tuple(reason for reason, _, _ in conditions)
+                columns.unresolvable = tuple(unresolvable for _, unresolvable, _ in conditions)
+            codes = np.zeros(len(stale), dtype=np.uint8)
+            # Last condition first, so a node keeps the code of the first condition it fails.
+            for code in range(len(conditions), 0, -1):
+                codes[conditions[code - 1][2](stale)] = code
+            columns.codes[stale] = codes
+            columns.mark(snapshot, stale)
+        return NodeVerdicts(columns.codes.copy(), columns.reasons, columns.unresolvable)
+
+    def filter_rows(
+        self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
+    ) -> BoolArray:
+        passed = np.ones(len(rows), dtype=np.bool_)
+        for _, _, fails in _conditions(pod, snapshot):
+            passed &= ~fails(rows)
+        return passed
 
     def score(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, candidates: IntArray
@@ -118,6 +116,91 @@ class NodeResourcesFit:
             weight_sum += np.where(has, weight, 0)
         scores: FloatArray = 100.0 * total / np.where(weight_sum > 0, weight_sum, 1)
         return scores
+
+
+Condition = tuple[str, bool, Callable[[IntArray], BoolArray]]  # reason, unresolvable, failing rows
+
+
+def _filter_key(pod: PodRequest) -> Hashable:
+    """Everything of the pod the filter reads."""
+    return (
+        pod.cpu_milli,
+        pod.memory_mib,
+        pod.gpus,
+        pod.gpu_milli,
+        pod.service_class is ServiceClass.OPPORTUNISTIC,
+        pod.mig_profile,
+        pod.mig_count,
+        pod.gpu_models if pod.wants_gpu else frozenset(),
+        tuple(sorted(pod.node_selector.items())),
+        pod.tolerations,
+    )
+
+
+def _conditions(pod: PodRequest, snapshot: ClusterSnapshot) -> list[Condition]:
+    """The filter's conditions in order, each a function of node rows that says which fail."""
+    s = snapshot
+    conditions: list[Condition] = [
+        (ERR_CORDONED, True, lambda rows: s.cordoned[rows]),
+        (ERR_QUARANTINED, True, lambda rows: s.quarantined[rows]),
+    ]
+    if pod.node_selector:
+        selected = s.selector_mask(pod.node_selector)
+        conditions.append((ERR_SELECTOR, True, lambda rows: ~selected[rows]))
+    tolerated = s.tolerated_mask(pod.tolerations)
+    conditions.append((ERR_TAINT, True, lambda rows: ~tolerated[rows]))
+    if pod.wants_gpu and pod.gpu_models:
+        allowed = s.model_mask(pod.gpu_models)
+        conditions.append((ERR_MODEL, True, lambda rows: ~allowed[rows]))
+    cpu, memory = pod.cpu_milli, pod.memory_mib
+    conditions += [
+        (insufficient("cpu"), True, lambda rows: s.cpu_capacity[rows] < cpu),
+        (insufficient("memory"), True, lambda rows: s.memory_capacity[rows] < memory),
+        (insufficient("cpu"), False, lambda rows: s.cpu_free[rows] < cpu),
+        (insufficient("memory"), False, lambda rows: s.memory_free[rows] < memory),
+    ]
+    if pod.gpus:
+        gpus = pod.gpus
+        conditions += [
+            (
+                insufficient(GPU_RESOURCE),
+                True,
+                lambda rows: s.gpu_capacity_milli[rows] // 1000 < gpus,
+            ),
+            (insufficient(GPU_RESOURCE), False, lambda rows: s.full_free_count[rows] < gpus),
+        ]
+    elif pod.gpu_milli:
+        milli = pod.gpu_milli
+        borrows = pod.service_class is ServiceClass.OPPORTUNISTIC  # may use lendable capacity
+
+        def no_shared_gpu(rows: IntArray) -> BoolArray:
+            shared: BoolArray = np.logical_not(s.gpu_shareable[rows].any(axis=1))
+            return shared
+
+        def no_room(rows: IntArray) -> BoolArray:
+            room = s.max_share_free[rows]
+            if borrows:
+                room = np.maximum(room, s.max_reclaimable[rows])
+            fails: BoolArray = room < milli
+            return fails
+
+        conditions += [
+            (insufficient(GPU_MILLI_RESOURCE), True, no_shared_gpu),
+            (insufficient(GPU_MILLI_RESOURCE), False, no_room),
+        ]
+    elif pod.mig_count:
+        resource = MIG_RESOURCE_PREFIX + pod.mig_profile
+        column = s.mig_column(pod.mig_profile)
+        count = pod.mig_count
+        if column is None:
+            conditions.append(
+                (insufficient(resource), True, lambda rows: np.ones(len(rows), dtype=np.bool_))
+            )
+        else:
+            conditions.append(
+                (insufficient(resource), False, lambda rows: s.mig_free[rows, column] < count)
+            )
+    return conditions
 
 
 def new(args: Mapping[str, Any] | None) -> NodeResourcesFit:

@@ -27,12 +27,18 @@ The filters are NodeResourcesFit and GPUTopology unless the shell hands over the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from scheduling.core.cycle_state import CycleState
-from scheduling.core.framework import FilterPlugin, NodeVerdicts, PostFilterResult, PreFilterPlugin
+from scheduling.core.framework import (
+    FilterPlugin,
+    NodeVerdicts,
+    PostFilterResult,
+    PreFilterPlugin,
+    RowFilterPlugin,
+)
 from scheduling.core.plugin_args import ArgReader, ProfileError
 from scheduling.core.plugins import gpu_topology, node_resources_fit
 from scheduling.core.pod_index import HeldPod
@@ -61,14 +67,21 @@ class DefaultPreemption:
     def __init__(self, min_candidates_absolute: int, min_candidates_percentage: int) -> None:
         self.min_candidates_absolute = min_candidates_absolute
         self.min_candidates_percentage = min_candidates_percentage
-        self.filters: list[tuple[str, FilterPlugin]] = [
-            (node_resources_fit.NAME, node_resources_fit.new(None)),
-            (gpu_topology.NAME, gpu_topology.new(None)),
-        ]
+        self.use_filters(
+            [
+                (node_resources_fit.NAME, node_resources_fit.new(None)),
+                (gpu_topology.NAME, gpu_topology.new(None)),
+            ]
+        )
 
     def use_filters(self, filters: Sequence[tuple[str, FilterPlugin]]) -> None:
         """Judge fit with exactly the profile's filters."""
         self.filters = list(filters)
+        # What each one implements, checked once (protocol checks are slow, _fits runs often).
+        self._filter_kinds = [
+            (name, plugin, isinstance(plugin, PreFilterPlugin), isinstance(plugin, RowFilterPlugin))
+            for name, plugin in self.filters
+        ]
 
     def post_filter(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
@@ -184,9 +197,10 @@ class DefaultPreemption:
 
     def _fits(self, pod: PodRequest, snapshot: ClusterSnapshot, i: int) -> bool:
         state = CycleState()
-        for name, plugin in self.filters:
-            if isinstance(plugin, PreFilterPlugin):
-                status = plugin.pre_filter(state, pod, snapshot)
+        rows = np.array([i])
+        for name, plugin, pre_filters, filters_rows in self._filter_kinds:
+            if pre_filters:
+                status = cast(PreFilterPlugin, plugin).pre_filter(state, pod, snapshot)
                 if status.code is Code.SKIP:
                     state.skipped.add(name)
                     continue
@@ -194,7 +208,10 @@ class DefaultPreemption:
                     return False
             if name in state.skipped:
                 continue
-            if plugin.filter(state, pod, snapshot).codes[i] != 0:
+            if filters_rows:
+                if not cast(RowFilterPlugin, plugin).filter_rows(state, pod, snapshot, rows)[0]:
+                    return False
+            elif plugin.filter(state, pod, snapshot).codes[i] != 0:
                 return False
         return True
 
