@@ -33,7 +33,13 @@ Measures, over the jobs that arrive in the window:
   arrival of the window; `gpu_utilization`: the same weighted by each tenant's (synthetic, seeded)
   utilization, as the simulator does for Philly tenants;
 - `gangs_started`, and `gangs_partially_started` (a gang with some but not all pods placed, at any
-  moment): must be 0.
+  moment): must be 0; `big_gangs_started` and `big_gang_wait_p95_s`: the same for gangs of at
+  least 32 GPUs (their p95 wait; one not started by the end counts its wait so far);
+- ETA accuracy, for the jobs that started after waiting at least 10 minutes, judged on the first
+  estimated start the scheduler gave them (at the step they arrived in): `eta_coverage` (share
+  that had one), `eta_median_rel_error` (median of |estimated p50 start - actual start| / actual
+  wait) and `eta_p90_hit_rate` (share that started by the estimated p90 start, i.e. inside the
+  interval [submission, p90]).
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from scheduling.core.queueing.config import (
     ResourceGroup,
     ResourceQuota,
 )
+from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
@@ -77,6 +84,8 @@ from sim.cluster import PRESETS, build_nodes
 FLAVOR = "p100"
 GPU_MODEL = "Tesla-P100-PCIE-16GB"
 POLICIES = ("fifo", "gpusched", "gpusched-no-reclaim")
+BIG_GANG_GPUS = 32
+ETA_MIN_WAIT_S = 600.0
 Progress = Callable[[str, float], None]  # (policy, fraction of the window simulated)
 
 
@@ -256,6 +265,12 @@ class PolicyResult:
     gpu_utilization: float
     gangs_started: int
     gangs_partially_started: int
+    big_gangs_started: int
+    big_gang_wait_p95_s: float
+    eta_coverage: float
+    eta_median_rel_error: float | None
+    eta_p90_hit_rate: float | None
+    eta_judged: int  # jobs that waited >= 10 minutes and started
     jobs: int
     jobs_started: int
     preemptions: int
@@ -271,6 +286,12 @@ class PolicyResult:
             "gpu_utilization": round(self.gpu_utilization, 4),
             "gangs_started": self.gangs_started,
             "gangs_partially_started": self.gangs_partially_started,
+            "big_gangs_started": self.big_gangs_started,
+            "big_gang_wait_p95_s": round(self.big_gang_wait_p95_s, 1),
+            "eta_coverage": round(self.eta_coverage, 4),
+            "eta_median_rel_error": _rounded(self.eta_median_rel_error),
+            "eta_p90_hit_rate": _rounded(self.eta_p90_hit_rate),
+            "eta_judged": self.eta_judged,
             "jobs": self.jobs,
             "jobs_started": self.jobs_started,
             "preemptions": self.preemptions,
@@ -312,6 +333,7 @@ def simulate(
     preemptions = 0
     gangs_seen: set[str] = set()  # gang jobs started at least once
     partial = 0
+    etas: dict[str, tuple[float, float] | None] = {}  # the first estimated (p50, p90) start
 
     # Integrals over time of the state between events.
     last_t = 0.0
@@ -409,9 +431,11 @@ def simulate(
             state.ends_at = t
 
         # 2. Arrivals.
+        arrived: list[str] = []
         while k < len(arrivals) and arrivals[k].arrival_s <= t:
             job = arrivals[k]
             k += 1
+            arrived.append(job.key)
             pending[job.key] = _queued(job, queue_of[job.tenant], job.arrival_s)
             waiting_gpus[job.tenant] += job.gpus
 
@@ -474,6 +498,13 @@ def simulate(
                 if snapshot.pods.gang_size(name) < states[name].job.pods
             )
 
+        # 5. The estimated start each new arrival is given.
+        waiting_new = [key for key in arrived if states[key].started_at is None]
+        if waiting_new:
+            given = pooled_etas(t, capacity, states, [*unplaced, *pending])
+            for key in waiting_new:
+                etas[key] = given.get(key)
+
     integrate(max(t, window_end))
     waits: dict[str, list[float]] = defaultdict(list)
     started = 0
@@ -497,6 +528,12 @@ def simulate(
             else 1.0,
         }
     ratios = [ratio_integral[t] / ratio_time[t] for t in tenants if ratio_time[t] > 0]
+    big_waits = [
+        (s.started_at if s.started_at is not None else max(t, window_end)) - s.job.arrival_s
+        for s in states.values()
+        if s.job.pods > 1 and s.job.gpus >= BIG_GANG_GPUS
+    ]
+    accuracy = eta_accuracy(states, etas)
     return PolicyResult(
         policy=policy,
         jain=jain(ratios),
@@ -507,6 +544,12 @@ def simulate(
         gpu_utilization=used_integral / (capacity * measured_s) if measured_s else 0.0,
         gangs_started=len(gangs_seen),
         gangs_partially_started=partial,
+        big_gangs_started=sum(1 for key in gangs_seen if states[key].job.gpus >= BIG_GANG_GPUS),
+        big_gang_wait_p95_s=percentile(big_waits, 0.95),
+        eta_coverage=accuracy.coverage,
+        eta_median_rel_error=accuracy.median_rel_error,
+        eta_p90_hit_rate=accuracy.p90_hit_rate,
+        eta_judged=accuracy.judged,
         jobs=len(states),
         jobs_started=started,
         preemptions=preemptions,
@@ -514,6 +557,64 @@ def simulate(
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
     )
+
+
+@dataclass(frozen=True)
+class EtaAccuracy:
+    judged: int
+    coverage: float
+    median_rel_error: float | None
+    p90_hit_rate: float | None
+
+
+def eta_accuracy(
+    states: dict[str, _JobState], etas: dict[str, tuple[float, float] | None]
+) -> EtaAccuracy:
+    """How the first estimated start of the jobs that started after waiting >= 10 minutes held
+    up (a job still waiting at the end has no actual start to judge against)."""
+    judged = [
+        s
+        for s in states.values()
+        if s.started_at is not None and s.started_at - s.job.arrival_s >= ETA_MIN_WAIT_S
+    ]
+    covered = [(s, etas[s.job.key]) for s in judged if etas.get(s.job.key) is not None]
+    errors = [
+        abs(eta[0] - s.started_at) / (s.started_at - s.job.arrival_s)
+        for s, eta in covered
+        if eta is not None and s.started_at is not None
+    ]
+    hits = [
+        s.started_at <= eta[1] + 1e-6
+        for s, eta in covered
+        if eta is not None and s.started_at is not None
+    ]
+    return EtaAccuracy(
+        judged=len(judged),
+        coverage=len(covered) / len(judged) if judged else 0.0,
+        median_rel_error=statistics.median(errors) if errors else None,
+        p90_hit_rate=sum(hits) / len(hits) if hits else None,
+    )
+
+
+def pooled_etas(
+    now: float, capacity: int, states: dict[str, _JobState], waiting: Sequence[str]
+) -> dict[str, tuple[float, float] | None]:
+    """Estimated starts as the API computed them before issue 18: expected ends (the trace's
+    true durations) replayed over the cluster's GPUs pooled, queue in arrival order."""
+    running = [
+        Running(s.started_at + s.job.duration_s, {GPU: s.job.gpus})
+        for s in states.values()
+        if s.started_at is not None and s.placements
+    ]
+    free = capacity - sum(r.amounts[GPU] for r in running)
+    order = sorted(waiting, key=lambda key: (states[key].queued_at, key))
+    queue = [Queued(key, {GPU: states[key].job.gpus}, states[key].job.duration_s) for key in order]
+    starts = estimate_starts(now, {GPU: free}, running, queue)
+    return {key: None if at is None else (at, at) for key, at in starts.items()}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _queued(job: Job, cluster_queue: str, created_at: float) -> QueuedWorkload:
