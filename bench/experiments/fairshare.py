@@ -58,8 +58,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from bench.experiments.eta import QueueView, Runtimes, Started, eta_accuracy, forecast
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
+from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
 from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
     ClusterQueue,
@@ -71,11 +73,12 @@ from scheduling.core.queueing.config import (
     ResourceGroup,
     ResourceQuota,
 )
-from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
+from scheduling.core.queueing.forecast import Queues
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import GPU, Demand
+from scheduling.core.queueing.runtime import JobShape
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import GangRef, PodRequest, TopologyPolicy
@@ -85,7 +88,8 @@ FLAVOR = "p100"
 GPU_MODEL = "Tesla-P100-PCIE-16GB"
 POLICIES = ("fifo", "gpusched", "gpusched-no-reclaim")
 BIG_GANG_GPUS = 32
-ETA_MIN_WAIT_S = 600.0
+ETA_EVERY_S = 600.0  # estimated starts are computed this often (not per job)
+RESERVATION_HORIZON_S = 6 * 3600.0
 Progress = Callable[[str, float], None]  # (policy, fraction of the window simulated)
 
 
@@ -271,6 +275,7 @@ class PolicyResult:
     eta_median_rel_error: float | None
     eta_p90_hit_rate: float | None
     eta_judged: int  # jobs that waited >= 10 minutes and started
+    reservations_released: int
     jobs: int
     jobs_started: int
     preemptions: int
@@ -292,6 +297,7 @@ class PolicyResult:
             "eta_median_rel_error": _rounded(self.eta_median_rel_error),
             "eta_p90_hit_rate": _rounded(self.eta_p90_hit_rate),
             "eta_judged": self.eta_judged,
+            "reservations_released": self.reservations_released,
             "jobs": self.jobs,
             "jobs_started": self.jobs_started,
             "preemptions": self.preemptions,
@@ -368,6 +374,31 @@ def simulate(
 
     usage_of = {j.tenant: j.utilization for j in trace.jobs}
     reclaims = policy == "gpusched"
+    runtimes = Runtimes()
+    book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
+    released = 0
+    eta_due: list[str] = []
+    last_forecast = -math.inf
+
+    def predicted_end(key: str, q: float) -> float | None:
+        state = states[key]
+        if state.started_at is None:
+            return None
+        total = runtimes.total(key, _shape(state.job), q, t - state.started_at)
+        return None if total is None else state.started_at + total
+
+    def backfill_policy() -> BackfillPolicy | None:
+        if book is None:
+            return None
+        return BackfillPolicy(
+            now=t,
+            ends_at=lambda held: predicted_end(_job_of(held.pod), 0.5),
+            runtime_s=lambda pod: runtimes.total(
+                _job_of(pod), _shape(states[_job_of(pod)].job), 0.9
+            ),
+            book=book,
+            horizon_s=RESERVATION_HORIZON_S,
+        )
 
     def reclaim(members: Sequence[PodRequest]) -> Eviction | None:
         """Topology-aware reclaim: an admitted gang whose queue is within its quota may evict
@@ -429,6 +460,7 @@ def simulate(
             running_gpus[state.job.tenant] -= state.job.gpus
             admitted.pop(key, None)
             state.ends_at = t
+            runtimes.finished(_shape(state.job), t - state.started_at)
 
         # 2. Arrivals.
         arrived: list[str] = []
@@ -470,7 +502,10 @@ def simulate(
         if unplaced:
             unplaced.sort(key=lambda key: (states[key].queued_at, key))
             pods = [pod for key in unplaced for pod in _pods(states[key].job)]
-            outcome = schedule_batch(framework, snapshot, pods, reclaim_gang=reclaim)
+            outcome = schedule_batch(
+                framework, snapshot, pods, reclaim_gang=reclaim, backfill=backfill_policy()
+            )
+            released += len(outcome.released)
             for eviction in outcome.evictions:  # the batch forgot the victims already
                 for key in dict.fromkeys(_job_of(v.pod) for v in eviction.victims):
                     preemptions += 1
@@ -498,12 +533,32 @@ def simulate(
                 if snapshot.pods.gang_size(name) < states[name].job.pods
             )
 
-        # 5. The estimated start each new arrival is given.
-        waiting_new = [key for key in arrived if states[key].started_at is None]
-        if waiting_new:
-            given = pooled_etas(t, capacity, states, [*unplaced, *pending])
-            for key in waiting_new:
-                etas[key] = given.get(key)
+        # 5. The estimated start new arrivals are given, computed every ETA_EVERY_S.
+        eta_due += arrived
+        if eta_due and t - last_forecast >= ETA_EVERY_S:
+            due = [key for key in eta_due if states[key].started_at is None]
+            eta_due, last_forecast = [], t
+            if due:
+                given = forecast(
+                    QueueView(
+                        framework,
+                        snapshot,
+                        t,
+                        Queues(cluster_queues, flavors),
+                        list(admitted.values()),
+                        list(unplaced),
+                        dict(pending),
+                        lambda key: _pods(states[key].job),
+                        lambda key: _shape(states[key].job),
+                        lambda key: states[key].started_at,
+                        _job_of,
+                        book,
+                        RESERVATION_HORIZON_S,
+                    ),
+                    runtimes,
+                )
+                for key in due:
+                    etas[key] = given.get(key)
 
     integrate(max(t, window_end))
     waits: dict[str, list[float]] = defaultdict(list)
@@ -533,7 +588,14 @@ def simulate(
         for s in states.values()
         if s.job.pods > 1 and s.job.gpus >= BIG_GANG_GPUS
     ]
-    accuracy = eta_accuracy(states, etas)
+    accuracy = eta_accuracy(
+        {
+            key: Started(s.job.arrival_s, s.started_at)
+            for key, s in states.items()
+            if s.started_at is not None
+        },
+        etas,
+    )
     return PolicyResult(
         policy=policy,
         jain=jain(ratios),
@@ -550,6 +612,7 @@ def simulate(
         eta_median_rel_error=accuracy.median_rel_error,
         eta_p90_hit_rate=accuracy.p90_hit_rate,
         eta_judged=accuracy.judged,
+        reservations_released=released,
         jobs=len(states),
         jobs_started=started,
         preemptions=preemptions,
@@ -559,58 +622,9 @@ def simulate(
     )
 
 
-@dataclass(frozen=True)
-class EtaAccuracy:
-    judged: int
-    coverage: float
-    median_rel_error: float | None
-    p90_hit_rate: float | None
-
-
-def eta_accuracy(
-    states: dict[str, _JobState], etas: dict[str, tuple[float, float] | None]
-) -> EtaAccuracy:
-    """How the first estimated start of the jobs that started after waiting >= 10 minutes held
-    up (a job still waiting at the end has no actual start to judge against)."""
-    judged = [
-        s
-        for s in states.values()
-        if s.started_at is not None and s.started_at - s.job.arrival_s >= ETA_MIN_WAIT_S
-    ]
-    covered = [(s, etas[s.job.key]) for s in judged if etas.get(s.job.key) is not None]
-    errors = [
-        abs(eta[0] - s.started_at) / (s.started_at - s.job.arrival_s)
-        for s, eta in covered
-        if eta is not None and s.started_at is not None
-    ]
-    hits = [
-        s.started_at <= eta[1] + 1e-6
-        for s, eta in covered
-        if eta is not None and s.started_at is not None
-    ]
-    return EtaAccuracy(
-        judged=len(judged),
-        coverage=len(covered) / len(judged) if judged else 0.0,
-        median_rel_error=statistics.median(errors) if errors else None,
-        p90_hit_rate=sum(hits) / len(hits) if hits else None,
-    )
-
-
-def pooled_etas(
-    now: float, capacity: int, states: dict[str, _JobState], waiting: Sequence[str]
-) -> dict[str, tuple[float, float] | None]:
-    """Estimated starts as the API computed them before issue 18: expected ends (the trace's
-    true durations) replayed over the cluster's GPUs pooled, queue in arrival order."""
-    running = [
-        Running(s.started_at + s.job.duration_s, {GPU: s.job.gpus})
-        for s in states.values()
-        if s.started_at is not None and s.placements
-    ]
-    free = capacity - sum(r.amounts[GPU] for r in running)
-    order = sorted(waiting, key=lambda key: (states[key].queued_at, key))
-    queue = [Queued(key, {GPU: states[key].job.gpus}, states[key].job.duration_s) for key in order]
-    starts = estimate_starts(now, {GPU: free}, running, queue)
-    return {key: None if at is None else (at, at) for key, at in starts.items()}
+def _shape(job: Job) -> JobShape:
+    """What a scheduler knows of a Philly job before it runs (the digest has no names)."""
+    return JobShape(job.tenant, pod_sets=((job.pods, job.per_pod),))
 
 
 def _rounded(value: float | None) -> float | None:

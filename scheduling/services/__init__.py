@@ -19,6 +19,7 @@ from scheduling.services.allocations import allocations_release, reservations_ex
 from scheduling.services.binding import CommitResult, placements_commit
 from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
 from scheduling.services.errors import ServiceError
+from scheduling.services.estimates import reservations_released
 from scheduling.services.evictions import workloads_evict
 from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
@@ -86,4 +87,5 @@ __all__ = [
     "workloads_admit",
     "workloads_evict",
     "workloads_waiting",
+    "reservations_released",
 ]

@@ -27,6 +27,7 @@ from scheduling.core.types import (
 NAME = "NodeResourcesFit"
 ERR_CORDONED = "node(s) were unschedulable"
 ERR_QUARANTINED = "node(s) were quarantined (their recorded state contradicts their capacity)"
+ERR_RESERVED = "node(s) were reserved for a waiting gang or large pod"
 ERR_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 ERR_TAINT = "node(s) had untolerated taint"
 ERR_MODEL = "node(s) didn't have an allowed GPU model"
@@ -50,6 +51,7 @@ class NodeResourcesFit:
         verdicts = VerdictBuilder(len(snapshot))
         verdicts.fail(snapshot.cordoned, ERR_CORDONED, unresolvable=True)
         verdicts.fail(snapshot.quarantined, ERR_QUARANTINED, unresolvable=True)
+        verdicts.fail(snapshot.reservation_blocked, ERR_RESERVED, unresolvable=True)
         if pod.node_selector:
             verdicts.fail(
                 ~snapshot.selector_mask(pod.node_selector), ERR_SELECTOR, unresolvable=True
