@@ -58,10 +58,11 @@ def test_the_head_gang_starts_within_bounded_cycles_on_one_8_gpu_node() -> None:
     for k in range(6):
         submit(f"small-{k}", gpus=1)
     started_after = None
+    now = start
+    cycle.clock = lambda: now
     for k in range(6):  # one old pod ends per cycle
-        at = start + timedelta(seconds=30 * (k + 1))
-        services.pods_finish(pods=[old[k]], now=at)
-        cycle.clock = lambda at=at: at
+        now = start + timedelta(seconds=30 * (k + 1))
+        services.pods_finish(pods=[old[k]], now=now)
         report = cycle.run_once()
         if placed("train") == 2 and started_after is None:
             started_after = k + 1
