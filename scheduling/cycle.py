@@ -56,6 +56,7 @@ from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import PodRequest, ServiceClass
+from scheduling.estimates import StartEstimator
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
 from scheduling.reclaim import ReclaimFeed
@@ -86,6 +87,7 @@ class CycleReport:
     gangs_bound: int = 0
     reserved: int = 0  # gangs and large pods holding nodes they wait for
     reservations_released: int = 0
+    estimated: int = 0  # waiting workloads whose start was estimated
     reconciled: int = 0
     reported: int = 0  # reports the side sent out (Kubernetes: events and conditions)
     quarantined: int = 0  # nodes whose recorded state contradicts their capacity
@@ -114,15 +116,36 @@ class SchedulingCycle:
     # at most this long (scheduling.core.queueing.backfill); a new leader starts afresh.
     reservation_horizon_s: float = DEFAULT_HORIZON_S
     reservations: ReservationBook = field(default_factory=ReservationBook)
+    estimator: StartEstimator = field(default_factory=StartEstimator)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
 
     def run_once(self) -> CycleReport:
         try:
-            return self._cycle()
+            report = self._cycle()
+            if report.synced and self.estimator.due():
+                report.estimated = self._estimate()
+            return report
         except Exception:
             # Whatever the snapshot assumed in this cycle may not be committed: start afresh.
             self.cache.invalidate()
             raise
+
+    def _estimate(self) -> int:
+        """Estimated starts from the state this cycle left, every few seconds. Advisory: a
+        failure is logged and scheduling goes on."""
+        try:
+            return self.estimator.run(
+                self.framework,
+                self.cache.state(),
+                self.runtime_feed,
+                self.reservations,
+                self.reservation_horizon_s,
+                self.clock(),
+                admits=self.side.queues_admit,
+            )
+        except Exception:
+            logger.exception("estimating starts failed; scheduling goes on")
+            return 0
 
     def stand_down(self) -> None:
         self.elector.stand_down()

@@ -56,6 +56,9 @@ class RuntimeFeed:
         started = self._started.get(key)
         return self.predictor.predict(shape, max(0.0, now - started) if started else 0.0)
 
+    def started_at(self, key: str) -> float | None:
+        return self._started.get(key)
+
     def ends_at(self, now: float) -> Callable[[HeldPod], float | None]:
         """Predicted (p50) end of what a node holds."""
 

@@ -4,6 +4,7 @@ run-time predictions and estimated starts it computed, recorded for the API to r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -31,3 +32,47 @@ def reservations_released(
                 for w, nodes, reason in released
             )
         )
+
+
+@dataclass(frozen=True)
+class WorkloadEstimate:
+    workload_id: int
+    runtime_p50_s: float | None
+    runtime_p90_s: float | None
+    runtime_basis: str
+    start_p50: datetime | None
+    start_p90: datetime | None
+    start_unknown_reason: str  # when start_p50 is None
+
+
+ESTIMATE_FIELDS = [
+    "runtime_p50_s",
+    "runtime_p90_s",
+    "runtime_basis",
+    "start_p50",
+    "start_p90",
+    "start_unknown_reason",
+    "estimated_at",
+]
+
+
+def workload_estimates_record(*, estimates: Sequence[WorkloadEstimate], now: datetime) -> int:
+    """Record the latest predictions of waiting workloads; those no longer waiting keep what they
+    had (the API shows estimates of waiting work only). No event: they change every few seconds
+    and nothing reacts to them."""
+    if not estimates:
+        return 0
+    rows = Workload.objects.in_bulk([e.workload_id for e in estimates])
+    changed = []
+    for e in estimates:
+        row = rows.get(e.workload_id)
+        if row is None:
+            continue
+        row.runtime_p50_s, row.runtime_p90_s = e.runtime_p50_s, e.runtime_p90_s
+        row.runtime_basis = e.runtime_basis[:256]
+        row.start_p50, row.start_p90 = e.start_p50, e.start_p90
+        row.start_unknown_reason = e.start_unknown_reason[:256]
+        row.estimated_at = now
+        changed.append(row)
+    Workload.objects.bulk_update(changed, ESTIMATE_FIELDS, batch_size=500)
+    return len(changed)

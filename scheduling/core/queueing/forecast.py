@@ -10,8 +10,9 @@ step at which all its pods are placed; a started workload ends after its predict
 
 Run it twice, once with p50 and once with p90 predictions, for an interval.
 
-Bounded cost: steps lie on a geometric grid (the first `first_step_s` after now, each next one
-`growth` times further), so the relative error of the grid is at most `growth - 1`; at most
+Bounded cost: a step is the next predicted end, but at least `min_step_s` and `growth - 1` times
+the time since now after the previous one (a geometric grid: the relative error of an estimate
+stays within `growth - 1`, and the number of steps grows with the log of the horizon); at most
 `batch_size` pods are tried per step; the replay stops after `horizon_s`. What has not started by
 then is "unknown", with the reason: beyond the horizon, or waiting for work with no predicted end.
 Quota preemption in the replay evicts its victims without requeueing them.
@@ -69,7 +70,7 @@ class Forecast:
     waiting: Sequence[WaitingWork]  # in queue order
     queues: Queues | None = None
     owners: Mapping[str, str] | None = None  # held pod uid -> workload key (default: its own)
-    first_step_s: float = 300.0
+    min_step_s: float = 60.0
     growth: float = 1.2
     horizon_s: float = 2 * 86400.0
     batch_size: int = 128
@@ -95,7 +96,7 @@ class Forecast:
         def end_of(held: HeldPod) -> float | None:
             return ends.get(held.pod.uid)
 
-        at, step = self.now, self.first_step_s
+        at = self.now
         reason = NEVER_FITS
         while True:
             while heap and heap[0][0] <= at:  # 1. predicted ends
@@ -160,8 +161,9 @@ class Forecast:
             if not heap:
                 reason = NO_PREDICTED_END
                 break
-            at = max(self.now + step, at + 1.0)
-            step *= self.growth
+            # The next predicted end, but no sooner than the grid allows: the relative error of
+            # an estimate stays within growth - 1.
+            at = max(heap[0][0], at + max(self.min_step_s, (at - self.now) * (self.growth - 1)))
             if at - self.now > self.horizon_s:
                 reason = BEYOND_HORIZON.format(hours=self.horizon_s / 3600)
                 break

@@ -25,7 +25,6 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.management.commands.applyqueues import queue_file
-from scheduling.selectors import SIM_SPEED_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 ADMIN_USER = "admin"
@@ -67,8 +66,6 @@ class Command(BaseCommand):
         queues = options["queues"] or options["cluster"]
         if queues != "none" and queue_file(queues).is_file():
             call_command("applyqueues", str(queue_file(queues)), stdout=self.stdout)
-        # Estimated start times scale simulated durations to wall time (selectors.sim_speed).
-        os.environ[SIM_SPEED_ENV] = str(options["speed"])
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"
