@@ -97,9 +97,9 @@ class StartEstimator:
 
             def end(h: HeldPod, quantile: str = quantile) -> float | None:
                 p = feed.prediction(h.pod.workload, at)
-                started = feed.started_at(h.pod.workload)
-                if p is None or started is None:
+                if p is None:
                     return None
+                started = feed.started_at(h.pod.workload) or at  # bound, starting now
                 return started + (p.p50_s if quantile == "p50" else p.p90_s)
 
             waiting = []

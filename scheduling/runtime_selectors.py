@@ -27,6 +27,7 @@ class WorkloadFacts:
     key: str  # "tenant/name", as the core's PodRequest.workload
     shape: JobShape
     started_at: float | None  # when its first pod started running
+    limit_s: float | None  # maximumExecutionTimeSeconds: it runs no longer than that
 
 
 def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[FinishedRuntime]:
@@ -65,16 +66,17 @@ def workload_facts(keys: Sequence[str]) -> list[WorkloadFacts]:
         rows = list(
             Workload.objects.filter(tenant__name=tenant, name__in=names)
             .annotate(first_start=Min("pods__started_at"))
-            .values_list("pk", "name", "first_start")
+            .values_list("pk", "name", "first_start", "maximum_execution_time_s")
         )
-        shapes = _shapes([pk for pk, _, _ in rows])
+        shapes = _shapes([pk for pk, *_ in rows])
         out += [
             WorkloadFacts(
                 f"{tenant}/{name}",
                 JobShape.of(tenant, name, pod_sets=shapes.get(pk, ())),
                 started.timestamp() if started else None,
+                float(limit) if limit else None,
             )
-            for pk, name, started in rows
+            for pk, name, started, limit in rows
         ]
     return out
 
