@@ -132,7 +132,9 @@ class RuntimePredictor:
             if samples is None:
                 continue
             ordered = samples.sorted()
-            longer = ordered[bisect.bisect_right(ordered, elapsed_s) :]
+            longer = (
+                ordered[bisect.bisect_right(ordered, elapsed_s) :] if elapsed_s > 0 else ordered
+            )
             needed = 1 if key == ("all",) else self.min_samples
             if len(longer) >= needed:
                 label = "similar jobs" if not elapsed_s else "similar jobs that ran longer"
