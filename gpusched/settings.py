@@ -223,13 +223,6 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # (gpusched/jsonbody.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1024 * 1024)
 
-# --- the simulator -----------------------------------------------------------------------------
-
-# Simulated seconds per wall second (GPUSCHED_SIM_SPEED, default 1): the estimated starts of
-# pending workloads scale the simulator's pod durations by it (`manage.py demo --speed` sets it for
-# the processes it starts).
-SIM_SPEED = max(1e-9, float(os.environ.get("GPUSCHED_SIM_SPEED") or 1))
-
 # --- REST API ---------------------------------------------------------------------------------
 
 # Tenants send `Authorization: Bearer <token>`; admins (staff users) use a session or a token of

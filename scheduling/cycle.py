@@ -1,6 +1,8 @@
 """One scheduling cycle for both cluster sides (DESIGN.md §8), written once against the protocol of
 scheduling.side. `run_once()` does one cycle and says whether more work is waiting, so tests call
 it directly and the commands (`runscheduler`, `runkube`) only loop and sleep.
+Over 600 lines because the numbered phases below are meant to be read top to bottom in one
+place, as kube-scheduler's schedule_one.go is; what each phase calls is in the core and services.
 
  1. Lead, or stand by; a new leader releases the reservations a crashed predecessor left.
  2. Sync the side: what changed outside gpusched comes into the database; then the cluster's
@@ -48,6 +50,12 @@ from scheduling.cluster_state import ClusterState
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.admission import admission_cycle
+from scheduling.core.queueing.backfill import (
+    DEFAULT_HORIZON_S,
+    BackfillPolicy,
+    ReleasedReservation,
+    ReservationBook,
+)
 from scheduling.core.queueing.batch import Eviction, classify, schedule_batch
 from scheduling.core.queueing.feasibility import EmptyClusterFeasibility
 from scheduling.core.queueing.gang_reclaim import gang_victims
@@ -56,9 +64,11 @@ from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import PodRequest, ServiceClass
+from scheduling.estimates import StartEstimator
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
 from scheduling.reclaim import ReclaimFeed
+from scheduling.runtime_feed import RuntimeFeed
 from scheduling.side import ClusterSide, Elector, PodEviction, Verdict, Waiting
 
 logger = logging.getLogger(__name__)
@@ -92,6 +102,9 @@ class CycleReport:
     reclaimed: int = 0  # workloads evicted from lent capacity their owners took back
     evictions_refused: int = 0  # pods the side would not evict now (a disruption budget)
     gangs_bound: int = 0
+    reserved: int = 0  # gangs and large pods holding nodes they wait for
+    reservations_released: int = 0
+    estimated: int = 0  # waiting workloads whose start was estimated
     reconciled: int = 0
     reported: int = 0  # reports the side sent out (Kubernetes: events and conditions)
     quarantined: int = 0  # nodes whose recorded state contradicts their capacity
@@ -116,6 +129,12 @@ class SchedulingCycle:
     load_feed: LoadFeed = field(default_factory=LoadFeed)
     reclaim_feed: ReclaimFeed = field(default_factory=ReclaimFeed)
     pods_ready: WaitForPodsReady = field(default_factory=pods_ready_settings)
+    runtime_feed: RuntimeFeed = field(default_factory=RuntimeFeed)
+    # Gangs and large pods that cannot be placed hold the nodes they need as they free up, for
+    # at most this long (scheduling.core.queueing.backfill); a new leader starts afresh.
+    reservation_horizon_s: float = DEFAULT_HORIZON_S
+    reservations: ReservationBook = field(default_factory=ReservationBook)
+    estimator: StartEstimator = field(default_factory=StartEstimator)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
     # Feasibility over the emptied cluster, kept while the snapshot it was built from is current.
     _feasibility: tuple[ClusterSnapshot, EmptyClusterFeasibility] | None = field(
@@ -124,11 +143,31 @@ class SchedulingCycle:
 
     def run_once(self) -> CycleReport:
         try:
-            return self._cycle()
+            report = self._cycle()
+            if report.synced and self.estimator.due():
+                report.estimated = self._estimate()
+            return report
         except Exception:
             # Whatever the snapshot assumed in this cycle may not be committed: start afresh.
             self.cache.invalidate()
             raise
+
+    def _estimate(self) -> int:
+        """Estimated starts from the state this cycle left, every few seconds. Advisory: a
+        failure is logged and scheduling goes on."""
+        try:
+            return self.estimator.run(
+                self.framework,
+                self.cache.state(),
+                self.runtime_feed,
+                self.reservations,
+                self.reservation_horizon_s,
+                self.clock(),
+                admits=self.side.queues_admit,
+            )
+        except Exception:
+            logger.exception("estimating starts failed; scheduling goes on")
+            return 0
 
     def stand_down(self) -> None:
         self.elector.stand_down()
@@ -184,7 +223,7 @@ class SchedulingCycle:
         )
         report.snapshot_s = time.perf_counter() - started
 
-        # 7. Schedule.
+        # 7. Schedule, with reservations for gangs and large pods that cannot be placed.
         by_uid = {requests[pod.pk].uid: pod for pod in pods}
         started = time.perf_counter()
         outcome = schedule_batch(
@@ -193,8 +232,11 @@ class SchedulingCycle:
             [requests[pod.pk] for pod in pods],
             evictions_free_at_once=self.side.evictions_free_at_once,
             reclaim_gang=lambda members: self._gang_reclaim(members, cluster, by_uid),
+            backfill=self._backfill(cluster, list(requests.values()), now),
         )
         report.schedule_s = time.perf_counter() - started
+        report.reserved = len(outcome.reservations)
+        report.reservations_released = self._report_released(outcome.released, by_uid, now)
 
         # 8. Evictions: asked of the side, then committed.
         report.preempted += self._carry_out(outcome.evictions, cluster, by_uid, now, report)
@@ -446,6 +488,45 @@ class SchedulingCycle:
         for workload, reason in by_workload.values():
             evicted += len(self._evict_workloads([workload], reason, None, now, report))
         return evicted
+
+    # --- 7. reservations and backfill -----------------------------------------------------------
+
+    def _backfill(
+        self, cluster: ClusterState, batch: Sequence[PodRequest], now: datetime
+    ) -> BackfillPolicy:
+        """Predicted ends of what the nodes hold and run times of what waits, learnt from
+        finished workloads (scheduling.runtime_feed)."""
+        keys = {held.pod.workload for held in cluster.snapshot.pods.held.values()}
+        keys |= {pod.workload for pod in batch}
+        self.runtime_feed.refresh(sorted(k for k in keys if k))
+        at = now.timestamp()
+        return BackfillPolicy(
+            now=at,
+            ends_at=self.runtime_feed.ends_at(at),
+            runtime_s=self.runtime_feed.runtime_s(at),
+            book=self.reservations,
+            horizon_s=self.reservation_horizon_s,
+        )
+
+    def _report_released(
+        self, released: Sequence[ReleasedReservation], by_uid: dict[str, Pod], now: datetime
+    ) -> int:
+        """Reservations given up (they could not complete within the horizon): an event each,
+        with the reason."""
+        if not released:
+            return 0
+        workloads: dict[str, Workload] = {}
+        for pod in by_uid.values():
+            request_gang = f"{pod.workload_id}/{pod.pod_set}"
+            for key in (request_gang, str(pod.uid)):
+                workloads.setdefault(key, pod.workload)
+        services.reservations_released(
+            released=[
+                (workloads[r.key], r.nodes, r.reason) for r in released if r.key in workloads
+            ],
+            now=now,
+        )
+        return len(released)
 
     # --- 7. gang reclaim (reads only) -----------------------------------------------------------
 

@@ -80,6 +80,19 @@ class WorkloadEvicted(EventPayload):
 
 
 @dataclass(frozen=True)
+class ReservationReleased(EventPayload):
+    """A waiting gang or large pod gave up the nodes held for it: they could not hold all it
+    needs within the reservation horizon (scheduling.core.queueing.backfill)."""
+
+    TYPE: ClassVar[str] = "workload.reservation_released"
+    uid: str
+    tenant: str
+    name: str
+    nodes: list[str]
+    reason: str
+
+
+@dataclass(frozen=True)
 class QueuesChanged(EventPayload):
     """Queue configuration was applied (names of what was created or updated, and of what a
     mirror of the cluster's objects removed: "ClusterQueue a", "LocalQueue ns/b", ...)."""
@@ -207,6 +220,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         NodeQuarantined,
         WorkloadChanged,
         WorkloadEvicted,
+        ReservationReleased,
         QueuesChanged,
         QueueSourceChanged,
         LocalQueueUsageSampled,

@@ -374,6 +374,16 @@ class Workload(models.Model):
     # queued again (the backoff after the last such eviction; null: at once).
     requeue_count = models.PositiveIntegerField(default=0)
     requeue_at = models.DateTimeField(null=True, blank=True)
+    # What the scheduler predicts while it waits (issue 18; scheduling.services.estimates),
+    # recomputed every few seconds by the cycle: run time learnt from finished workloads, and the
+    # estimated start from replaying the queue (or why it is unknown).
+    runtime_p50_s = models.FloatField(null=True, blank=True)
+    runtime_p90_s = models.FloatField(null=True, blank=True)
+    runtime_basis = models.CharField(max_length=256, blank=True, default="")
+    start_p50 = models.DateTimeField(null=True, blank=True)
+    start_p90 = models.DateTimeField(null=True, blank=True)
+    start_unknown_reason = models.CharField(max_length=256, blank=True, default="")
+    estimated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

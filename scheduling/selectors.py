@@ -5,13 +5,9 @@ queue_state; the scheduler's snapshot in cluster_state.)"""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from django.conf import settings
-from django.utils import timezone
+from datetime import datetime
 
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing import ordering
@@ -20,20 +16,17 @@ from scheduling.core.queueing.config import (
     AdmissionMode,
     StopPolicy,
 )
-from scheduling.core.queueing.estimate import Queued, Running, estimate_starts
 from scheduling.core.queueing.preemption import AdmittedWorkload
-from scheduling.core.queueing.quota import FlavorResource, QuotaBook
-from scheduling.core.queueing.resources import GPU, format_quantity
+from scheduling.core.queueing.quota import QuotaBook
+from scheduling.core.queueing.resources import format_quantity
 from scheduling.efficiency import usage_ratios
 from scheduling.models import (
-    Gpu,
     Pod,
     Workload,
 )
 from scheduling.queue_state import (
     QueueSetup,
     admitted_workloads,
-    pod_facts,
     queue_setup,
     queued_workloads,
     quota_book,
@@ -129,7 +122,7 @@ class PendingWorkload:
     position: int  # 1-based: in its cluster queue (waiting for quota) or among admitted ones
     reason: str  # WaitingForQuota, NoFit, TopologyPlacementFailed, WaitingForGang, ...
     message: str
-    estimated_start: datetime | None  # None: unknown (no expected ends to go by)
+    estimated_start: datetime | None  # p50; None: unknown (Workload.start_unknown_reason)
 
 
 def pending_workloads(
@@ -137,13 +130,10 @@ def pending_workloads(
     *,
     namespace: str | None = None,
     cluster_queue: str | None = None,
-    speed: float | None = None,
 ) -> list[PendingWorkload]:
     """Every workload waiting for quota or for nodes, with its position in its queue, the reason
-    and an estimated start from running workloads' expected ends (a simulated pod's duration_s,
-    scaled by the simulator's speed, else the workload's maximumExecutionTimeSeconds)."""
-    now = now or timezone.now()
-    speed = speed or settings.SIM_SPEED
+    and the estimated start the scheduling cycle last recorded (scheduling.estimates: the queue
+    replayed with the real core against run times learnt from finished workloads)."""
     setup = queue_setup()
     admitted = admitted_workloads()
     book = quota_book(setup, admitted)
@@ -154,51 +144,8 @@ def pending_workloads(
         .select_related("tenant", "cluster_queue")
         .order_by("-priority", "created_at", "id")
     )
-    active_ids = (
-        [w.pk for w, _ in queued] + [w.pk for w in unplaced] + [int(a.key) for a in admitted]
-    )
-    ends, durations, gpu_held = _expected_times(active_ids, now, speed)
-    by_pk = {int(a.key): a for a in admitted}
-
-    def end_of(pk: int) -> float | None:
-        return ends.get(pk)
-
     out: list[PendingWorkload] = []
     positions = ordering.positions(queue_orders(setup, book, queued, admitted))
-    estimates: dict[str, float | None] = {}
-    for name, cq in setup.cluster_queues.items():
-        members = set(book.members(name))
-        free: dict[str, int] = defaultdict(int)
-        for flavor, resource, _ in cq.flavor_resources():
-            free[resource] += book.available(name, (flavor, resource))
-        running = [
-            Running(end_of(int(a.key)), _by_resource(a.usage))
-            for a in admitted
-            if a.cluster_queue in members
-        ]
-        order = sorted(
-            (q for _, q in queued if q is not None and q.cluster_queue == name),
-            key=lambda q: positions.get(q.key, 0),
-        )
-        estimates.update(
-            estimate_starts(
-                now.timestamp(),
-                free,
-                running,
-                [
-                    Queued(
-                        q.key,
-                        {
-                            r: amount
-                            for r, amount in q.demand.amounts(cq.covered).items()
-                            if r in cq.covered
-                        },
-                        durations.get(int(q.key)),
-                    )
-                    for q in order
-                ],
-            )
-        )
     for w, q in queued:
         if q is None:
             lq_key = f"{w.tenant.namespace}/{w.queue_name}"
@@ -206,7 +153,6 @@ def pending_workloads(
             message = w.reason or f"LocalQueue {lq_key} does not exist"
             out.append(PendingWorkload(w, "", lq_key, 0, reason, message, None))
             continue
-        start = estimates.get(q.key)
         out.append(
             PendingWorkload(
                 w,
@@ -215,31 +161,10 @@ def pending_workloads(
                 positions.get(q.key, 0),
                 w.pending_reason or queue_admission.WAITING_FOR_QUOTA,
                 w.reason,
-                _when(start),
+                w.start_p50,
             )
         )
-    # Admitted, waiting for nodes: the cluster's GPUs free up as running workloads end.
-    capacity = 1000 * Gpu.objects.exclude(sharing="mig").count()
-    used = sum(Gpu.objects.values_list("used_milli", flat=True))
-    running_all = [
-        Running(end_of(pk), {GPU: gpu_held.get(pk, 0)})
-        for pk in set(by_pk) | {w.pk for w in unplaced}
-        if gpu_held.get(pk, 0)
-    ]
-    demand = pod_facts(w.pk for w in unplaced)
-    placement_estimates = estimate_starts(
-        now.timestamp(),
-        {GPU: max(0, capacity - used)},
-        running_all,
-        [
-            Queued(
-                str(w.pk),
-                {GPU: demand[w.pk].demand.gpu_milli} if w.pk in demand else {},
-                durations.get(w.pk),
-            )
-            for w in unplaced
-        ],
-    )
+    # Admitted, waiting for nodes.
     for k, w in enumerate(unplaced, start=1):
         out.append(
             PendingWorkload(
@@ -249,7 +174,7 @@ def pending_workloads(
                 k,
                 w.pending_reason or queue_admission.NO_FIT,
                 w.reason,
-                _when(placement_estimates.get(str(w.pk))),
+                w.start_p50,
             )
         )
     if namespace is not None:
@@ -273,62 +198,3 @@ def queue_orders(
         setup.local_queues,
         setup.fair_usage,
     )
-
-
-def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for (_, resource), amount in usage.items():
-        out[resource] += amount
-    return dict(out)
-
-
-def _when(timestamp: float | None) -> datetime | None:
-    return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC)
-
-
-def _expected_times(
-    workload_ids: Sequence[int], now: datetime, speed: float
-) -> tuple[dict[int, float | None], dict[int, float | None], dict[int, int]]:
-    """Per workload: when it is expected to end (running or admitted ones), how long it is
-    expected to run (wall seconds), and the GPU milli its placed pods hold."""
-    ends: dict[int, float | None] = {}
-    durations: dict[int, float | None] = {}
-    held: dict[int, int] = defaultdict(int)
-    pods: dict[int, list[tuple[str, datetime | None, dict[str, Any], int]]] = defaultdict(list)
-    for wid, phase, started, simulation, gpus, milli in Pod.objects.filter(
-        workload_id__in=list(workload_ids), phase__in=Pod.ACTIVE_PHASES
-    ).values_list("workload_id", "phase", "started_at", "simulation", "gpus", "gpu_milli"):
-        pods[wid].append((phase, started, simulation or {}, gpus * 1000 + milli))
-    limits = dict(
-        Workload.objects.filter(pk__in=list(workload_ids)).values_list(
-            "pk", "maximum_execution_time_s"
-        )
-    )
-    admitted_at = dict(
-        Workload.objects.filter(pk__in=list(workload_ids)).values_list("pk", "admitted_at")
-    )
-    for wid in workload_ids:
-        rows = pods.get(wid, [])
-        sims = [
-            float(sim.get("duration_s") or 0) + float(sim.get("lost_s") or 0)
-            for _, _, sim, _ in rows
-        ]
-        if rows and all(d > 0 for d in sims):
-            durations[wid] = max(sims) / speed
-            pod_ends = [
-                ((started or now) + timedelta(seconds=d / speed)).timestamp()
-                for (_, started, _, _), d in zip(rows, sims, strict=True)
-            ]
-            ends[wid] = max(pod_ends)
-        elif limits.get(wid):
-            limit = float(limits[wid] or 0)
-            durations[wid] = limit
-            start = admitted_at.get(wid) or now
-            ends[wid] = (start + timedelta(seconds=limit)).timestamp()
-        else:
-            durations[wid] = None
-            ends[wid] = None
-        for phase, _, _, milli in rows:
-            if phase in Pod.PLACED_PHASES:
-                held[wid] += milli
-    return ends, durations, held

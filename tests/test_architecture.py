@@ -22,7 +22,6 @@ REASON_WITHIN = 10
 # once those land (a module may also stay long by stating its reason instead).
 SPLIT_IN_PROGRESS = {
     "dashboard/selectors.py",
-    "scheduling/cycle.py",
 }
 
 # The shell's apps that `scheduling/` (the scheduler and its data) must not depend on.

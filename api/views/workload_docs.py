@@ -277,6 +277,20 @@ class RequeueStateSerializer(serializers.Serializer):
     requeueAt = serializers.DateTimeField(allow_null=True)
 
 
+class RuntimePredictionSerializer(serializers.Serializer):
+    p50Seconds = serializers.FloatField()
+    p90Seconds = serializers.FloatField()
+    basis = serializers.CharField(help_text='e.g. "p50 of 37 similar jobs (tenant vision, ...)"')
+
+
+class EstimatedStartSerializer(serializers.Serializer):
+    p50 = serializers.DateTimeField(allow_null=True)
+    p90 = serializers.DateTimeField(allow_null=True)
+    unknownReason = serializers.CharField(
+        allow_blank=True, help_text="why there is no estimate (p50 and p90 null)"
+    )
+
+
 class WorkloadStatusSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=Workload.State.values)
     pendingReason = serializers.CharField(
@@ -293,6 +307,16 @@ class WorkloadStatusSerializer(serializers.Serializer):
         many=True,
         help_text="QuotaReserved, Admitted, PodsReady, Evicted (Preempted, PodsReadyTimeout, "
         "InactiveWorkload, ClusterQueueStopped, LocalQueueStopped), Requeued, Finished",
+    )
+    runtimePrediction = RuntimePredictionSerializer(
+        allow_null=True,
+        required=False,
+        help_text="run time learnt from finished workloads (null: nothing to go by yet)",
+    )
+    estimatedStart = EstimatedStartSerializer(
+        allow_null=True,
+        required=False,
+        help_text="while waiting: the queue replayed with the scheduler's core",
     )
 
 
@@ -382,8 +406,27 @@ def workload_doc(
                 }
                 for c in selectors.workload_conditions(w, pods, now)
             ],
+            **_estimates(w),
         },
     }
+
+
+def _estimates(w: Workload) -> dict[str, Any]:
+    """What the scheduler last predicted for a waiting workload (scheduling.estimates)."""
+    waiting = w.state in (Workload.State.PENDING, Workload.State.ADMITTED)
+    if not waiting or w.estimated_at is None:
+        return {"runtimePrediction": None, "estimatedStart": None}
+    prediction = (
+        None
+        if w.runtime_p50_s is None or w.runtime_p90_s is None
+        else {
+            "p50Seconds": w.runtime_p50_s,
+            "p90Seconds": w.runtime_p90_s,
+            "basis": w.runtime_basis,
+        }
+    )
+    start = {"p50": w.start_p50, "p90": w.start_p90, "unknownReason": w.start_unknown_reason}
+    return {"runtimePrediction": prediction, "estimatedStart": start}
 
 
 def _priority_ref(w: Workload) -> dict[str, str] | None:

@@ -33,231 +33,52 @@ Measures, over the jobs that arrive in the window:
   arrival of the window; `gpu_utilization`: the same weighted by each tenant's (synthetic, seeded)
   utilization, as the simulator does for Philly tenants;
 - `gangs_started`, and `gangs_partially_started` (a gang with some but not all pods placed, at any
-  moment): must be 0.
+  moment): must be 0; `big_gangs_started` and `big_gang_wait_p95_s`: the same for gangs of at
+  least 32 GPUs (their p95 wait; one not started by the end counts its wait so far);
+- ETA accuracy, for the jobs that started after waiting at least 10 minutes, judged on the first
+  estimated start the scheduler gave them (at the step they arrived in): `eta_coverage` (share
+  that had one), `eta_median_rel_error` (median of |estimated p50 start - actual start| / actual
+  wait) and `eta_p90_hit_rate` (share that started by the estimated p90 start, i.e. inside the
+  interval [submission, p90]).
 """
 
 from __future__ import annotations
 
-import csv
 import heapq
 import math
-import random
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
+from bench.experiments.eta import QueueView, Runtimes, Started, eta_accuracy, forecast
+from bench.experiments.fairness import jain, percentile, water_fill
+from bench.experiments.philly import FLAVOR, Job, Trace, queues_for
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
+from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
 from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
-    ClusterQueue,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
 )
+from scheduling.core.queueing.forecast import Queues
 from scheduling.core.queueing.gang_reclaim import gang_victims
-from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
-from scheduling.core.queueing.resources import GPU, Demand
+from scheduling.core.queueing.resources import Demand
+from scheduling.core.queueing.runtime import JobShape
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import GangRef, PodRequest, TopologyPolicy
 from sim.cluster import PRESETS, build_nodes
 
-FLAVOR = "p100"
 GPU_MODEL = "Tesla-P100-PCIE-16GB"
-POLICIES = ("fifo", "gpusched", "gpusched-no-reclaim")
+BIG_GANG_GPUS = 32
+ETA_EVERY_S = 600.0  # estimated starts are computed this often (not per job)
+RESERVATION_HORIZON_S = 6 * 3600.0
 Progress = Callable[[str, float], None]  # (policy, fraction of the window simulated)
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    key: str
-    tenant: str
-    arrival_s: float
-    duration_s: float
-    gpus: int
-    pods: int
-    per_pod: int
-    utilization: float
-
-
-@dataclass(frozen=True)
-class Trace:
-    jobs: tuple[Job, ...]
-    shares: dict[str, float]  # tenant -> share of the whole trace's GPU time
-    start: datetime
-    days: float
-
-
-def load_trace(
-    path: Path,
-    *,
-    start: datetime | None = None,
-    days: float = 14.0,
-    max_gpus_per_pod: int = 8,
-    seed: int = 1,
-    max_duration_s: float | None = None,
-) -> Trace:
-    """The jobs submitted in [start, start + days) (default: the first Monday with a full week of
-    jobs, 2017-10-02), and every tenant's share of the whole trace's GPU time."""
-    with path.open(newline="") as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get("timestamp")]
-    gpu_time: dict[str, float] = defaultdict(float)
-    for row in rows:
-        gpu_time[row["cluster"]] += float(row["gpu_time"])
-    total = sum(gpu_time.values()) or 1.0
-    shares = {tenant: t / total for tenant, t in gpu_time.items()}
-    start = start or datetime(2017, 10, 2, tzinfo=UTC)
-    end = start + timedelta(days=days)
-    rng = random.Random(seed)
-    usage = {tenant: rng.uniform(0.15, 0.9) for tenant in sorted(shares)}
-    jobs = []
-    for k, row in enumerate(sorted(rows, key=lambda r: (r["timestamp"], r["cluster"]))):
-        at = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
-        if not start <= at < end:
-            continue
-        gpus = max(1, int(row["num_gpus"]))
-        pods = math.ceil(gpus / max_gpus_per_pod)
-        duration = max(60.0, float(row["duration"]))
-        if max_duration_s is not None:
-            duration = min(duration, max_duration_s)
-        jobs.append(
-            Job(
-                key=f"job-{k:06d}",
-                tenant=row["cluster"],
-                arrival_s=(at - start).total_seconds(),
-                duration_s=duration,
-                gpus=gpus,
-                pods=pods,
-                per_pod=math.ceil(gpus / pods),
-                utilization=usage[row["cluster"]],
-            )
-        )
-    return Trace(tuple(jobs), shares, start, days)
-
-
-# --- queue configurations ------------------------------------------------------------------------
-
-
-def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, int]:
-    """Whole GPUs proportional to the shares, summing to the capacity (largest remainder)."""
-    total = sum(shares.values()) or 1.0
-    exact = {t: capacity_gpus * s / total for t, s in shares.items()}
-    quotas = {t: math.floor(v) for t, v in exact.items()}
-    left = capacity_gpus - sum(quotas.values())
-    for tenant in sorted(exact, key=lambda t: (-(exact[t] - quotas[t]), t))[:left]:
-        quotas[tenant] += 1
-    return quotas
-
-
-def queue_documents(
-    policy: str, shares: dict[str, float], capacity_gpus: int
-) -> list[dict[str, Any]]:
-    """The policy's queues as Kueue's objects (v1beta2), as an admin would apply them: one
-    ResourceFlavor, the ClusterQueues, and each tenant's LocalQueue `default` in its namespace."""
-    if policy == "fifo":
-        quotas, cohort, reclaim = {"all": capacity_gpus}, "", ReclaimWithinCohort.NEVER
-        queue_of = dict.fromkeys(shares, "all")
-    elif policy in POLICIES:
-        quotas, cohort = nominal_quotas(shares, capacity_gpus), "philly"
-        reclaim = (
-            ReclaimWithinCohort.NEVER
-            if policy == "gpusched-no-reclaim"
-            else ReclaimWithinCohort.ANY
-        )
-        queue_of = {t: t for t in shares}
-    else:
-        raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
-    docs: list[dict[str, Any]] = [{"kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}]
-    for name in sorted(quotas):
-        spec: dict[str, Any] = {
-            "namespaceSelector": {},
-            "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
-            "resourceGroups": [
-                {
-                    "coveredResources": [GPU],
-                    "flavors": [
-                        {"name": FLAVOR, "resources": [{"name": GPU, "nominalQuota": quotas[name]}]}
-                    ],
-                }
-            ],
-            "preemption": {"reclaimWithinCohort": reclaim.value},
-        }
-        if cohort:
-            spec["cohortName"] = cohort
-        docs.append({"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
-    docs.extend(
-        {
-            "kind": "LocalQueue",
-            "metadata": {"name": "default", "namespace": tenant},
-            "spec": {"clusterQueue": queue_of[tenant]},
-        }
-        for tenant in sorted(shares)
-    )
-    return docs
-
-
-def queues_for(
-    policy: str, shares: dict[str, float], capacity_gpus: int
-) -> tuple[list[ClusterQueue], dict[str, str]]:
-    """The cluster queues of a policy, and each tenant's cluster queue: its Kueue objects read
-    by the same parser as `applyqueues`."""
-    config = parse_documents(queue_documents(policy, shares, capacity_gpus))
-    return list(config.cluster_queues), {q.namespace: q.cluster_queue for q in config.local_queues}
-
-
-# --- fairness -------------------------------------------------------------------------------------
-
-
-def water_fill(
-    capacity: float, demand: dict[str, float], weight: dict[str, float]
-) -> dict[str, float]:
-    """Weighted max-min fair shares of `capacity` given each tenant's demand."""
-    fair = dict.fromkeys(demand, 0.0)
-    active = {t for t, d in demand.items() if d > 0}
-    remaining = capacity
-    while active and remaining > 1e-9:
-        weights = {t: max(weight.get(t, 0.0), 0.0) for t in active}
-        total = sum(weights.values())
-        if total <= 0:
-            weights, total = dict.fromkeys(active, 1.0), float(len(active))
-        offer = {t: remaining * weights[t] / total for t in active}
-        saturated = {t for t in active if demand[t] - fair[t] <= offer[t]}
-        if not saturated:
-            for t in active:
-                fair[t] += offer[t]
-            break
-        for t in saturated:
-            remaining -= demand[t] - fair[t]
-            fair[t] = demand[t]
-        active -= saturated
-    return fair
-
-
-def jain(values: Sequence[float]) -> float:
-    values = [v for v in values if v >= 0]
-    if not values or not any(values):
-        return 0.0
-    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    low, high = math.floor(k), math.ceil(k)
-    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
-
-
-# --- the simulation -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -280,6 +101,13 @@ class PolicyResult:
     gpu_utilization: float
     gangs_started: int
     gangs_partially_started: int
+    big_gangs_started: int
+    big_gang_wait_p95_s: float
+    eta_coverage: float
+    eta_median_rel_error: float | None
+    eta_p90_hit_rate: float | None
+    eta_judged: int  # jobs that waited >= 10 minutes and started
+    reservations_released: int
     jobs: int
     jobs_started: int
     preemptions: int
@@ -295,6 +123,13 @@ class PolicyResult:
             "gpu_utilization": round(self.gpu_utilization, 4),
             "gangs_started": self.gangs_started,
             "gangs_partially_started": self.gangs_partially_started,
+            "big_gangs_started": self.big_gangs_started,
+            "big_gang_wait_p95_s": round(self.big_gang_wait_p95_s, 1),
+            "eta_coverage": round(self.eta_coverage, 4),
+            "eta_median_rel_error": _rounded(self.eta_median_rel_error),
+            "eta_p90_hit_rate": _rounded(self.eta_p90_hit_rate),
+            "eta_judged": self.eta_judged,
+            "reservations_released": self.reservations_released,
             "jobs": self.jobs,
             "jobs_started": self.jobs_started,
             "preemptions": self.preemptions,
@@ -336,6 +171,7 @@ def simulate(
     preemptions = 0
     gangs_seen: set[str] = set()  # gang jobs started at least once
     partial = 0
+    etas: dict[str, tuple[float, float] | None] = {}  # the first estimated (p50, p90) start
 
     # Integrals over time of the state between events.
     last_t = 0.0
@@ -370,6 +206,31 @@ def simulate(
 
     usage_of = {j.tenant: j.utilization for j in trace.jobs}
     reclaims = policy == "gpusched"
+    runtimes = Runtimes()
+    book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
+    released = 0
+    eta_due: list[str] = []
+    last_forecast = -math.inf
+
+    def predicted_end(key: str, q: float) -> float | None:
+        state = states[key]
+        if state.started_at is None:
+            return None
+        total = runtimes.total(key, _shape(state.job), q, t - state.started_at)
+        return None if total is None else state.started_at + total
+
+    def backfill_policy() -> BackfillPolicy | None:
+        if book is None:
+            return None
+        return BackfillPolicy(
+            now=t,
+            ends_at=lambda held: predicted_end(_job_of(held.pod), 0.5),
+            runtime_s=lambda pod: runtimes.total(
+                _job_of(pod), _shape(states[_job_of(pod)].job), 0.9
+            ),
+            book=book,
+            horizon_s=RESERVATION_HORIZON_S,
+        )
 
     def reclaim(members: Sequence[PodRequest]) -> Eviction | None:
         """Topology-aware reclaim: an admitted gang whose queue is within its quota may evict
@@ -431,11 +292,14 @@ def simulate(
             running_gpus[state.job.tenant] -= state.job.gpus
             admitted.pop(key, None)
             state.ends_at = t
+            runtimes.finished(_shape(state.job), t - state.started_at)
 
         # 2. Arrivals.
+        arrived: list[str] = []
         while k < len(arrivals) and arrivals[k].arrival_s <= t:
             job = arrivals[k]
             k += 1
+            arrived.append(job.key)
             pending[job.key] = _queued(job, queue_of[job.tenant], job.arrival_s)
             waiting_gpus[job.tenant] += job.gpus
 
@@ -470,7 +334,10 @@ def simulate(
         if unplaced:
             unplaced.sort(key=lambda key: (states[key].queued_at, key))
             pods = [pod for key in unplaced for pod in _pods(states[key].job)]
-            outcome = schedule_batch(framework, snapshot, pods, reclaim_gang=reclaim)
+            outcome = schedule_batch(
+                framework, snapshot, pods, reclaim_gang=reclaim, backfill=backfill_policy()
+            )
+            released += len(outcome.released)
             for eviction in outcome.evictions:  # the batch forgot the victims already
                 for key in dict.fromkeys(_job_of(v.pod) for v in eviction.victims):
                     preemptions += 1
@@ -498,6 +365,33 @@ def simulate(
                 if snapshot.pods.gang_size(name) < states[name].job.pods
             )
 
+        # 5. The estimated start new arrivals are given, computed every ETA_EVERY_S.
+        eta_due += arrived
+        if eta_due and t - last_forecast >= ETA_EVERY_S:
+            due = [key for key in eta_due if states[key].started_at is None]
+            eta_due, last_forecast = [], t
+            if due:
+                given = forecast(
+                    QueueView(
+                        framework,
+                        snapshot,
+                        t,
+                        Queues(cluster_queues, flavors),
+                        list(admitted.values()),
+                        list(unplaced),
+                        dict(pending),
+                        lambda key: _pods(states[key].job),
+                        lambda key: _shape(states[key].job),
+                        lambda key: states[key].started_at,
+                        _job_of,
+                        book,
+                        RESERVATION_HORIZON_S,
+                    ),
+                    runtimes,
+                )
+                for key in due:
+                    etas[key] = given.get(key)
+
     integrate(max(t, window_end))
     waits: dict[str, list[float]] = defaultdict(list)
     started = 0
@@ -521,6 +415,19 @@ def simulate(
             else 1.0,
         }
     ratios = [ratio_integral[t] / ratio_time[t] for t in tenants if ratio_time[t] > 0]
+    big_waits = [
+        (s.started_at if s.started_at is not None else max(t, window_end)) - s.job.arrival_s
+        for s in states.values()
+        if s.job.pods > 1 and s.job.gpus >= BIG_GANG_GPUS
+    ]
+    accuracy = eta_accuracy(
+        {
+            key: Started(s.job.arrival_s, s.started_at)
+            for key, s in states.items()
+            if s.started_at is not None
+        },
+        etas,
+    )
     return PolicyResult(
         policy=policy,
         jain=jain(ratios),
@@ -531,6 +438,13 @@ def simulate(
         gpu_utilization=used_integral / (capacity * measured_s) if measured_s else 0.0,
         gangs_started=len(gangs_seen),
         gangs_partially_started=partial,
+        big_gangs_started=sum(1 for key in gangs_seen if states[key].job.gpus >= BIG_GANG_GPUS),
+        big_gang_wait_p95_s=percentile(big_waits, 0.95),
+        eta_coverage=accuracy.coverage,
+        eta_median_rel_error=accuracy.median_rel_error,
+        eta_p90_hit_rate=accuracy.p90_hit_rate,
+        eta_judged=accuracy.judged,
+        reservations_released=released,
         jobs=len(states),
         jobs_started=started,
         preemptions=preemptions,
@@ -538,6 +452,15 @@ def simulate(
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
     )
+
+
+def _shape(job: Job) -> JobShape:
+    """What a scheduler knows of a Philly job before it runs (the digest has no names)."""
+    return JobShape(job.tenant, pod_sets=((job.pods, job.per_pod),))
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _queued(job: Job, cluster_queue: str, created_at: float) -> QueuedWorkload:

@@ -18,29 +18,22 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.experiments import worlds
-from bench.experiments.fairshare import (
-    GPU_MODEL,
-    POLICIES,
-    PolicyResult,
-    Progress,
-    Trace,
-    jain,
-    percentile,
-    queue_documents,
-    water_fill,
-)
+from bench.experiments.eta import Started, eta_accuracy
+from bench.experiments.fairness import FairnessMeter, jain, percentile
+from bench.experiments.fairshare import BIG_GANG_GPUS, GPU_MODEL, PolicyResult, Progress
+from bench.experiments.philly import POLICIES, Trace, queue_documents
 from bench.experiments.worlds import SimClock
 from scheduling import services
 from scheduling.cache import ClusterCache
+from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import Resources, TopologyPolicy
-from scheduling.models import Event, Pod
+from scheduling.models import Event, Pod, Workload
 from scheduling.reclaim import ReclaimFeed
 from sim.arrivals import Arrival
 from sim.cluster import PRESETS, build_nodes
@@ -91,48 +84,6 @@ class TraceArrivals:
 
 
 @dataclass
-class FairnessMeter:
-    """fairshare's time integrals: allocation, utilization, and each tenant's allocation over its
-    weighted max-min fair share while the cluster is contended."""
-
-    shares: dict[str, float]
-    usage: dict[str, float]  # tenant -> the utilization of its jobs
-    capacity: int
-    window_end_s: float
-    last_s: float = 0.0
-    allocated: float = 0.0
-    used: float = 0.0
-    measured_s: float = 0.0
-    ratio_integral: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    ratio_time: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-
-    def advance(
-        self, until_s: float, running: Mapping[str, int], waiting: Mapping[str, int]
-    ) -> None:
-        """`running` and `waiting` GPUs per tenant held from the last call until `until_s`."""
-        span = min(until_s, self.window_end_s) - max(self.last_s, 0.0)
-        if span > 0:
-            self.allocated += span * sum(running.values())
-            self.used += span * sum(n * self.usage.get(t, 0.0) for t, n in running.items())
-            self.measured_s += span
-            demand = {t: float(running.get(t, 0) + waiting.get(t, 0)) for t in self.shares}
-            if sum(demand.values()) > self.capacity:
-                fair = water_fill(float(self.capacity), demand, self.shares)
-                for tenant in self.shares:
-                    if fair[tenant] >= 0.5:
-                        self.ratio_integral[tenant] += span * running.get(tenant, 0) / fair[tenant]
-                        self.ratio_time[tenant] += span
-        self.last_s = until_s
-
-    def ratio(self, tenant: str) -> float:
-        time_s = self.ratio_time[tenant]
-        return self.ratio_integral[tenant] / time_s if time_s else 1.0
-
-    def share(self, integral: float) -> float:
-        return integral / (self.capacity * self.measured_s) if self.measured_s else 0.0
-
-
-@dataclass
 class _Sample:
     running: dict[str, int]
     waiting: dict[str, int]
@@ -154,6 +105,18 @@ def _sample() -> _Sample:
         if phase in PLACED:
             sample.placed[job] += 1
     return sample
+
+
+def _first_estimates(etas: dict[str, tuple[float, float] | None], start_s: float) -> None:
+    """The first estimate the cycle recorded for each waiting job (scheduling.estimates), in
+    seconds from the window's start: what the API told its tenant soon after it arrived."""
+    rows = (
+        Workload.objects.filter(estimated_at__isnull=False)
+        .exclude(name__in=list(etas))
+        .values_list("name", "start_p50", "start_p90")
+    )
+    for name, p50, p90 in rows:
+        etas[name] = (p50.timestamp() - start_s, p90.timestamp() - start_s) if p50 and p90 else None
 
 
 def simulate(
@@ -189,6 +152,7 @@ def simulate(
     arrivals = TraceArrivals(trace)
     cluster = worlds.world(side, spec, clock, arrivals)
     started_at: dict[str, float] = {}
+    etas: dict[str, tuple[float, float] | None] = {}  # the first estimate after arrival
     placed_now: set[str] = set()
     partial: set[str] = set()
     try:
@@ -201,6 +165,9 @@ def simulate(
             lease_duration_s=10 * horizon,
             cache=ClusterCache(monotonic=clock.monotonic),
             reclaim_feed=ReclaimFeed(monotonic=clock.monotonic, enabled=False),
+            # As in the core's run (and Kueue's default): no waitForPodsReady; on a grid of
+            # minutes its 5-minute timeout would judge the grid, not the scheduler.
+            pods_ready=WaitForPodsReady(timeout_s=0),
         )
         sample = _Sample({}, {}, {}, 0)
         t = 0.0
@@ -216,6 +183,7 @@ def simulate(
                 pass
             cluster.step()  # what was bound starts now
             sample = _sample()
+            _first_estimates(etas, trace.start.timestamp())
             for key, count in sample.placed.items():
                 job = jobs[key]
                 if count == job.pods and key not in placed_now:
@@ -228,6 +196,7 @@ def simulate(
         end = max(t, window_end)
         meter.advance(end, sample.running, sample.waiting)
         preemptions = Event.objects.filter(type="workload.evicted").count()
+        released = Event.objects.filter(type="workload.reservation_released").count()
     finally:
         cluster.close()
 
@@ -245,6 +214,11 @@ def simulate(
         }
         for tenant, w in sorted(waits.items())
     }
+    big = [k for k, j in jobs.items() if j.pods > 1 and j.gpus >= BIG_GANG_GPUS]
+    accuracy = eta_accuracy(
+        {k: Started(jobs[k].arrival_s, at) for k, at in started_at.items()},
+        {k: eta for k, eta in etas.items() if eta is not None},
+    )
     return PolicyResult(
         policy=policy,
         jain=jain([meter.ratio(t) for t in tenants if meter.ratio_time[t] > 0]),
@@ -253,6 +227,15 @@ def simulate(
         gpu_utilization=meter.share(meter.used),
         gangs_started=sum(1 for k in started_at if jobs[k].pods > 1),
         gangs_partially_started=len(partial),
+        big_gangs_started=sum(1 for k in big if k in started_at),
+        big_gang_wait_p95_s=percentile(
+            [started_at.get(k, end) - jobs[k].arrival_s for k in big], 0.95
+        ),
+        eta_coverage=accuracy.coverage,
+        eta_median_rel_error=accuracy.median_rel_error,
+        eta_p90_hit_rate=accuracy.p90_hit_rate,
+        eta_judged=accuracy.judged,
+        reservations_released=released,
         jobs=len(jobs),
         jobs_started=len(started_at),
         preemptions=preemptions,

@@ -34,7 +34,7 @@ from typing import Any
 from django.db.models import Avg
 
 from bench.experiments import worlds
-from bench.experiments.fairshare import percentile
+from bench.experiments.fairness import percentile
 from bench.experiments.worlds import SimClock
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework

@@ -82,6 +82,9 @@ class ClusterSnapshot:
         self.cordoned: BoolArray = np.array([node.cordoned for node in self.nodes], dtype=np.bool_)
         # Nodes whose recorded state contradicts their capacity: nothing more goes there.
         self.quarantined: BoolArray = np.zeros(n, dtype=np.bool_)
+        # Nodes reserved for another gang or large pod, for the pod being tried now (set by the
+        # batch around each attempt: scheduling.core.queueing.backfill).
+        self.reservation_blocked: BoolArray = np.zeros(n, dtype=np.bool_)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.tie_rank: IntArray = np.arange(n, dtype=np.int64)
 

@@ -20,6 +20,11 @@ from scheduling.services.allocations import allocations_release, reservations_ex
 from scheduling.services.binding import CommitResult, placements_commit
 from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
 from scheduling.services.errors import ServiceError
+from scheduling.services.estimates import (
+    WorkloadEstimate,
+    reservations_released,
+    workload_estimates_record,
+)
 from scheduling.services.evictions import workloads_evict
 from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
@@ -90,4 +95,7 @@ __all__ = [
     "workloads_admit",
     "workloads_evict",
     "workloads_waiting",
+    "reservations_released",
+    "WorkloadEstimate",
+    "workload_estimates_record",
 ]

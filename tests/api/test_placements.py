@@ -73,11 +73,14 @@ def test_pending_status_position_reason_and_summary(team_a, cluster) -> None:
 
 
 def test_estimated_start_from_expected_ends(team_a, cluster) -> None:
+    """Nothing has finished yet: the running workload's maximumExecutionTimeSeconds bounds its
+    end, and the waiting one is estimated to start then."""
     first = big("first", pods=2)
     first["maximumExecutionTimeSeconds"] = 600
     assert submit(team_a, first).status_code == 201
     run_scheduler()
     assert submit(team_a, big("second", pods=1)).status_code == 201
+    run_scheduler()
     status = team_a.client.get("/api/v1/workloads/second/status").json()
     assert status["waiting"] is True
     assert status["estimatedStart"] is not None

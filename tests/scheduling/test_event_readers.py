@@ -36,6 +36,9 @@ def test_every_payload_type_reads_back_as_itself() -> None:
         events.WorkloadEvicted: events.WorkloadEvicted(
             uid="u", tenant="t", name="w", queue="q", cluster_queue="cq", reason="r", pods=["p"]
         ),
+        events.ReservationReleased: events.ReservationReleased(
+            uid="u", tenant="t", name="w", nodes=["n"], reason="held for 6.1 h without starting"
+        ),
         events.QueuesChanged: events.QueuesChanged(
             flavors=["a100"], cohorts=["org"], removed=["LocalQueue ns/gone"]
         ),

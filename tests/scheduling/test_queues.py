@@ -356,25 +356,3 @@ def test_a_gang_with_a_member_that_cannot_fit_binds_nothing() -> None:
     assert bound_pods("gang") == 0
     counts = dict(Pod.objects.values_list("phase").annotate(n=Count("id")))
     assert counts == {"Pending": 3}
-
-
-# --- pending transparency ----------------------------------------------------------------------
-
-
-def test_estimated_start_follows_running_workloads_expected_ends() -> None:
-    factories.nodes(2)
-    queues(("team", 8))
-    now = timezone.now()
-    submit("team", "running", gpus=8, duration_s=600)
-    w = worker()
-    w.clock = lambda: now
-    w.run_once()
-    services.pods_start(pods=list(Pod.objects.filter(workload__name="running")), now=now)
-    submit("team", "next", gpus=4, duration_s=300)
-    submit("team", "after", gpus=8, duration_s=60)
-    w.run_once()
-    waiting = {p.workload.name: p for p in selectors.pending_workloads(now, speed=1.0)}
-    assert [waiting[n].position for n in ("next", "after")] == [1, 2]
-    assert waiting["next"].estimated_start == now + timedelta(seconds=600)
-    assert waiting["after"].estimated_start == now + timedelta(seconds=900)
-    assert selectors.pending_workloads(now, namespace="other") == []

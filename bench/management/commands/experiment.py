@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.test.utils import setup_databases, teardown_databases
 
-from bench.experiments import fairshare, fairshare_sides, overrequest, worlds
+from bench.experiments import fairshare, fairshare_sides, overrequest, philly, worlds
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
@@ -154,12 +154,12 @@ class Command(BaseCommand):
             start = datetime.strptime(options["start"], "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError:
             raise CommandError(f"--start: expected YYYY-MM-DD, got {options['start']!r}") from None
-        policies = self._policies(options, fairshare.POLICIES)
+        policies = self._policies(options, philly.POLICIES)
         try:
             profile = load_profile(options["profile"])
         except ProfileError as exc:
             raise CommandError(str(exc)) from exc
-        trace = fairshare.load_trace(path, start=start, days=options["days"])
+        trace = philly.load_trace(path, start=start, days=options["days"])
         if not trace.jobs:
             raise CommandError("no job in that window")
         doc: dict[str, Any] = {

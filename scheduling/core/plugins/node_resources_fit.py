@@ -28,6 +28,7 @@ from scheduling.core.types import (
 NAME = "NodeResourcesFit"
 ERR_CORDONED = "node(s) were unschedulable"
 ERR_QUARANTINED = "node(s) were quarantined (their recorded state contradicts their capacity)"
+ERR_RESERVED = "node(s) were reserved for a waiting gang or large pod"
 ERR_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 ERR_TAINT = "node(s) had untolerated taint"
 ERR_MODEL = "node(s) didn't have an allowed GPU model"
@@ -75,12 +76,20 @@ class NodeResourcesFit:
                 codes[conditions[code - 1][2](stale)] = code
             columns.codes[stale] = codes
             columns.mark(snapshot, stale)
-        return NodeVerdicts(columns.codes.copy(), columns.reasons, columns.unresolvable)
+        codes = columns.codes.copy()
+        reasons, unresolvable = columns.reasons, columns.unresolvable
+        # Reservations are per pod (the batch sets them before each attempt), so they are not
+        # cached with the shape: a node held for another workload fails only where all else fits.
+        blocked = snapshot.reservation_blocked
+        if blocked.any():
+            reasons, unresolvable = (*reasons, ERR_RESERVED), (*unresolvable, True)
+            codes[blocked & (codes == 0)] = len(reasons)
+        return NodeVerdicts(codes, reasons, unresolvable)
 
     def filter_rows(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
     ) -> BoolArray:
-        passed = np.ones(len(rows), dtype=np.bool_)
+        passed = ~snapshot.reservation_blocked[rows]
         for _, _, fails in _conditions(pod, snapshot):
             passed &= ~fails(rows)
         return passed

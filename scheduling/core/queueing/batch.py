@@ -18,6 +18,10 @@ keep what they hold, are marked terminating so nobody picks them again, and the 
 nominated to the node, as kube-scheduler's preemptor does. A gang that cannot be placed may be
 helped the same way by the caller's `reclaim_gang` hook, which only chooses victims.
 
+With a `BackfillPolicy`, a gang or large pod that cannot be placed reserves the nodes where it
+would fit soonest, and pods behind it use those nodes only if predicted to finish before it needs
+them (scheduling.core.queueing.backfill); the reservations made and released are in the outcome.
+
 `classify` turns a failed decision into a pending reason: WaitingForGang, TopologyPlacementFailed
 (some node has the resources but not the GPU topology asked for), or NoFit with the per-plugin
 node reasons summarized.
@@ -36,6 +40,12 @@ from scheduling.core.queueing.admission import (
     NO_FIT,
     TOPOLOGY_PLACEMENT_FAILED,
     WAITING_FOR_GANG,
+)
+from scheduling.core.queueing.backfill import (
+    BackfillPolicy,
+    ReleasedReservation,
+    Reservation,
+    Reserver,
 )
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -69,6 +79,8 @@ class BatchOutcome:
     # Preemptors waiting for their victims to terminate: pod uid -> the node emptied for it.
     nominated: dict[str, str] = field(default_factory=dict)
     preemptions: int = 0
+    reservations: list[Reservation] = field(default_factory=list)
+    released: list[ReleasedReservation] = field(default_factory=list)
 
     @property
     def placed_pods(self) -> int:
@@ -97,21 +109,30 @@ def schedule_batch(
     *,
     evictions_free_at_once: bool = True,
     reclaim_gang: GangReclaimHook | None = None,
+    backfill: BackfillPolicy | None = None,
 ) -> BatchOutcome:
-    batch = _Batch(framework, snapshot, evictions_free_at_once)
+    reserver = Reserver(snapshot, backfill) if backfill is not None else None
+    batch = _Batch(framework, snapshot, evictions_free_at_once, reserver)
     ordered = gang_order(pods)
     k = 0
-    while k < len(ordered):
-        pod = ordered[k]
-        if pod.gang is None:
-            batch.single(pod)
-            k += 1
-            continue
-        end = k
-        while end < len(ordered) and _same_gang(ordered[end], pod):
-            end += 1
-        batch.gang(ordered[k:end], reclaim_gang)
-        k = end
+    try:
+        while k < len(ordered):
+            pod = ordered[k]
+            if pod.gang is None:
+                batch.single(pod)
+                k += 1
+                continue
+            end = k
+            while end < len(ordered) and _same_gang(ordered[end], pod):
+                end += 1
+            batch.gang(ordered[k:end], reclaim_gang)
+            k = end
+    finally:
+        snapshot.reservation_blocked = np.zeros(len(snapshot), dtype=np.bool_)
+    if reserver is not None:
+        reserver.settle()
+        batch.outcome.reservations = list(reserver.made)
+        batch.outcome.released = list(reserver.released)
     return batch.outcome
 
 
@@ -120,12 +141,24 @@ def _same_gang(a: PodRequest, b: PodRequest) -> bool:
 
 
 class _Batch:
-    def __init__(self, framework: Framework, snapshot: ClusterSnapshot, at_once: bool) -> None:
+    def __init__(
+        self,
+        framework: Framework,
+        snapshot: ClusterSnapshot,
+        at_once: bool,
+        reserver: Reserver | None,
+    ) -> None:
         self.framework, self.snapshot, self.at_once = framework, snapshot, at_once
+        self.reserver = reserver
         self.outcome = BatchOutcome()
         self.placed_here: set[str] = set()  # reserved in this batch, not bound: never victims
 
+    def _respect_reservations(self, pod: PodRequest) -> None:
+        if self.reserver is not None:
+            self.snapshot.reservation_blocked = self.reserver.blocked_for(pod)
+
     def single(self, pod: PodRequest) -> None:
+        self._respect_reservations(pod)
         decision = self.framework.schedule_one(pod, self.snapshot)
         nomination = decision.nomination
         if decision.placement is None and nomination is not None:
@@ -143,8 +176,11 @@ class _Batch:
             self.outcome.placed.append(decision)
         else:
             self.outcome.failed.append(decision)
+            if self.reserver is not None and pod.uid not in self.outcome.nominated:
+                self.reserver.failed([pod], 1, decision)
 
     def gang(self, members: Sequence[PodRequest], reclaim: GangReclaimHook | None) -> None:
+        self._respect_reservations(members[0])
         attempt = _try_gang(self.framework, self.snapshot, members)
         if not attempt.complete and reclaim is not None:
             eviction = reclaim(members)
@@ -160,6 +196,11 @@ class _Batch:
                     self._mark_terminating(eviction.victims)
         if attempt.complete:
             self.placed_here.update(d.pod.uid for d in attempt.reserved)
+        elif self.reserver is not None and attempt.failed:
+            gang = members[0].gang
+            assert gang is not None
+            missing = gang.min_count - attempt.already
+            self.reserver.failed(members, missing, attempt.failed[0])
         _settle_gang(self.snapshot, members, attempt, self.outcome)
 
     def _retry(self, pod: PodRequest) -> Decision:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from bench.experiments import fairshare
+from bench.experiments import fairness, fairshare, philly
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
 
@@ -38,14 +38,14 @@ def write_trace(path: Path) -> Path:
     return path
 
 
-def run(trace: fairshare.Trace, policy: str) -> fairshare.PolicyResult:
+def run(trace: philly.Trace, policy: str) -> fairshare.PolicyResult:
     return fairshare.simulate(
         trace, policy, Framework(load_profile("topology")), nodes=4, drain_days=1
     )
 
 
 def test_fair_sharing_serves_the_light_tenant_and_no_gang_is_split(tmp_path) -> None:
-    trace = fairshare.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
+    trace = philly.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
     assert trace.shares["light"] > trace.shares["heavy"]
     fifo, fair = run(trace, "fifo"), run(trace, "gpusched")
     for result in (fifo, fair):
@@ -58,16 +58,16 @@ def test_fair_sharing_serves_the_light_tenant_and_no_gang_is_split(tmp_path) -> 
 
 
 def test_nominal_quotas_follow_shares_and_add_up() -> None:
-    quotas = fairshare.nominal_quotas({"a": 0.5, "b": 0.3, "c": 0.2, "d": 0.0}, 7)
+    quotas = philly.nominal_quotas({"a": 0.5, "b": 0.3, "c": 0.2, "d": 0.0}, 7)
     assert quotas == {"a": 4, "b": 2, "c": 1, "d": 0}
-    assert sum(fairshare.nominal_quotas({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}, 10).values()) == 10
+    assert sum(philly.nominal_quotas({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}, 10).values()) == 10
 
 
 def test_water_filling_and_jain() -> None:
-    fair = fairshare.water_fill(10, {"a": 2, "b": 20, "c": 20}, {"a": 1, "b": 1, "c": 2})
+    fair = fairness.water_fill(10, {"a": 2, "b": 20, "c": 20}, {"a": 1, "b": 1, "c": 2})
     assert fair == pytest.approx({"a": 2, "b": 8 / 3, "c": 16 / 3})
-    assert fairshare.jain([1, 1, 1]) == 1.0
-    assert fairshare.jain([1, 0]) == 0.5
+    assert fairness.jain([1, 1, 1]) == 1.0
+    assert fairness.jain([1, 0]) == 0.5
 
 
 def test_the_command_reports_json_with_the_criteria(tmp_path) -> None:

@@ -11,14 +11,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from bench.experiments import fairshare, fairshare_sides
+from bench.experiments import fairshare, fairshare_sides, philly
 from scheduling.core.scheduler import Framework
 from scheduling.models import ClusterQueue
 from scheduling.profile_files import load_profile
 from tests.bench.experiments.test_fairshare import START, write_trace
 
 
-def run(trace: fairshare.Trace, policy: str, side: str) -> fairshare.PolicyResult:
+def run(trace: philly.Trace, policy: str, side: str) -> fairshare.PolicyResult:
     return fairshare_sides.simulate(
         trace,
         policy,
@@ -33,7 +33,7 @@ def run(trace: fairshare.Trace, policy: str, side: str) -> fairshare.PolicyResul
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("side", ["database", "kubernetes"])
 def test_fair_sharing_serves_the_light_tenant_on_either_side(tmp_path, side: str) -> None:
-    trace = fairshare.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
+    trace = philly.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
     fifo = run(trace, "fifo", side)
     assert set(ClusterQueue.objects.values_list("name", flat=True)) == {"all"}
     call_command("flush", interactive=False, verbosity=0)

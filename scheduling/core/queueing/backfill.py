@@ -1,0 +1,244 @@
+"""Reservations and backfill, so that gangs and large pods do not starve behind small pods
+(issue 18; the reservation-and-backfill scheme of batch schedulers such as Slurm's backfill and
+Volcano's reserve action).
+
+When a gang (or a pod of at least `large_pod_gpus` GPUs) at the head of the batch cannot be placed,
+the nodes where its pods would fit soonest, by the predicted ends of what they hold, are reserved
+for it: `complete_at` is the predicted moment they hold enough free GPUs for all of its missing
+pods. Other pods may use a reserved node only if they are predicted (p90) to finish before
+`complete_at` (backfill); pods with no prediction may not. The reservation is recomputed every
+batch from what is known then, so it follows the predictions as they change.
+
+Bounded: a reservation whose predicted completion lies beyond `horizon_s`, or that has been held
+for longer than `horizon_s` without its owner starting, is released and reported with the reason,
+and its owner may not reserve again for another `horizon_s` (idle capacity is never held
+indefinitely on a prediction that keeps slipping).
+
+The GPU arithmetic here is by whole-GPU counts per node; whether the pods really fit (topology,
+CPU, selectors) is always decided by the framework when they are tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduling.core.pod_index import HeldPod
+from scheduling.core.scheduler import Decision
+from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.types import PodRequest, ServiceClass
+
+BoolArray = npt.NDArray[np.bool_]
+DEFAULT_HORIZON_S = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class Reservation:
+    key: str  # the gang's name, or the large pod's uid
+    nodes: tuple[str, ...]
+    complete_at: float  # predicted moment the nodes hold all it needs
+    since: float
+
+
+@dataclass(frozen=True)
+class ReleasedReservation:
+    key: str
+    nodes: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class ReservationBook:
+    """What outlives a batch: since when each owner holds a reservation, and who was released."""
+
+    since: dict[str, float] = field(default_factory=dict)
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    released_at: dict[str, float] = field(default_factory=dict)
+    active: dict[str, Reservation] = field(default_factory=dict)  # after the latest batch
+
+
+@dataclass
+class BackfillPolicy:
+    now: float
+    ends_at: Callable[[HeldPod], float | None]  # predicted end of what a node holds (p50)
+    runtime_s: Callable[[PodRequest], float | None]  # predicted run time (p90) of a waiting pod
+    book: ReservationBook = field(default_factory=ReservationBook)
+    horizon_s: float = DEFAULT_HORIZON_S
+    large_pod_gpus: int = 4
+    max_reservations: int = 2
+
+
+def hosts(decision: Decision) -> BoolArray:
+    """Nodes where the pod failed only for reasons that go away as pods end."""
+    size = len(decision.node_names)
+    out: BoolArray = np.ones(size, dtype=np.bool_)
+    for _, verdicts in decision.filters:
+        hard = np.array([False, *verdicts.unresolvable], dtype=np.bool_)
+        out &= ~hard[verdicts.codes]
+    return out
+
+
+def plan(
+    snapshot: ClusterSnapshot,
+    gpus_per_pod: int,
+    missing: int,
+    candidates: BoolArray,
+    ends_at: Callable[[HeldPod], float | None],
+    now: float,
+    prefer: Iterable[str] = (),
+    unknown_end: float | None = None,
+) -> tuple[float, tuple[str, ...]] | None:
+    """The earliest predicted moment the candidate nodes hold `missing` pods of `gpus_per_pod`
+    free GPUs, and the fewest nodes that do then (None: the known ends never free enough). A pod
+    with no predicted end is taken to end at `unknown_end` (None: never)."""
+    if gpus_per_pod <= 0 or missing <= 0:
+        return None
+    rows = [int(i) for i in np.flatnonzero(candidates)]
+    free = {i: int(snapshot.full_free_count[i]) for i in rows}
+    releases: list[tuple[float, int, int]] = []
+    for row in rows:
+        for held in snapshot.pods.on_node[row].values():
+            if not held.pod.gpus:
+                continue
+            end = ends_at(held)
+            end = unknown_end if end is None else end
+            if end is not None:
+                releases.append((max(now, end), row, held.pod.gpus))
+    releases.sort()
+    reached = dict.fromkeys(free, now)
+    at = now
+    k = 0
+    while True:
+        if sum(f // gpus_per_pod for f in free.values()) >= missing:
+            break
+        if k >= len(releases):
+            return None
+        at = releases[k][0]
+        while k < len(releases) and releases[k][0] <= at:
+            _, node, gpus = releases[k]
+            before = free[node] // gpus_per_pod
+            free[node] += gpus
+            if free[node] // gpus_per_pod > before:
+                reached[node] = at
+            k += 1
+    preferred = set(prefer)
+    order = sorted(
+        (i for i in free if free[i] >= gpus_per_pod),
+        key=lambda i: (
+            -min(free[i] // gpus_per_pod, missing),
+            reached[i],
+            snapshot.names[i] not in preferred,
+            snapshot.names[i],
+        ),
+    )
+    chosen: list[str] = []
+    slots = 0
+    for row in order:
+        chosen.append(snapshot.names[row])
+        slots += free[row] // gpus_per_pod
+        if slots >= missing:
+            break
+    return at, tuple(chosen)
+
+
+class Reserver:
+    """The reservations of one batch: made as owners fail, consulted before every attempt."""
+
+    def __init__(self, snapshot: ClusterSnapshot, policy: BackfillPolicy) -> None:
+        self.snapshot, self.policy = snapshot, policy
+        self.made: list[Reservation] = []
+        self.released: list[ReleasedReservation] = []
+        self.seen: set[str] = set()
+        self._blocked: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)
+        self._block_until: list[tuple[BoolArray, float, str]] = []
+
+    def blocked_for(self, pod: PodRequest) -> BoolArray:
+        """The reserved nodes this pod may not use: all of them, except its own reservation's
+        and those it is predicted to leave before they are needed."""
+        if not self._block_until:
+            return self._blocked
+        if pod.service_class is ServiceClass.OPPORTUNISTIC:
+            # Always a victim for the pods reservations are made for (preemption takes it back),
+            # and often on lent capacity that frees nothing: never in their way.
+            return np.zeros(len(self.snapshot), dtype=np.bool_)
+        own = pod.gang.name if pod.gang is not None else pod.uid
+        runtime = self.policy.runtime_s(pod)
+        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        for mask, complete_at, key in self._block_until:
+            if key == own:
+                continue
+            if runtime is None or self.policy.now + runtime > complete_at:
+                out |= mask
+        return out
+
+    def failed(self, members: Sequence[PodRequest], missing: int, decision: Decision) -> None:
+        """An owner could not be placed: reserve for it, or release what it held and say why."""
+        pod = members[0]
+        key = pod.gang.name if pod.gang is not None else pod.uid
+        if pod.gang is None and pod.gpus < self.policy.large_pod_gpus:
+            return
+        self.seen.add(key)
+        book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s
+        if len(self.made) >= self.policy.max_reservations:
+            return
+        if now - book.released_at.get(key, -np.inf) < horizon:
+            return  # released lately: waits like anyone else for a while
+        candidates = hosts(decision) & ~self._blocked
+        found = plan(
+            self.snapshot,
+            pod.gpus,
+            missing,
+            candidates,
+            self.policy.ends_at,
+            now,
+            book.nodes.get(key, ()),
+            unknown_end=now + horizon,
+        )
+        since = book.since.get(key, now)
+        reason = ""
+        if found is None:
+            reason = "no predicted end frees the GPUs it needs"
+        elif found[0] - now > horizon:
+            reason = (
+                f"the GPUs it needs would be free in {(found[0] - now) / 3600:.1f} h, beyond "
+                f"the {horizon / 3600:g} h horizon"
+            )
+        elif now - since > horizon:
+            reason = f"held for {(now - since) / 3600:.1f} h without starting"
+        if reason:
+            self._release(key, reason)
+            return
+        assert found is not None
+        complete_at, nodes = found
+        reservation = Reservation(key, nodes, complete_at, since)
+        book.since[key] = since
+        book.nodes[key] = nodes
+        self.made.append(reservation)
+        mask: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        mask[[self.snapshot.index[n] for n in nodes]] = True
+        self._blocked = self._blocked | mask
+        self._block_until.append((mask, complete_at, key))
+
+    def _release(self, key: str, reason: str) -> None:
+        book = self.policy.book
+        if key in book.since:
+            self.released.append(ReleasedReservation(key, book.nodes.get(key, ()), reason))
+            book.released_at[key] = self.policy.now
+        book.since.pop(key, None)
+        book.nodes.pop(key, None)
+
+    def settle(self) -> None:
+        """After the batch: owners that started (or left) hold nothing any more."""
+        book = self.policy.book
+        for key in list(book.since):
+            if key not in self.seen:
+                book.since.pop(key, None)
+                book.nodes.pop(key, None)
+        horizon, now = self.policy.horizon_s, self.policy.now
+        for key, at in list(book.released_at.items()):
+            if now - at >= horizon:
+                del book.released_at[key]
+        book.active = {r.key: r for r in self.made}

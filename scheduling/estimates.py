@@ -1,0 +1,173 @@
+"""Estimated starts of waiting workloads for both cluster sides (issue 18), computed by the
+scheduling cycle every `every_s` seconds (never per request) and recorded for the API:
+
+- run times predicted from finished workloads (scheduling.runtime_feed), with their basis;
+- starts by replaying the queue forward with the real core (scheduling.core.queueing.forecast) on
+  a copy of the cycle's snapshot: admission over the cluster queues where gpusched admits, the
+  framework's placement with gangs, reservations and backfill; once against p50 and once against
+  p90 predictions. What cannot be placed in the replay gets "unknown" with the reason, never
+  "now".
+
+Bounded: the first `max_workloads` waiting workloads in queue order are replayed (the others
+are unknown, "behind the first N in the queue"), on the forecast's geometric grid and horizon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from scheduling import cluster_state, selectors, services
+from scheduling.cluster_state import ClusterState
+from scheduling.core.pod_index import HeldPod
+from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
+from scheduling.core.queueing.forecast import Forecast, Queues, WaitingWork
+from scheduling.core.scheduler import Framework
+from scheduling.core.types import PodRequest
+from scheduling.models import Pod, Workload
+from scheduling.runtime_feed import RuntimeFeed
+
+EVERY_S = 30.0
+MAX_WORKLOADS = 200
+NO_PREDICTION = "no finished workload to predict from yet"
+
+
+@dataclass
+class StartEstimator:
+    every_s: float = EVERY_S
+    max_workloads: int = MAX_WORKLOADS
+    monotonic: Callable[[], float] = time.monotonic
+    _ran_at: float = field(default=-float("inf"), init=False)
+
+    def due(self) -> bool:
+        return self.monotonic() - self._ran_at >= self.every_s
+
+    def run(
+        self,
+        framework: Framework,
+        cluster: ClusterState,
+        feed: RuntimeFeed,
+        book: ReservationBook,
+        horizon_s: float,
+        now: datetime,
+        *,
+        admits: bool,
+    ) -> int:
+        """Estimate and record; returns how many workloads were estimated."""
+        self._ran_at = self.monotonic()
+        at = now.timestamp()
+        setup = selectors.queue_setup()
+        managed = admits and setup.managed
+        queued = [
+            (w, q)
+            for w, q in selectors.queued_workloads(setup, limit=self.max_workloads)
+            if q is not None
+        ]
+        unplaced = list(
+            Workload.objects.filter(state=Workload.State.ADMITTED, pods__phase=Pod.Phase.PENDING)
+            .distinct()
+            .select_related("tenant")
+            .order_by("-priority", "created_at", "id")[: self.max_workloads]
+        )
+        order = [*unplaced, *(w for w, _ in queued)]
+        if not order:
+            return 0
+        pods: dict[int, list[PodRequest]] = {w.pk: [] for w in order}
+        for pod in (
+            Pod.objects.filter(workload__in=order, phase=Pod.Phase.PENDING)
+            .select_related("workload__tenant")
+            .order_by("id")
+        ):
+            pods[pod.workload_id].append(cluster_state.pod_request(pod))
+        held = cluster.snapshot.pods.held
+        owners = {
+            str(uid): str(wid)
+            for uid, wid in Pod.objects.filter(uid__in=list(held)).values_list("uid", "workload_id")
+        }
+        keys = {h.pod.workload for h in held.values()} | {
+            f"{w.tenant.name}/{w.name}" for w in order
+        }
+        feed.refresh(sorted(k for k in keys if k))
+        predictions = {w.pk: feed.prediction(f"{w.tenant.name}/{w.name}", at) for w in order}
+        queued_of = {w.pk: q for w, q in queued}
+        starts = {}
+        for quantile in ("p50", "p90"):
+
+            def end(h: HeldPod, quantile: str = quantile) -> float | None:
+                p = feed.prediction(h.pod.workload, at)
+                if p is None:
+                    return None
+                started = feed.started_at(h.pod.workload) or at  # bound, starting now
+                return started + (p.p50_s if quantile == "p50" else p.p90_s)
+
+            waiting = []
+            for w in order:
+                p = predictions[w.pk]
+                runtime = None if p is None else (p.p50_s if quantile == "p50" else p.p90_s)
+                queued_workload = queued_of.get(w.pk) if managed else None
+                waiting.append(WaitingWork(str(w.pk), tuple(pods[w.pk]), queued_workload, runtime))
+            replay_book = ReservationBook(
+                dict(book.since), dict(book.nodes), dict(book.released_at)
+            )
+            starts[quantile] = Forecast(
+                framework,
+                cluster.snapshot,
+                at,
+                {uid: end(h) for uid, h in held.items()},
+                selectors.admitted_workloads() if managed else [],
+                waiting,
+                queues=Queues(
+                    list(setup.cluster_queues.values()),
+                    setup.flavors,
+                    list(setup.local_queues.values()),
+                    list(setup.cohorts.values()),
+                    setup.fair_usage,
+                )
+                if managed
+                else None,
+                owners=owners,
+                backfill=_replay_policy(feed, at, replay_book, horizon_s),
+            ).run()
+        estimates = []
+        for w in order:
+            p = predictions[w.pk]
+            p50, p90 = starts["p50"].get(str(w.pk)), starts["p90"].get(str(w.pk))
+            start_p50 = start_p90 = None
+            reason = ""
+            if isinstance(p50, float) and isinstance(p90, float):
+                start_p50, start_p90 = _when(p50), _when(max(p50, p90))
+            else:
+                reason = p50 if isinstance(p50, str) else str(p90)
+                if p is None:
+                    reason = f"{reason} ({NO_PREDICTION})"
+            estimates.append(
+                services.WorkloadEstimate(
+                    workload_id=w.pk,
+                    runtime_p50_s=None if p is None else p.p50_s,
+                    runtime_p90_s=None if p is None else p.p90_s,
+                    runtime_basis=NO_PREDICTION if p is None else p.basis,
+                    start_p50=start_p50,
+                    start_p90=start_p90,
+                    start_unknown_reason=reason,
+                )
+            )
+        return services.workload_estimates_record(estimates=estimates, now=now)
+
+
+def _when(at: float) -> datetime:
+    return datetime.fromtimestamp(at, tz=UTC)
+
+
+def _replay_policy(
+    feed: RuntimeFeed, at: float, book: ReservationBook, horizon_s: float
+) -> Callable[[float, Callable[[HeldPod], float | None]], BackfillPolicy]:
+    runtime = feed.runtime_s(at)
+
+    def policy(step: float, ends_at: Callable[[HeldPod], float | None]) -> BackfillPolicy:
+        return BackfillPolicy(
+            now=step, ends_at=ends_at, runtime_s=runtime, book=book, horizon_s=horizon_s
+        )
+
+    return policy

@@ -1,0 +1,94 @@
+"""What run-time prediction reads (scheduling.runtime_feed): finished workloads and how long they
+ran, and the shape of the workloads it predicts for. Reads only."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import Min
+
+from scheduling.core.queueing.runtime import JobShape
+from scheduling.models import Pod, Workload
+
+BATCH = 5000  # finished workloads learnt per read
+
+
+@dataclass(frozen=True)
+class FinishedRuntime:
+    workload_id: int
+    shape: JobShape
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    key: str  # "tenant/name", as the core's PodRequest.workload
+    shape: JobShape
+    started_at: float | None  # when its first pod started running
+    limit_s: float | None  # maximumExecutionTimeSeconds: it runs no longer than that
+
+
+def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[FinishedRuntime]:
+    """Workloads that finished (succeeded) with id > after_id, in id order, and their run time
+    from their first pod's start to the workload's end."""
+    rows = list(
+        Workload.objects.filter(
+            pk__gt=after_id, state=Workload.State.FINISHED, finished_at__isnull=False
+        )
+        .annotate(first_start=Min("pods__started_at"))
+        .filter(first_start__isnull=False)
+        .select_related("tenant")
+        .order_by("pk")[:limit]
+    )
+    shapes = _shapes([w.pk for w in rows])
+    return [
+        FinishedRuntime(
+            w.pk,
+            JobShape.of(w.tenant.name, w.name, pod_sets=shapes.get(w.pk, ())),
+            (w.finished_at - w.first_start).total_seconds(),
+        )
+        for w in rows
+        if w.finished_at is not None
+    ]
+
+
+def workload_facts(keys: Sequence[str]) -> list[WorkloadFacts]:
+    """Shape and start of the workloads named "tenant/name"."""
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for key in keys:
+        tenant, _, name = key.partition("/")
+        if name:
+            wanted[tenant].add(name)
+    out: list[WorkloadFacts] = []
+    for tenant, names in wanted.items():
+        rows = list(
+            Workload.objects.filter(tenant__name=tenant, name__in=names)
+            .annotate(first_start=Min("pods__started_at"))
+            .values_list("pk", "name", "first_start", "maximum_execution_time_s")
+        )
+        shapes = _shapes([pk for pk, *_ in rows])
+        out += [
+            WorkloadFacts(
+                f"{tenant}/{name}",
+                JobShape.of(tenant, name, pod_sets=shapes.get(pk, ())),
+                started.timestamp() if started else None,
+                float(limit) if limit else None,
+            )
+            for pk, name, started, limit in rows
+        ]
+    return out
+
+
+def _shapes(workload_ids: Sequence[int]) -> dict[int, tuple[tuple[int, int], ...]]:
+    """Per workload: (pods, GPUs per pod) of each pod set, in pod-set name order."""
+    counts: dict[int, dict[str, list[int]]] = defaultdict(dict)
+    for wid, pod_set, gpus in Pod.objects.filter(workload_id__in=list(workload_ids)).values_list(
+        "workload_id", "pod_set", "gpus"
+    ):
+        entry = counts[wid].setdefault(pod_set, [0, gpus])
+        entry[0] += 1
+    return {
+        wid: tuple((n, g) for _, (n, g) in sorted(sets.items())) for wid, sets in counts.items()
+    }

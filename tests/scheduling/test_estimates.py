@@ -1,0 +1,100 @@
+"""Run-time predictions and estimated starts recorded by the scheduling cycle (issue 18): learnt
+from finished workloads only, never from a simulated pod's true duration; the start from the
+queue replayed with the real core; "unknown" with the reason when it cannot be known."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduling import selectors, services
+from scheduling.core.scheduler import Framework
+from scheduling.core.types import Resources
+from scheduling.cycle import SchedulingCycle
+from scheduling.database_side import database_cycle
+from scheduling.estimates import StartEstimator
+from scheduling.models import Pod, Workload
+from scheduling.pod_template import PodTemplate
+from scheduling.profile_files import load_profile
+from scheduling.runtime_feed import RuntimeFeed
+from tests.scheduling import factories
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def submit(name: str, *, gpus: int = 8, duration_s: float | None = None) -> Workload:
+    template = PodTemplate(
+        resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
+        simulation={"duration_s": duration_s} if duration_s else {},
+    )
+    return services.workload_submit(
+        tenant=factories.tenant("vision"),
+        name=name,
+        pod_sets=[services.PodSetSpec("main", 1, template)],
+    )
+
+
+class Run:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+        self.cycle: SchedulingCycle = database_cycle(
+            Framework(load_profile("topology")), identity="w1"
+        )
+        self.cycle.clock = lambda: self.now
+        self.cycle.estimator = StartEstimator(every_s=0)
+        self.cycle.runtime_feed = RuntimeFeed(refresh_every_s=0)
+
+    def step(self, seconds: float = 0.0) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.cycle.run_once()
+
+
+def run_to_end(run: Run, name: str, seconds: float) -> None:
+    submit(name, duration_s=10_000)  # the simulator's true duration: never read
+    run.step(1)
+    pods = list(Pod.objects.filter(workload__name=name))
+    services.pods_start(pods=pods, now=run.now)
+    run.now += timedelta(seconds=seconds)
+    services.pods_finish(pods=pods, now=run.now)
+
+
+def test_the_start_is_estimated_from_what_similar_finished_jobs_took() -> None:
+    factories.nodes(1)  # 8 GPUs: one 8-GPU job at a time
+    run = Run(timezone.now())
+    for k in range(5):
+        run_to_end(run, f"train-{k:03d}", 600.0)
+    submit("train-005", duration_s=10_000)
+    run.step(1)
+    running = list(Pod.objects.filter(workload__name="train-005"))
+    services.pods_start(pods=running, now=run.now)
+    started = run.now
+    submit("train-006", duration_s=10_000)
+    run.step(60)  # train-005 has run 60 s of its predicted 600
+    waiting = Workload.objects.get(name="train-006")
+    assert waiting.runtime_p50_s == pytest.approx(600.0, abs=1.0)
+    assert waiting.runtime_basis.startswith("p50 of 5 similar jobs")
+    assert "name train" in waiting.runtime_basis
+    assert waiting.start_p50 is not None
+    assert abs((waiting.start_p50 - (started + timedelta(seconds=600))).total_seconds()) <= 2
+    assert waiting.start_p90 is not None and waiting.start_p90 >= waiting.start_p50
+    assert waiting.start_unknown_reason == ""
+    (pending,) = [p for p in selectors.pending_workloads(run.now) if p.workload.name == "train-006"]
+    assert pending.estimated_start == waiting.start_p50
+
+
+def test_without_any_finished_job_the_start_is_unknown_with_the_reason() -> None:
+    """Nothing has finished: the running job's end cannot be predicted, so the waiting one's
+    start is unknown, never "now"."""
+    factories.nodes(1)
+    run = Run(timezone.now())
+    submit("first", duration_s=600)
+    run.step(1)
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="first")), now=run.now)
+    submit("second", duration_s=600)
+    run.step(10)
+    waiting = Workload.objects.get(name="second")
+    assert waiting.start_p50 is None and waiting.start_p90 is None
+    assert "no predicted end" in waiting.start_unknown_reason
+    assert "no finished workload" in waiting.start_unknown_reason
