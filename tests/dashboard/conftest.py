@@ -182,7 +182,7 @@ def outbox_only(state: State, view: str) -> State:
     sampled = {
         "cluster": {"telemetry"},
         "node": {"telemetry", "series"},
-        "tenants": {"series"},
+        "tenants": {"series", "efficiency", "advice", "window"},
         "queues": {"starts"},
     }
     return {name: docs for name, docs in state.items() if name not in sampled.get(view, set())}

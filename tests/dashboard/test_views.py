@@ -9,13 +9,14 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard import selectors
+from dashboard.live import view_for
+from dashboard.selectors import cluster as cluster_docs
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.profile_files import load_profile
-from telemetry.models import PodMinute
+from telemetry.models import GpuMinute, PodMinute
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
 
@@ -63,14 +64,19 @@ def test_admins_see_every_page_with_its_socket() -> None:
     assert client.get("/nodes/no-such-node/").status_code == 404
 
 
-def test_the_tenants_page_shows_over_request_and_advice() -> None:
-    assert b"No allocations in the last hour" in signed_in().get("/tenants/").content
+def test_the_tenants_view_shows_over_request_and_advice() -> None:
+    assert b"Over-request, last hour" in signed_in().get("/tenants/").content
+    assert view_for("tenants").sample()["window"]["all"]["minutes"] == 0  # collecting data
     factories.nodes(1)
     factories.workload(factories.tenant("nlp"), "big", gpus=8)
     database_cycle(Framework(load_profile("topology"))).run_once()
     Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
     pod = Pod.objects.get()
     now = timezone.now().replace(second=0, microsecond=0)
+    for k in range(1, 21):
+        GpuMinute.objects.create(
+            minute=now - timedelta(minutes=k), node="n", gpu_index=0, samples=4
+        )
     PodMinute.objects.bulk_create(
         PodMinute(
             minute=now - timedelta(minutes=k),
@@ -84,11 +90,14 @@ def test_the_tenants_page_shows_over_request_and_advice() -> None:
             fb_used_avg=0,
             fb_used_max=0,
         )
-        for k in range(20)
+        for k in range(1, 21)
     )
-    content = signed_in().get("/tenants/").content.decode()
-    assert "5.0×" in content  # 8 GPUs held, 1.6 busy at p95
-    assert "nvidia.com/gpu: 2" in content  # the advice: 1.6 * 1.2 -> 2 GPUs
+    sample = view_for("tenants").sample()
+    assert sample["efficiency"]["nlp"]["over_request"] == 5.0  # 8 GPUs held, 1.6 busy at p95
+    assert sample["window"]["all"]["minutes"] == 20
+    (advice,) = sample["advice"].values()
+    assert advice["instead"] == "nvidia.com/gpu: 2"  # 1.6 * 1.2 -> 2 GPUs
+    assert advice["saves_total"] == 6
 
 
 def test_a_decision_comes_with_its_explanation() -> None:
@@ -122,8 +131,8 @@ def test_signing_in_and_out() -> None:
 
 
 def summary() -> dict:
-    docs = selectors.cluster_nodes()
-    return selectors.cluster_summary(docs.nodes, docs.topologies)
+    docs = cluster_docs.cluster_nodes()
+    return cluster_docs.cluster_summary(docs.nodes, docs.topologies)
 
 
 def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:

@@ -193,8 +193,27 @@
     return `in ${Math.round(seconds / 86400)}d`;
   };
 
-  GS.time = function (iso) {
-    return iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : "—";
+  /* Wall-clock times with their date and zone (the simulator runs on the wall clock too: only its
+   * workloads' durations are compressed, see the banner). `value`: ISO text or epoch seconds. */
+  function toDate(value) {
+    return new Date(typeof value === "number" ? value * 1000 : value);
+  }
+
+  GS.time = function (value) {
+    if (value === null || value === undefined || value === "") return "—";
+    return toDate(value).toLocaleString([], {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false, timeZoneName: "short",
+    });
+  };
+
+  GS.clock = function (value) {
+    if (value === null || value === undefined) return "—";
+    return toDate(value).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
+  };
+
+  GS.zone = function () {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
   };
 
   GS.gpus = function (value) {
