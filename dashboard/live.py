@@ -243,11 +243,12 @@ class QueuesView(LiveView):
     HANDLES = QUEUE_EVENTS | {QueueSourceChanged}
 
     def build(self) -> State:
-        pending, _ = queue_docs.pending_workloads()
+        waiting = queue_docs.pending_workloads()
         return {
             "cluster_queues": queue_docs.cluster_queues(),
             "local_queues": queue_docs.local_queues(),
-            "pending": pending,
+            "pending": waiting.docs,
+            "positions": waiting.positions,
             "summary": {"all": queue_docs.queue_summary()},
             "source": {"current": queue_docs.queue_source()},
         }
@@ -261,8 +262,7 @@ class QueuesView(LiveView):
         return changes
 
     def sample(self) -> State:
-        _, starts = queue_docs.pending_workloads()
-        return {"starts": starts}
+        return {"starts": queue_docs.pending_workloads().starts}
 
 
 class TenantsView(LiveView):

@@ -6,10 +6,11 @@ dashboard's tables and its charts alike:
 - held(m): GPUs the tenant's pods held during m, time-weighted: each GPU assignment of a bound
   allocation counts its milli / 1000 for the part of the minute it was bound (a share of a
   time-sliced GPU counts as its fraction). MIG slices are not GPUs and are left out.
-- busy(m): GPUs the tenant's pods kept busy during m (DCGM, the minute's average of the sum of
-  busy over each pod's GPUs). DCGM cannot split a time-sliced GPU between the pods on it (it
-  repeats the GPU's value once per pod), so a shared pod's reading is scaled by its share of the
-  milli held on that GPU during the minute.
+- busy(m): GPUs the tenant's pods kept busy during m (DCGM: per pod, the average over the
+  minute's readings of the sum of busy over its GPUs; a pod read in only part of the minute's
+  readings counts for that part, as it is held for part of the minute). DCGM cannot split a
+  time-sliced GPU between the pods on it (it repeats the GPU's value once per pod), so a shared
+  pod's reading is scaled by its share of the milli held on that GPU during the minute.
 - peak(m): the same with each pod's peak of the minute.
 
 Over a window: the measured minutes are those from the first to the last minute the telemetry
@@ -196,15 +197,22 @@ def _readings(minutes: list[datetime], ledger: _Ledger) -> list[_Reading]:
     rows = PodMinute.objects.filter(minute__gte=minutes[0], minute__lte=minutes[-1])
     namespaces = {pod[0] for pod in ledger.pods}
     rows = rows.filter(namespace__in=sorted(namespaces))
+    # A pod that ran for part of a minute was read fewer times than the minute had readings: its
+    # average over its own readings is weighted by its share of them, as held(m) is by time.
+    # The minute's reading count is the most any pod got (one that ran the whole minute).
+    scrapes = dict(rows.values_list("minute").annotate(n=Max("samples")).order_by())
     readings = []
-    for namespace, pod, minute, avg, peak, high, fb in rows.values_list(
-        "namespace", "pod", "minute", "used_avg", "used_max", "used_p95", "fb_used_avg"
+    for namespace, pod, minute, samples, avg, peak, high, fb in rows.values_list(
+        "namespace", "pod", "minute", "samples", "used_avg", "used_max", "used_p95", "fb_used_avg"
     ):
         factor = ledger.factor.get(((namespace, pod), minute))
         if factor is None:  # MIG slices, or a pod that held no GPU that minute
             continue
+        seen = samples / max(scrapes.get(minute, samples), samples, 1)
         readings.append(
-            _Reading((namespace, pod), minute, avg * factor, peak * factor, high * factor, fb)
+            _Reading(
+                (namespace, pod), minute, avg * factor * seen, peak * factor, high * factor, fb
+            )
         )
     return readings
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 from django.db.models import Count, Sum
 
@@ -126,10 +127,22 @@ def _empty_queue(namespace: str, name: str, cluster_queue: str | None) -> Doc:
     }
 
 
-def pending_workloads(limit: int | None = None) -> tuple[dict[str, Doc], dict[str, Doc]]:
+@dataclass
+class WaitingDocs:
+    """The waiting workloads as three slices: what each is (changes when its reason or pods do),
+    its place in line (changes for everyone behind a workload that leaves), and its estimated
+    start (moves with the clock, sampled)."""
+
+    docs: dict[str, Doc]
+    positions: dict[str, Doc]
+    starts: dict[str, Doc]
+
+
+def pending_workloads(limit: int | None = None) -> WaitingDocs:
     """The workloads waiting for quota or for nodes (the first `limit`, in queue order), each
-    with its queue, position, reason and what it asks for; and their estimated starts, kept
-    apart because those move with the clock rather than with the outbox."""
+    with its queue, reason and what it asks for. Positions are a slice of their own, of small
+    docs: when the head of a queue is admitted, every workload behind it moves up one, and the
+    delta carries those few bytes each rather than every doc again."""
     waiting = scheduling_selectors.pending_workloads()
     waiting.sort(
         key=lambda p: (
@@ -143,21 +156,18 @@ def pending_workloads(limit: int | None = None) -> tuple[dict[str, Doc], dict[st
     )
     shown = waiting[: limit or PENDING_SHOWN]
     asks = _asks([p.workload.pk for p in shown])
-    docs: dict[str, Doc] = {}
-    starts: dict[str, Doc] = {}
-    for rank, item in enumerate(shown):
+    result = WaitingDocs({}, {}, {})
+    for order, item in enumerate(shown):
         w = item.workload
         uid = str(w.uid)
         ask = asks.get(w.pk, {})
-        docs[uid] = {
+        result.docs[uid] = {
             "uid": uid,
-            "rank": rank,
             "workload": w.name,
             "tenant": w.tenant.name,
             "state": w.state,
             "cluster_queue": item.cluster_queue,
             "local_queue": item.local_queue,
-            "position": item.position,
             "reason": item.reason,
             "message": item.message or ask.get("detail", ""),
             "priority": w.priority,
@@ -166,8 +176,11 @@ def pending_workloads(limit: int | None = None) -> tuple[dict[str, Doc], dict[st
             "pending_pods": ask.get("pending", 0),
             "request": ask.get("request", ""),
         }
-        starts[uid] = {"start": iso(item.estimated_start)}
-    return docs, starts
+        # p: place in its cluster queue (or among admitted workloads waiting for nodes);
+        # o: the order of the whole line, which the browser sorts by.
+        result.positions[uid] = {"p": item.position, "o": order}
+        result.starts[uid] = {"start": iso(item.estimated_start)}
+    return result
 
 
 def _asks(workload_ids: list[int]) -> dict[int, Doc]:

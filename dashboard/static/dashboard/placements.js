@@ -24,16 +24,61 @@
       <td>${GS.chip(doc.tenant)}</td><td>${outcome(doc)}</td><td>${node}</td><td class="num">${score}</td></tr>`;
   }
 
-  function render(state, touched) {
-    const docs = Object.values(state.decisions || {}).sort((a, b) => b.id - a.id);
-    if (!docs.length) {
+  /* Filters (tenant, outcome, pod or workload name) and pause: while paused the feed is frozen
+   * (decisions keep arriving and show on resume). */
+  const filters = { tenant: "", outcome: "", text: "" };
+  const controls = document.getElementById("decision-filters");
+  const count = document.getElementById("decision-count");
+  let paused = false;
+  let missed = 0;
+
+  function matches(doc) {
+    const text = filters.text.toLowerCase();
+    const bound = doc.outcome === "Success";
+    return (!filters.tenant || doc.tenant === filters.tenant)
+      && (!filters.outcome || (filters.outcome === "bound") === bound)
+      && (!text || doc.pod.toLowerCase().includes(text) || doc.workload.toLowerCase().includes(text));
+  }
+
+  function render(state, touched, forced) {
+    if (paused && !forced) {
+      missed += 1;
+      count.textContent = `paused · ${missed} update${missed === 1 ? "" : "s"} waiting`;
+      return;
+    }
+    const all = Object.values(state.decisions || {}).sort((a, b) => b.id - a.id);
+    const tenantSelect = controls.querySelector('[data-filter="tenant"]');
+    const tenants = [...new Set(all.map((d) => d.tenant))].sort();
+    const current = tenantSelect.value;
+    tenantSelect.innerHTML = '<option value="">every tenant</option>' + tenants.map((t) => `<option>${GS.esc(t)}</option>`).join("");
+    tenantSelect.value = tenants.includes(current) ? current : "";
+    if (!all.length) {
+      count.textContent = "";
       body.innerHTML = '<tr><td colspan="6"><div class="empty"><strong>No decisions yet.</strong>They appear here the moment the scheduler places (or fails to place) a pod.</div></td></tr>';
       return;
     }
+    const docs = all.filter(matches);
+    count.textContent = `${docs.length} of the newest ${all.length} decisions${paused ? " · paused" : ""}`;
     const fresh = rendered && touched && touched.decisions ? touched.decisions : new Set();
-    body.innerHTML = docs.map((doc) => row(doc, fresh.has(String(doc.id)))).join("");
+    body.innerHTML = docs.length
+      ? docs.map((doc) => row(doc, fresh.has(String(doc.id)))).join("")
+      : '<tr><td colspan="6"><div class="empty"><strong>No decision matches the filters.</strong></div></td></tr>';
     rendered = true;
   }
+
+  controls.addEventListener("input", (event) => {
+    const key = event.target.dataset.filter;
+    if (!key) return;
+    filters[key] = event.target.value.trim();
+    render(GS.view.state, null, true);
+  });
+  document.getElementById("pause").addEventListener("click", (event) => {
+    paused = !paused;
+    missed = 0;
+    event.target.setAttribute("aria-pressed", String(paused));
+    event.target.textContent = paused ? "Resume" : "Pause";
+    render(GS.view.state, null, true);
+  });
 
   function table(headers, rows) {
     return `<table class="grid"><thead><tr>${headers.map((h) => `<th${h.num ? ' class="num"' : ""}>${h.label}</th>`).join("")}</tr></thead><tbody>${rows.join("")}</tbody></table>`;
