@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 
 from dashboard.selectors import Doc, iso
-from scheduling.models import (
-    PlacementDecision,
-)
+from scheduling import why_pending
+from scheduling.models import Node, PlacementDecision
 
 DECISIONS_SHOWN = 100
 
@@ -44,7 +44,9 @@ def _decision_doc(row: PlacementDecision) -> Doc:
 
 
 def decision_detail(decision_id: int) -> Doc | None:
-    """One decision with its full explanation (per node and plugin), for the detail panel."""
+    """One decision with its full explanation (per node and plugin), the GPU set it chose read
+    against the node's topology, and for a pod not placed the per-node breakdown of why
+    (scheduling.why_pending, the read the REST API uses)."""
     row = (
         PlacementDecision.objects.filter(pk=decision_id)
         .select_related("pod__workload__tenant")
@@ -52,4 +54,54 @@ def decision_detail(decision_id: int) -> Doc | None:
     )
     if row is None:
         return None
-    return {**_decision_doc(row), "explanation": row.explanation or {}}
+    explanation = row.explanation or {}
+    return {
+        **_decision_doc(row),
+        "explanation": explanation,
+        "gpu_set": _gpu_set(row.node, explanation.get("placement")),
+        "why": why_pending.as_doc(why_pending.read(explanation.get("pending"))),
+    }
+
+
+def _gpu_set(node_name: str | None, placement: Doc | None) -> Doc | None:
+    """The chosen GPUs with their NUMA node and PCIe switch, the links between them (weakest
+    first) and the scope the set reached, so "why these GPUs" reads off the page."""
+    if not node_name or not placement:
+        return None
+    topology = Node.objects.filter(name=node_name).values_list("topology", flat=True).first()
+    gpus = [int(i) for i in placement.get("gpus", [])]
+    doc: Doc = {
+        "gpus": gpus,
+        "milli_per_gpu": placement.get("milli_per_gpu", 0),
+        "mig_slots": placement.get("mig_slots", []),
+        "scope": placement.get("scope"),
+        "policy": placement.get("policy"),
+        "reclaimed": placement.get("reclaimed", False),
+        "numa": [],
+        "switches": [],
+        "links": [],
+    }
+    if not topology or not gpus:
+        return doc
+    numa, switch = topology.get("gpu_numa", []), topology.get("gpu_switch", [])
+    links = topology.get("links", [])
+    doc["numa"] = sorted({numa[i] for i in gpus if i < len(numa)})
+    doc["switches"] = sorted({switch[i] for i in gpus if i < len(switch)})
+    kinds = Counter(
+        links[a][b]
+        for k, a in enumerate(gpus)
+        for b in gpus[k + 1 :]
+        if a < len(links) and b < len(links[a])
+    )
+    doc["links"] = [
+        [kind, n] for kind, n in sorted(kinds.items(), key=lambda kv: _link_rank(kv[0]))
+    ]
+    return doc
+
+
+def _link_rank(kind: str) -> tuple[int, str]:
+    """nvidia-smi topo's link kinds, weakest first: SYS < NODE < PHB < PXB < PIX < NV#."""
+    order = {"SYS": 0, "NODE": 1, "PHB": 2, "PXB": 3, "PIX": 4}
+    if kind.startswith("NV"):
+        return (5, kind)
+    return (order.get(kind, -1), kind)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 
 from dashboard.selectors import Doc, iso
-from scheduling import queue_selectors
+from scheduling import queue_selectors, why_pending
 from scheduling import selectors as scheduling_selectors
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -170,6 +170,7 @@ def pending_workloads(limit: int | None = None) -> WaitingDocs:
             "local_queue": item.local_queue,
             "reason": item.reason,
             "message": item.message or ask.get("detail", ""),
+            "would_fit": ask.get("fit"),  # waiting for nodes: what would make it fit
             "priority": w.priority,
             "created": iso(w.created_at),
             "pods": ask.get("pods", 0),
@@ -185,18 +186,26 @@ def pending_workloads(limit: int | None = None) -> WaitingDocs:
 
 def _asks(workload_ids: list[int]) -> dict[int, Doc]:
     """Per workload: its active pods, how many still wait, what they ask for in total, and why
-    the first waiting pod could not be placed."""
+    the first waiting pod could not be placed (its line, and what would make it fit)."""
     result: dict[int, Doc] = {}
     rows = (
         Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
         .order_by("workload_id", "id")
         .values_list(
-            "workload_id", "phase", "gpus", "gpu_milli", "mig_profile", "mig_count", "last_reason"
+            "workload_id",
+            "phase",
+            "gpus",
+            "gpu_milli",
+            "mig_profile",
+            "mig_count",
+            "last_reason",
+            "pending_explanation",
         )
     )
-    for wid, phase, gpus, milli, profile, mig, reason in rows:
+    for wid, phase, gpus, milli, profile, mig, reason, explained in rows:
         doc = result.setdefault(
-            wid, {"pods": 0, "pending": 0, "milli": 0, "mig": Counter(), "detail": ""}
+            wid,
+            {"pods": 0, "pending": 0, "milli": 0, "mig": Counter(), "detail": "", "fit": None},
         )
         doc["pods"] += 1
         doc["milli"] += gpus * MILLI_PER_GPU + milli
@@ -204,7 +213,10 @@ def _asks(workload_ids: list[int]) -> dict[int, Doc]:
             doc["mig"][profile] += mig
         if phase == Pod.Phase.PENDING:
             doc["pending"] += 1
-            doc["detail"] = doc["detail"] or reason
+            if not doc["detail"] and reason:
+                doc["detail"] = reason
+                why = why_pending.current(explained, reason)
+                doc["fit"] = why.would_fit if why else None
     for doc in result.values():
         parts = []
         if doc["milli"]:

@@ -113,6 +113,29 @@ def test_a_decision_comes_with_its_explanation() -> None:
     assert signed_in().get("/decisions/999999.json").status_code == 404
 
 
+def test_a_decision_shows_its_gpu_set_and_a_failed_one_why_per_node() -> None:
+    factories.nodes(2)
+    owner = factories.tenant()
+    factories.workload(owner, "train", gpus=4, policy=TopologyPolicy.SINGLE_NUMA_NODE)
+    factories.workload(owner, "huge", gpus=16)
+    schedule()
+    bound = PlacementDecision.objects.get(outcome="Success")
+    body = signed_in().get(f"/decisions/{bound.pk}.json").json()
+    gpu_set = body["gpu_set"]
+    assert len(gpu_set["gpus"]) == 4 and len(gpu_set["numa"]) == 1  # one NUMA node, as asked
+    assert gpu_set["policy"] == "single-numa-node"
+    assert sorted(gpu_set["gpus"]) == sorted(
+        Pod.objects.get(workload__name="train")
+        .allocations.get()
+        .gpus.values_list("gpu__index", flat=True)
+    )
+    failed = PlacementDecision.objects.exclude(outcome="Success").get()
+    why = signed_in().get(f"/decisions/{failed.pk}.json").json()["why"]
+    assert why["nodes"] == 2 and why["feasible"] == 0
+    assert sum(g["nodes"] for g in why["groups"]) == 2
+    assert why["would_fit"].startswith("no node fits even empty")
+
+
 def test_signing_in_and_out() -> None:
     admin = make_admin("admin")
     admin.set_password("a-long-password-1")

@@ -220,6 +220,22 @@
     return Number(value || 0).toLocaleString(undefined, { maximumFractionDigits: 2 });
   };
 
+  /* Why a pod waits (scheduling/why_pending.py): what would make it fit, and each group of
+   * nodes under the first filter they failed, with a few of them by name. */
+  GS.whyPending = function (why) {
+    const groups = why.groups.map((g) => {
+      const names = g.examples.map((n) => `<a href="/nodes/${encodeURIComponent(n)}/">${GS.esc(n)}</a>`).join(", ");
+      const more = g.nodes > g.examples.length ? ` and ${g.nodes - g.examples.length} more` : "";
+      const kind = g.unresolvable ? '<span class="badge bad" title="No pod finishing or preempted makes these nodes fit">fixed</span>' : '<span class="badge warn" title="Pods finishing or preempted can make room">load</span>';
+      return `<tr><td class="num">${g.nodes}</td><td>${GS.esc(g.plugin)}</td><td>${kind} <span class="reason">${GS.esc(g.reason)}</span><div class="note">${names}${more}</div></td></tr>`;
+    });
+    const filters = why.failed_by_plugin.map(([p, n]) => `${GS.esc(p)} ${n}`).join(" · ");
+    return `<div class="why" id="why-pending"><h3 style="margin-top:1rem">Why it waits</h3>
+      <p class="would-fit"><strong>${GS.esc(why.would_fit)}</strong></p>
+      <table class="grid"><thead><tr><th class="num">Nodes</th><th>First failed filter</th><th>Reason, nodes</th></tr></thead><tbody>${groups.join("")}</tbody></table>
+      <p class="note">${why.feasible} of ${why.nodes} nodes pass every filter. Rejections per filter (a node may fail several): ${filters || "none"}.</p></div>`;
+  };
+
   GS.flash = function (element) {
     if (!element) return;
     element.classList.remove("flash");
