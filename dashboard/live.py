@@ -179,7 +179,10 @@ class ClusterView(LiveView):
         return changes
 
     def sample(self) -> State:
-        return {"telemetry": cluster_docs.cluster_telemetry()}
+        return {
+            "telemetry": cluster_docs.cluster_telemetry(),
+            "sources": cluster_docs.telemetry_sources(),
+        }
 
 
 class NodeView(LiveView):

@@ -15,7 +15,7 @@ import numpy as np
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.selectors import Doc
+from dashboard.selectors import Doc, iso
 from scheduling.cluster_state import topology_from_json
 from scheduling.core.gpu_sets import GpuSetChooser, Requirement
 from scheduling.core.topology import uniform
@@ -297,3 +297,21 @@ def cluster_telemetry(now: datetime | None = None, nodes: Iterable[str] = ()) ->
         if load.stale:
             doc["state"] = "stale"
     return result
+
+
+def telemetry_sources(now: datetime | None = None) -> dict[str, Doc]:
+    """Each telemetry source (DCGM scrape, Prometheus) as its last attempts left it: failing
+    ones with their error, so an admin sees on the page what /metrics counts."""
+    return {
+        status.name: {
+            "name": status.name,
+            "ok": status.consecutive_failures == 0,
+            "failures": status.consecutive_failures,
+            "failures_total": status.failures_total,
+            "error": status.last_error if status.consecutive_failures else "",
+            "last_success": iso(status.last_success_at),
+            "last_attempt": iso(status.last_attempt_at),
+            "gpus": status.last_gpus,
+        }
+        for status in telemetry.source_statuses()
+    }

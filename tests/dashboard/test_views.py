@@ -17,6 +17,7 @@ from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.profile_files import load_profile
 from telemetry.models import GpuMinute, PodMinute
+from telemetry.services import source_status_record
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
 
@@ -134,6 +135,15 @@ def test_a_decision_shows_its_gpu_set_and_a_failed_one_why_per_node() -> None:
     assert why["nodes"] == 2 and why["feasible"] == 0
     assert sum(g["nodes"] for g in why["groups"]) == 2
     assert why["would_fit"].startswith("no node fits even empty")
+
+
+def test_a_failing_telemetry_source_is_on_the_cluster_view() -> None:
+    source_status_record(name="prometheus", error="connection refused")
+    source_status_record(name="dcgm", gpus=8)
+    sources = view_for("cluster").sample()["sources"]
+    assert sources["prometheus"]["ok"] is False
+    assert sources["prometheus"]["error"] == "connection refused"
+    assert sources["dcgm"]["ok"] is True and sources["dcgm"]["error"] == ""
 
 
 def test_signing_in_and_out() -> None:
