@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count
 from django.utils import timezone
 
+from api.models import TenantPolicy
 from dashboard.selectors import Doc
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -49,6 +50,7 @@ def tenants() -> dict[str, Doc]:
             "gpus": 0,
             "mig": 0,
             "quota": quota.get(namespace),
+            "gpu_cap": None,  # the API's hard cap on requested GPUs (TenantPolicy)
         }
         for name, namespace in Tenant.objects.order_by("name").values_list("name", "namespace")
     }
@@ -76,6 +78,8 @@ def tenants() -> dict[str, Doc]:
         result[name]["mig"] = slots
     for name, gpus in held_now_gpus().items():
         result[name]["gpus"] = gpus
+    for name, hard in TenantPolicy.objects.values_list("tenant__name", "hard"):
+        result[name]["gpu_cap"] = (hard or {}).get("nvidia.com/gpu")
     return result
 
 

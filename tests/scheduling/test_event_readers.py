@@ -65,6 +65,9 @@ def test_every_payload_type_reads_back_as_itself() -> None:
         ),
         events.AllocationPromoted: events.AllocationPromoted(pod_uid="u", node="n", gpu=2),
         events.NodeQuarantined: events.NodeQuarantined(node="n", reason="holds more than it has"),
+        events.AdminActed: events.AdminActed(
+            actor="admin", action="node.drain", target="n", detail={"evicted": ["w"]}
+        ),
     }
     assert set(samples) == set(events.EVENT_TYPES.values())
     for cls, payload in samples.items():

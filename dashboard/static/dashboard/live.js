@@ -236,6 +236,19 @@
       <p class="note">${why.feasible} of ${why.nodes} nodes pass every filter. Rejections per filter (a node may fail several): ${filters || "none"}.</p></div>`;
   };
 
+  /* Admin actions are plain POST forms; those with data-confirm ask first. */
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+
+  /* A POST form for an action row built in the browser (CSRF token from the page's meta). */
+  GS.actionForm = function (action, label, confirmText, extraClass) {
+    const token = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+    const next = location.pathname + location.search;
+    return `<form method="post" action="${GS.esc(action)}" data-confirm="${GS.esc(confirmText)}" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="${GS.esc(token)}"><input type="hidden" name="next" value="${GS.esc(next)}"><button type="submit" class="${extraClass || ""}">${GS.esc(label)}</button></form>`;
+  };
+
   GS.flash = function (element) {
     if (!element) return;
     element.classList.remove("flash");

@@ -169,17 +169,18 @@
       if (key !== group) {
         group = key;
         const line = stageOf(w) === "quota" ? `cluster queue <strong>${GS.esc(w.cluster_queue || w.local_queue)}</strong> · waiting for quota` : "admitted · waiting for nodes";
-        rows.push(`<tr class="group"><th colspan="9">${line}</th></tr>`);
+        rows.push(`<tr class="group"><th colspan="10">${line}</th></tr>`);
       }
       const start = (starts[w.uid] || {}).start;
       const eta = start ? `${GS.until(start)}<div class="note">${GS.time(start)}</div>` : '<span class="note" title="No running workload has a known end to go by">unknown</span>';
       const queue = w.cluster_queue ? `${GS.esc(w.cluster_queue)}<div class="note">${GS.esc(w.local_queue)}</div>` : `<span class="note">${GS.esc(w.local_queue)}</span>`;
       const position = (positions[w.uid] || {}).p;
       rows.push(`<tr data-uid="${GS.esc(w.uid)}"><td class="num">${position || "—"}</td><td><strong>${GS.esc(w.workload)}</strong><div class="note">${w.pending_pods}/${w.pods} pods waiting</div></td><td>${GS.chip(w.tenant)}</td><td>${queue}</td>
-        <td class="num">${w.priority}</td><td>${GS.esc(w.request)}</td><td>${reasonBadge(w.reason)}<div class="reason">${GS.esc(w.message)}</div>${w.would_fit ? `<div class="note would-fit">→ ${GS.esc(w.would_fit)}</div>` : ""}</td><td>${GS.ago(w.created)}</td><td>${eta}</td></tr>`);
+        <td class="num">${w.priority}</td><td>${GS.esc(w.request)}</td><td>${reasonBadge(w.reason)}<div class="reason">${GS.esc(w.message)}</div>${w.would_fit ? `<div class="note would-fit">→ ${GS.esc(w.would_fit)}</div>` : ""}</td><td>${GS.ago(w.created)}</td><td>${eta}</td>
+        <td>${GS.actionForm(`/workloads/${w.uid}/cancel/`, "Cancel", `Cancel ${w.tenant}'s workload ${w.workload}? Its pods are deleted and it leaves the queue.`, "danger small")}</td></tr>`);
     }
     const pager = pages > 1 ? `<div class="pager"><button type="button" data-step="-1"${page ? "" : " disabled"}>‹ Previous</button><span>page ${page + 1} of ${pages}</span><button type="button" data-step="1"${page < pages - 1 ? "" : " disabled"}>Next ›</button></div>` : "";
-    box.innerHTML = `<table class="grid"><thead><tr><th class="num" title="Place in its own cluster queue (or among admitted workloads waiting for nodes)">#</th><th>Workload</th><th>Tenant</th><th>Queue</th><th class="num">Priority</th><th>Asks for</th><th>Why it waits</th><th>Waiting</th><th>Est. start</th></tr></thead><tbody>${rows.join("")}</tbody></table>${pager}`;
+    box.innerHTML = `<table class="grid"><thead><tr><th class="num" title="Place in its own cluster queue (or among admitted workloads waiting for nodes)">#</th><th>Workload</th><th>Tenant</th><th>Queue</th><th class="num">Priority</th><th>Asks for</th><th>Why it waits</th><th>Waiting</th><th>Est. start</th><th></th></tr></thead><tbody>${rows.join("")}</tbody></table>${pager}`;
   }
 
   const SOURCE = {

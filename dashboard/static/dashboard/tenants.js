@@ -20,6 +20,13 @@
     return `${GS.gpus(quota.gpus)} <span class="note">(${quota.cluster_queues.map(GS.esc).join(", ")})</span>${shared}`;
   }
 
+  function capForm(t) {
+    const token = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+    return `<form method="post" action="/tenants/${encodeURIComponent(t.name)}/quota/" class="inline cap" data-confirm="Change ${GS.esc(t.name)}'s GPU request cap? It applies to later submits.">
+      <input type="hidden" name="csrfmiddlewaretoken" value="${GS.esc(token)}"><input name="gpus" value="${GS.esc(t.gpu_cap ?? "")}" placeholder="no cap" size="5" aria-label="GPU request cap of ${GS.esc(t.name)}">
+      <button type="submit" class="small">Set</button></form>`;
+  }
+
   function renderTable(state) {
     const docs = Object.values(state.tenants || {}).sort((a, b) => a.name.localeCompare(b.name));
     if (!docs.length) {
@@ -27,8 +34,8 @@
       return;
     }
     const rows = docs.map((t) => `<tr data-tenant="${GS.esc(t.name)}"><td>${GS.chip(t.name)}</td><td class="mono">${GS.esc(t.namespace)}</td><td class="num">${t.workloads}</td><td class="num">${t.pending}</td><td class="num">${t.placed}</td>
-      <td class="num held-now"><strong>${GS.gpus(t.gpus)}</strong></td><td class="num">${t.mig}</td><td>${quotaText(t.quota)}</td></tr>`);
-    table.innerHTML = `<table class="grid"><thead><tr><th>Tenant</th><th>Namespace</th><th class="num">Active workloads</th><th class="num">Pods waiting</th><th class="num">Pods placed</th><th class="num">GPUs held</th><th class="num">MIG slices</th><th>GPU quota</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+      <td class="num held-now"><strong>${GS.gpus(t.gpus)}</strong></td><td class="num">${t.mig}</td><td>${quotaText(t.quota)}</td><td>${capForm(t)}</td></tr>`);
+    table.innerHTML = `<table class="grid"><thead><tr><th>Tenant</th><th>Namespace</th><th class="num">Active workloads</th><th class="num">Pods waiting</th><th class="num">Pods placed</th><th class="num">GPUs held</th><th class="num">MIG slices</th><th>GPU quota</th><th title="The REST API's hard cap on the GPUs the tenant's active workloads request (checked on submit)">Request cap</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
   }
 
   function measured(state) {
