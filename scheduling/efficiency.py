@@ -143,7 +143,10 @@ def _overlap(hold: _Hold, minute: datetime) -> float:
 
 
 def _minutes_of(hold: _Hold, minutes: list[datetime]) -> Iterable[tuple[datetime, float]]:
-    for minute in minutes:
+    """The minutes `hold` overlaps (the measured minutes are consecutive: index arithmetic)."""
+    first = max(0, int((hold.start - minutes[0]) // MINUTE))
+    last = len(minutes) - 1 if hold.end is None else int((hold.end - minutes[0]) // MINUTE)
+    for minute in minutes[first : min(last, len(minutes) - 1) + 1]:
         part = _overlap(hold, minute)
         if part > 0:
             yield minute, part
@@ -217,17 +220,37 @@ def _readings(minutes: list[datetime], ledger: _Ledger) -> list[_Reading]:
     return readings
 
 
+@dataclass
+class UsageWindow:
+    """The measured minutes of a window, who held what in each, and the scaled pod readings:
+    read once, then summed per tenant (tenant_minutes) or per workload (workload_advice)."""
+
+    minutes: list[datetime]
+    ledger: _Ledger
+    readings: list[_Reading]
+
+
+def usage_window(*, start: datetime, end: datetime, tenant: str | None = None) -> UsageWindow:
+    minutes = measured_minutes(start, end)
+    ledger = _ledger(minutes, tenant)
+    return UsageWindow(minutes, ledger, _readings(minutes, ledger))
+
+
 def tenant_minutes(
     *, start: datetime, end: datetime, tenant: str | None = None
 ) -> dict[str, list[UsagePoint]]:
     """Per tenant (or the one named), held / busy / peak per measured minute of [start, end);
     `requested` is the window's held (the mean)."""
-    minutes = measured_minutes(start, end)
-    ledger = _ledger(minutes, tenant)
+    return minutes_of(usage_window(start=start, end=end, tenant=tenant))
+
+
+def minutes_of(window: UsageWindow) -> dict[str, list[UsagePoint]]:
+    """tenant_minutes() of a window already read."""
+    minutes, ledger = window.minutes, window.ledger
     busy: dict[str, dict[datetime, list[float]]] = defaultdict(
         lambda: defaultdict(lambda: [0.0, 0.0, 0.0])
     )
-    for reading in _readings(minutes, ledger):
+    for reading in window.readings:
         point = busy[ledger.pods[reading.pod].tenant][reading.minute]
         point[0] += reading.used_avg
         point[1] += reading.used_max
@@ -287,10 +310,14 @@ def workload_advice(
     """Per workload with measured pods: what each pod should request (the p95 of its per-minute
     busy, scaled like the tenant's, plus a margin); the largest total saving first."""
     now = now or timezone.now()
-    minutes = measured_minutes(now - window, now)
-    ledger = _ledger(minutes, tenant)
+    return advice_of(usage_window(start=now - window, end=now, tenant=tenant))
+
+
+def advice_of(window: UsageWindow) -> list[WorkloadAdvice]:
+    """workload_advice() of a window already read."""
+    ledger = window.ledger
     per_pod: dict[PodKey, list[float]] = defaultdict(list)
-    for reading in _readings(minutes, ledger):
+    for reading in window.readings:
         per_pod[reading.pod].append(reading.used_p95)
     grouped: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for pod, values in per_pod.items():

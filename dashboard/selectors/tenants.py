@@ -14,11 +14,11 @@ from scheduling.core.types import (
     MILLI_PER_GPU,
 )
 from scheduling.efficiency import (
+    advice_of,
     efficiency_of,
     held_now_gpus,
-    measured_minutes,
-    tenant_minutes,
-    workload_advice,
+    minutes_of,
+    usage_window,
 )
 from scheduling.models import (
     ClusterQueue,
@@ -116,7 +116,8 @@ def usage(now: datetime | None = None) -> State:
     computed from the very same minutes); the biggest right-sizing savings (ADVICE_SHOWN of
     them, largest first); and which minutes were measured."""
     now = now or timezone.now()
-    minutes = tenant_minutes(start=now - SERIES_WINDOW, end=now)
+    window = usage_window(start=now - SERIES_WINDOW, end=now)
+    minutes = minutes_of(window)
     series: dict[str, Doc] = {}
     numbers: dict[str, Doc] = {}
     for tenant, points in minutes.items():
@@ -135,8 +136,8 @@ def usage(now: datetime | None = None) -> State:
                 "over_request": None if e.over_request is None else round(e.over_request, 2),
                 "minutes": e.minutes,
             }
-    measured = measured_minutes(now - SERIES_WINDOW, now)
-    advice = [a for a in workload_advice(now=now) if a.advice.saving_gpus > 0]
+    measured = window.minutes
+    advice = [a for a in advice_of(window) if a.advice.saving_gpus > 0]
     return {
         "series": series,
         "efficiency": numbers,
