@@ -2,7 +2,8 @@
 process, checked against what the REST API returns for the same data: the Tenants page's held,
 busy and overRequest equal /api/v1/usage; a pod not placed shows, per group of nodes, the reasons
 the API's pending status counts; the GPU ids shown are the ones allocated; cordon and cancel go
-through after the confirmation dialog. Screenshots land in $GPUSCHED_E2E_ARTIFACTS (or tmp)."""
+through after the confirmation dialog. Screenshots land in pages/ under
+$GPUSCHED_E2E_ARTIFACTS (or tmp)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,9 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
     artifacts: Path,  # noqa: F811
 ) -> None:
     world = in_thread(setup_world)
-    with web_server(log=artifacts / "web-pages.log") as base:
+    shots = artifacts / "pages"  # apart from test_e2e's, which checks its own list of files
+    shots.mkdir(exist_ok=True)
+    with web_server(log=shots / "web.log") as base:
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
@@ -89,7 +92,7 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         page.fill("#id_password", "e2e-password-1")
         page.click("button[type=submit]")
         page.wait_for_selector("article.node-card svg.topo")
-        page.screenshot(path=str(artifacts / "dashboard-cluster.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-cluster.png"), full_page=True)
 
         # Tenants: the table's numbers are the API's.
         usage = api_get(base, world["tokens"]["vision"], "/usage?window=1h")
@@ -102,7 +105,7 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         assert shown == pytest.approx(usage["overRequest"], abs=0.051)  # one decimal shown
         assert page.locator('#tenants tr[data-tenant="vision"] td.held-now').inner_text() == "4"
         page.wait_for_selector('#charts [data-tenant="vision"] .uplot')
-        page.screenshot(path=str(artifacts / "dashboard-tenants.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-tenants.png"), full_page=True)
 
         # Placements: the pod not placed, per group of nodes, as the API's status counts them.
         status = api_get(base, world["tokens"]["nlp"], "/workloads/huge/status")
@@ -115,19 +118,19 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         assert "no node fits even empty" in why
         for reason in status["reasons"]:
             assert reason["reason"] in why
-        page.screenshot(path=str(artifacts / "dashboard-placements-pending.png"))
+        page.screenshot(path=str(shots / "dashboard-placements-pending.png"))
         page.select_option('[data-filter="outcome"]', "bound")
         page.locator("#decisions tbody tr[data-id]").first.click()
         page.wait_for_selector("#gpu-set")
         assert f"GPU {', '.join(map(str, world['gpus']))}" in page.inner_text("#gpu-set")
-        page.screenshot(path=str(artifacts / "dashboard-placements.png"))
+        page.screenshot(path=str(shots / "dashboard-placements.png"))
 
         # Queues: the waiting workload, filtered by tenant, cancelled after the confirmation.
         page.goto(f"{base}/queues/")
         page.wait_for_selector("#pending-filters")
         page.select_option('[data-filter="tenant"]', "nlp")
         page.locator("#pending-table tr[data-uid]").first.wait_for()
-        page.screenshot(path=str(artifacts / "dashboard-queues.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-queues.png"), full_page=True)
         page.locator("#pending-table tr[data-uid] form button").first.click()
         page.wait_for_selector(".message.success")
         assert "nlp/huge cancelled" in page.inner_text("#messages")
@@ -136,7 +139,7 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         # Node: cordoned after the confirmation, through the API's service.
         page.goto(f"{base}/nodes/{world['node']}/")
         page.wait_for_selector("#diagram svg.topo")
-        page.screenshot(path=str(artifacts / "dashboard-node.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-node.png"), full_page=True)
         page.click("#cordon")
         page.wait_for_selector(".message.success")
         assert in_thread(lambda: Node.objects.get(name=world["node"]).cordoned) is True
