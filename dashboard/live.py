@@ -17,8 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from dashboard import selectors
 from dashboard.selectors import Doc
+from dashboard.selectors import cluster as cluster_docs
+from dashboard.selectors import node as node_docs
+from dashboard.selectors import placements as placement_docs
+from dashboard.selectors import queues as queue_docs
+from dashboard.selectors import tenants as tenant_docs
 from scheduling.events import (
     EVENT_TYPES,
     AllocationPromoted,
@@ -147,11 +151,11 @@ class ClusterView(LiveView):
     HANDLES = NODE_EVENTS | QUEUE_EVENTS  # the stranded count depends on the whole queue
 
     def build(self) -> State:
-        docs = selectors.cluster_nodes()
+        docs = cluster_docs.cluster_nodes()
         return {
             "nodes": docs.nodes,
             "topologies": docs.topologies,
-            "summary": {"all": selectors.cluster_summary(docs.nodes, docs.topologies)},
+            "summary": {"all": cluster_docs.cluster_summary(docs.nodes, docs.topologies)},
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
@@ -161,7 +165,7 @@ class ClusterView(LiveView):
         nodes, topologies = state["nodes"], state["topologies"]
         touched = _nodes_of(events)
         if touched:
-            docs = selectors.cluster_nodes(touched)
+            docs = cluster_docs.cluster_nodes(touched)
             _put(changes, "nodes", diff(nodes, docs.nodes, touched))
             nodes = {name: doc for name, doc in nodes.items() if name not in touched}
             nodes.update(docs.nodes)
@@ -170,12 +174,15 @@ class ClusterView(LiveView):
             _put(changes, "topologies", diff(topologies, wanted))
             topologies = wanted
         # Any change may move the totals (the stranded count depends on the whole queue).
-        summary = {"all": selectors.cluster_summary(nodes, topologies)}
+        summary = {"all": cluster_docs.cluster_summary(nodes, topologies)}
         _put(changes, "summary", diff(state["summary"], summary))
         return changes
 
     def sample(self) -> State:
-        return {"telemetry": selectors.cluster_telemetry()}
+        return {
+            "telemetry": cluster_docs.cluster_telemetry(),
+            "sources": cluster_docs.telemetry_sources(),
+        }
 
 
 class NodeView(LiveView):
@@ -188,22 +195,22 @@ class NodeView(LiveView):
     REREADS_ON_UNKNOWN = False  # an unknown type names no node
 
     def build(self) -> State:
-        docs = selectors.cluster_nodes([self.param])
+        docs = cluster_docs.cluster_nodes([self.param])
         return {"node": docs.nodes, "topologies": docs.topologies}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
         if self.param not in _nodes_of(events):
             return None
         changes: Changes = {}
-        docs = selectors.cluster_nodes([self.param])
+        docs = cluster_docs.cluster_nodes([self.param])
         _put(changes, "node", diff(state["node"], docs.nodes, [self.param]))
         _put(changes, "topologies", diff(state["topologies"], docs.topologies))
         return changes
 
     def sample(self) -> State:
         return {
-            "telemetry": selectors.node_gpu_telemetry(self.param),
-            "series": selectors.node_gpu_series(self.param),
+            "telemetry": node_docs.node_gpu_telemetry(self.param),
+            "series": node_docs.node_gpu_series(self.param),
         }
 
 
@@ -215,16 +222,16 @@ class PlacementsView(LiveView):
     REREADS_ON_UNKNOWN = False  # decisions never change once written
 
     def build(self) -> State:
-        return {"decisions": selectors.decisions(selectors.decision_ids())}
+        return {"decisions": placement_docs.decisions(placement_docs.decision_ids())}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
         if not self.concerned(events):
             return None
         changes: Changes = {}
         shown = state["decisions"]
-        ids = {str(i) for i in selectors.decision_ids()}
+        ids = {str(i) for i in placement_docs.decision_ids()}
         window = {key: shown[key] for key in ids & set(shown)}  # decisions never change
-        window.update(selectors.decisions([int(i) for i in ids - set(shown)]))
+        window.update(placement_docs.decisions([int(i) for i in ids - set(shown)]))
         _put(changes, "decisions", diff(shown, window))
         return changes
 
@@ -239,13 +246,14 @@ class QueuesView(LiveView):
     HANDLES = QUEUE_EVENTS | {QueueSourceChanged}
 
     def build(self) -> State:
-        pending, _ = selectors.pending_workloads()
+        waiting = queue_docs.pending_workloads()
         return {
-            "cluster_queues": selectors.cluster_queues(),
-            "local_queues": selectors.local_queues(),
-            "pending": pending,
-            "summary": {"all": selectors.queue_summary()},
-            "source": {"current": selectors.queue_source()},
+            "cluster_queues": queue_docs.cluster_queues(),
+            "local_queues": queue_docs.local_queues(),
+            "pending": waiting.docs,
+            "positions": waiting.positions,
+            "summary": {"all": queue_docs.queue_summary()},
+            "source": {"current": queue_docs.queue_source()},
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
@@ -257,30 +265,30 @@ class QueuesView(LiveView):
         return changes
 
     def sample(self) -> State:
-        _, starts = selectors.pending_workloads()
-        return {"starts": starts}
+        return {"starts": queue_docs.pending_workloads().starts}
 
 
 class TenantsView(LiveView):
-    """Tenants page: each tenant's workloads, pods and GPUs now, and the last hour of requested
-    vs used GPUs (sampled from the telemetry rollups)."""
+    """Tenants page: each tenant's workloads, pods and GPUs now; and the last hour of held vs
+    busy GPUs, overRequest and right-sizing advice (sampled: allocations joined with the
+    telemetry rollups, scheduling.efficiency)."""
 
     name = "tenants"
-    sample_every = 30.0
+    sample_every = 15.0
     HANDLES = QUEUE_EVENTS
 
     def build(self) -> State:
-        return {"tenants": selectors.tenants()}
+        return {"tenants": tenant_docs.tenants()}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
         if not self.concerned(events):
             return None
         changes: Changes = {}
-        _put(changes, "tenants", diff(state["tenants"], selectors.tenants()))
+        _put(changes, "tenants", diff(state["tenants"], tenant_docs.tenants()))
         return changes
 
     def sample(self) -> State:
-        return {"series": selectors.tenant_series()}
+        return tenant_docs.usage()
 
 
 def _nodes_of(events: Sequence[EventRow]) -> set[str]:

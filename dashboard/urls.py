@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import actions, views
 from gpusched.signin import answers_429_when_throttled
 
 app_name = "dashboard"
@@ -12,6 +12,9 @@ urlpatterns = [
     path("tenants/", views.tenants, name="tenants"),
     path("nodes/<str:name>/", views.node, name="node"),
     path("decisions/<int:pk>.json", views.decision, name="decision"),
+    path("nodes/<str:name>/cordon/", actions.node_cordon, name="node-cordon"),
+    path("nodes/<str:name>/drain/", actions.node_drain, name="node-drain"),
+    path("workloads/<uuid:uid>/cancel/", actions.workload_cancel, name="workload-cancel"),
     path("login/", answers_429_when_throttled(views.LoginView.as_view()), name="login"),
     path("logout/", views.logout, name="logout"),
 ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
@@ -20,11 +21,10 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from dashboard import selectors
 from dashboard.consumers import user_group
+from dashboard.selectors import placements as placement_selectors
 from dashboard.tailer import Tailer
 from gpusched.signin import SignInForm
-from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import Node, Tenant
 
 View = Callable[..., HttpResponse]
@@ -53,6 +53,8 @@ def _page(
         "socket": socket,
         # Tenant colors follow creation order, so they stay put as tenants are added.
         "tenant_order": list(Tenant.objects.order_by("id").values_list("name", flat=True)),
+        # The demo's simulated cluster runs its workloads `speed` times faster than the clock.
+        "simulated_speed": settings.SIM_SPEED,
         **extra,
     }
     return render(request, template, context)
@@ -90,16 +92,7 @@ def queues(request: HttpRequest) -> HttpResponse:
 @require_safe
 @staff_required
 def tenants(request: HttpRequest) -> HttpResponse:
-    # Over-request needs an hour of telemetry joined with allocations: computed per page load, not
-    # pushed live (it moves on the scale of minutes).
-    return _page(
-        request,
-        "dashboard/tenants.html",
-        "tenants",
-        "ws/live/tenants/",
-        efficiency=[e for e in tenant_efficiency().values() if e.requested_gpus > 0],
-        advice=[a for a in workload_advice() if a.advice.saving_gpus > 0],
-    )
+    return _page(request, "dashboard/tenants.html", "tenants", "ws/live/tenants/")
 
 
 @require_safe
@@ -119,7 +112,7 @@ def node(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 @staff_required
 def decision(request: HttpRequest, pk: int) -> JsonResponse:
-    detail = selectors.decision_detail(pk)
+    detail = placement_selectors.decision_detail(pk)
     if detail is None:
         raise Http404("no such decision (it may have been pruned)")
     return JsonResponse(detail)

@@ -223,6 +223,15 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # (gpusched/jsonbody.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1024 * 1024)
 
+# --- the simulator -----------------------------------------------------------------------------
+
+# The demo's simulated cluster runs workloads this many times faster than the wall clock
+# (`manage.py demo --speed` sets GPUSCHED_SIM_SPEED for the processes it starts); the dashboard
+# says so. None: a real cluster.
+SIM_SPEED = (
+    float(os.environ["GPUSCHED_SIM_SPEED"]) if os.environ.get("GPUSCHED_SIM_SPEED") else None
+)
+
 # --- REST API ---------------------------------------------------------------------------------
 
 # Tenants send `Authorization: Bearer <token>`; admins (staff users) use a session or a token of

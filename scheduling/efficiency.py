@@ -1,37 +1,55 @@
 """Reads that join allocations (what tenants hold) with telemetry (what their pods really use).
 
-Requested GPUs over a window are the time-weighted average of the tenant's allocations; used GPUs
-are the p95 of the tenant's per-minute DCGM busy sum. DCGM cannot split a time-sliced GPU between
-the pods on it (it repeats the GPU's value once per pod), so a shared pod's reading is scaled by
-its share of the milli allocated on that GPU.
+One definition, per tenant and per closed minute m of the window, read by the REST API, the
+dashboard's tables and its charts alike:
+
+- held(m): GPUs the tenant's pods held during m, time-weighted: each GPU assignment of a bound
+  allocation counts its milli / 1000 for the part of the minute it was bound (a share of a
+  time-sliced GPU counts as its fraction). MIG slices are not GPUs and are left out.
+- busy(m): GPUs the tenant's pods kept busy during m (DCGM: per pod, the average over the
+  minute's readings of the sum of busy over its GPUs; a pod read in only part of the minute's
+  readings counts for that part, as it is held for part of the minute). DCGM cannot split a
+  time-sliced GPU between the pods on it (it repeats the GPU's value once per pod), so a shared
+  pod's reading is scaled by its share of the milli held on that GPU during the minute.
+- peak(m): the same with each pod's peak of the minute.
+
+Over a window: the measured minutes are those from the first to the last minute the telemetry
+ingester rolled up in the window (before that there is nothing to compare with: "collecting
+data"). held = the mean of held(m), busy p95 = the nearest-rank p95 of busy(m), both over the
+measured minutes, and overRequest = held / busy p95 (scheduling.core.efficiency).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import Max, Min, Q, Sum
 from django.utils import timezone
 
 from scheduling.core.efficiency import Advice, over_request, right_size, usage_ratio
 from scheduling.core.types import MILLI_PER_GPU
-from scheduling.models import Allocation, GpuAssignment, Tenant
-from telemetry.models import PodMinute
-from telemetry.selectors import p95
+from scheduling.models import GpuAssignment, Tenant
+from telemetry.models import GpuMinute, PodMinute
+from telemetry.selectors import UsagePoint, p95
 
 DEFAULT_WINDOW = timedelta(hours=1)
 ADVICE_MARGIN = 0.2
+MINUTE = timedelta(minutes=1)
+
+PodKey = tuple[str, str]  # (namespace, pod name), as DCGM labels a pod
 
 
 @dataclass(frozen=True)
 class TenantEfficiency:
     tenant: str
-    requested_gpus: float  # average over the window
-    used_p95_gpus: float | None  # None: no telemetry in the window
+    requested_gpus: float  # held: mean over the measured minutes
+    used_p95_gpus: float | None  # None: no measured minute in the window
     over_request: float | None
     usage_ratio: float
+    minutes: int  # measured minutes the numbers are over
 
 
 @dataclass(frozen=True)
@@ -41,58 +59,271 @@ class WorkloadAdvice:
     pods: int
     advice: Advice
 
+    @property
+    def saving_gpus(self) -> float:
+        """What the whole workload would give back (per pod saving times pods)."""
+        return self.advice.saving_gpus * self.pods
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """One GPU (or share of one) held by one pod from `start` to `end` (None: still held)."""
+
+    tenant: str
+    pod: PodKey
+    workload: str
+    gpu: int
+    milli: int
+    start: datetime
+    end: datetime | None
+    requested_gpus: float  # what the pod asked for in all
+
+
+def measured_minutes(start: datetime, end: datetime) -> list[datetime]:
+    """The closed minutes of [start, end) the telemetry ingester rolled up: every minute from the
+    first to the last rolled-up one (two index reads, whatever the cluster's size)."""
+    bounds = GpuMinute.objects.filter(minute__gte=start, minute__lt=end).aggregate(
+        first=Min("minute"), last=Max("minute")
+    )
+    first, last = bounds["first"], bounds["last"]
+    if first is None or last is None:
+        return []
+    count = int((last - first) / MINUTE) + 1
+    return [first + i * MINUTE for i in range(count)]
+
+
+def _holds(start: datetime, end: datetime, tenant: str | None) -> list[_Hold]:
+    rows = (
+        GpuAssignment.objects.filter(
+            mig_slot__isnull=True,
+            allocation__bound_at__isnull=False,
+            allocation__bound_at__lt=end,
+        )
+        .filter(Q(allocation__released_at__isnull=True) | Q(allocation__released_at__gt=start))
+        .order_by("id")
+    )
+    if tenant is not None:
+        rows = rows.filter(allocation__pod__workload__tenant__name=tenant)
+    holds = []
+    for values in rows.values_list(
+        "allocation__pod__workload__tenant__name",
+        "allocation__pod__workload__tenant__namespace",
+        "allocation__pod__name",
+        "allocation__pod__workload__name",
+        "gpu_id",
+        "milli",
+        "allocation__bound_at",
+        "allocation__released_at",
+        "allocation__pod__gpus",
+        "allocation__pod__gpu_milli",
+    ):
+        name, namespace, pod, workload, gpu, milli, bound, released, gpus, share = values
+        if bound is None:  # excluded by the query; keeps the type checker informed
+            continue
+        holds.append(
+            _Hold(
+                name,
+                (namespace, pod),
+                workload,
+                gpu,
+                milli,
+                bound,
+                released,
+                gpus + share / MILLI_PER_GPU,
+            )
+        )
+    return holds
+
+
+def _overlap(hold: _Hold, minute: datetime) -> float:
+    """The fraction of `minute` during which `hold` was held."""
+    begin = max(hold.start, minute)
+    finish = min(hold.end or minute + MINUTE, minute + MINUTE)
+    return max((finish - begin) / MINUTE, 0.0)
+
+
+def _minutes_of(hold: _Hold, minutes: list[datetime]) -> Iterable[tuple[datetime, float]]:
+    """The minutes `hold` overlaps (the measured minutes are consecutive: index arithmetic)."""
+    first = max(0, int((hold.start - minutes[0]) // MINUTE))
+    last = len(minutes) - 1 if hold.end is None else int((hold.end - minutes[0]) // MINUTE)
+    for minute in minutes[first : min(last, len(minutes) - 1) + 1]:
+        part = _overlap(hold, minute)
+        if part > 0:
+            yield minute, part
+
+
+@dataclass
+class _Ledger:
+    """Per minute: each tenant's GPUs held, and each pod's share of the DCGM reading it sees."""
+
+    held: dict[str, dict[datetime, float]]
+    factor: dict[tuple[PodKey, datetime], float]
+    pods: dict[PodKey, _Hold]  # one hold of each pod: its tenant, workload and request
+
+
+def _ledger(minutes: list[datetime], tenant: str | None) -> _Ledger:
+    ledger = _Ledger(defaultdict(lambda: defaultdict(float)), {}, {})
+    if not minutes:
+        return ledger
+    holds = _holds(minutes[0], minutes[-1] + MINUTE, tenant)
+    on_gpu: dict[tuple[int, datetime], float] = defaultdict(float)  # milli-minutes per GPU
+    mine: dict[tuple[PodKey, int, datetime], float] = defaultdict(float)
+    for hold in holds:
+        ledger.pods.setdefault(hold.pod, hold)
+        for minute, part in _minutes_of(hold, minutes):
+            ledger.held[hold.tenant][minute] += hold.milli / MILLI_PER_GPU * part
+            on_gpu[(hold.gpu, minute)] += hold.milli * part
+            mine[(hold.pod, hold.gpu, minute)] += hold.milli * part
+    # A pod alone on its GPU (whole or a share with no neighbour) owns the reading: factor 1.
+    shares: dict[tuple[PodKey, datetime], list[float]] = defaultdict(list)
+    for (pod, gpu, minute), milli in mine.items():
+        shares[(pod, minute)].append(milli / max(on_gpu[(gpu, minute)], 1e-9))
+    for key, parts in shares.items():
+        ledger.factor[key] = sum(parts) / len(parts)
+    return ledger
+
+
+@dataclass(frozen=True)
+class _Reading:
+    pod: PodKey
+    minute: datetime
+    used_avg: float
+    used_max: float
+    used_p95: float
+    fb_used: float
+
+
+def _readings(minutes: list[datetime], ledger: _Ledger) -> list[_Reading]:
+    """Each measured pod-minute of a pod that held GPUs then, scaled by its share."""
+    if not minutes:
+        return []
+    rows = PodMinute.objects.filter(minute__gte=minutes[0], minute__lte=minutes[-1])
+    namespaces = {pod[0] for pod in ledger.pods}
+    rows = rows.filter(namespace__in=sorted(namespaces))
+    # A pod that ran for part of a minute was read fewer times than the minute had readings: its
+    # average over its own readings is weighted by its share of them, as held(m) is by time.
+    # The minute's reading count is the most any pod got (one that ran the whole minute).
+    scrapes = dict(rows.values_list("minute").annotate(n=Max("samples")).order_by())
+    readings = []
+    for namespace, pod, minute, samples, avg, peak, high, fb in rows.values_list(
+        "namespace", "pod", "minute", "samples", "used_avg", "used_max", "used_p95", "fb_used_avg"
+    ):
+        factor = ledger.factor.get(((namespace, pod), minute))
+        if factor is None:  # MIG slices, or a pod that held no GPU that minute
+            continue
+        seen = samples / max(scrapes.get(minute, samples), samples, 1)
+        readings.append(
+            _Reading(
+                (namespace, pod), minute, avg * factor * seen, peak * factor, high * factor, fb
+            )
+        )
+    return readings
+
+
+@dataclass
+class UsageWindow:
+    """The measured minutes of a window, who held what in each, and the scaled pod readings:
+    read once, then summed per tenant (tenant_minutes) or per workload (workload_advice)."""
+
+    minutes: list[datetime]
+    ledger: _Ledger
+    readings: list[_Reading]
+
+
+def usage_window(*, start: datetime, end: datetime, tenant: str | None = None) -> UsageWindow:
+    minutes = measured_minutes(start, end)
+    ledger = _ledger(minutes, tenant)
+    return UsageWindow(minutes, ledger, _readings(minutes, ledger))
+
+
+def tenant_minutes(
+    *, start: datetime, end: datetime, tenant: str | None = None
+) -> dict[str, list[UsagePoint]]:
+    """Per tenant (or the one named), held / busy / peak per measured minute of [start, end);
+    `requested` is the window's held (the mean)."""
+    return minutes_of(usage_window(start=start, end=end, tenant=tenant))
+
+
+def minutes_of(window: UsageWindow) -> dict[str, list[UsagePoint]]:
+    """tenant_minutes() of a window already read."""
+    minutes, ledger = window.minutes, window.ledger
+    busy: dict[str, dict[datetime, list[float]]] = defaultdict(
+        lambda: defaultdict(lambda: [0.0, 0.0, 0.0])
+    )
+    for reading in window.readings:
+        point = busy[ledger.pods[reading.pod].tenant][reading.minute]
+        point[0] += reading.used_avg
+        point[1] += reading.used_max
+        point[2] += reading.fb_used
+    result: dict[str, list[UsagePoint]] = {}
+    for name in sorted(set(ledger.held) | set(busy)):
+        held = ledger.held.get(name, {})
+        mean = sum(held.values()) / len(minutes)
+        result[name] = [
+            UsagePoint(
+                minute=minute,
+                used_avg=round(busy[name][minute][0], 4),
+                used_max=round(busy[name][minute][1], 4),
+                gpus=round(held.get(minute, 0.0), 4),
+                fb_used_mib=round(busy[name][minute][2], 1),
+                requested=round(mean, 4),
+            )
+            for minute in minutes
+        ]
+    return result
+
+
+def efficiency_of(points: list[UsagePoint], tenant: str) -> TenantEfficiency:
+    """The window's numbers from a tenant's minutes (tenant_minutes)."""
+    if not points:
+        return TenantEfficiency(tenant, 0.0, None, None, 1.0, 0)
+    held = sum(p.gpus for p in points) / len(points)
+    used = p95([p.used_avg for p in points]) or 0.0
+    return TenantEfficiency(
+        tenant=tenant,
+        requested_gpus=round(held, 4),
+        used_p95_gpus=round(used, 4),
+        over_request=over_request(held, used),
+        usage_ratio=usage_ratio(held, used),
+        minutes=len(points),
+    )
+
 
 def tenant_efficiency(
     *, window: timedelta = DEFAULT_WINDOW, now: datetime | None = None
 ) -> dict[str, TenantEfficiency]:
-    """Every tenant's requested vs used GPUs over `window` and what follows from it."""
+    """Every tenant's held vs busy GPUs over `window` and what follows from it."""
     now = now or timezone.now()
-    requested = _requested_gpus(now - window, now)
-    used = _used_p95_by_tenant(now - window, now)
+    series = tenant_minutes(start=now - window, end=now)
     names = set(Tenant.objects.values_list("name", flat=True))
-    return {
-        name: TenantEfficiency(
-            tenant=name,
-            requested_gpus=requested.get(name, 0.0),
-            used_p95_gpus=used.get(name),
-            over_request=over_request(requested.get(name, 0.0), used.get(name)),
-            usage_ratio=usage_ratio(requested.get(name, 0.0), used.get(name)),
-        )
-        for name in sorted(names)
-    }
+    return {name: efficiency_of(series.get(name, []), name) for name in sorted(names)}
 
 
 def usage_ratios(*, now: datetime | None = None) -> dict[str, float]:
-    """Each tenant's p95 used / requested GPUs over the default window (1 when unknown)."""
+    """Each tenant's p95 busy / held GPUs over the default window (1 when unknown)."""
     return {name: e.usage_ratio for name, e in tenant_efficiency(now=now).items()}
 
 
 def workload_advice(
     *, window: timedelta = DEFAULT_WINDOW, now: datetime | None = None, tenant: str | None = None
 ) -> list[WorkloadAdvice]:
-    """Per workload with measured pods: what each pod should request (p95 use plus a margin)."""
+    """Per workload with measured pods: what each pod should request (the p95 of its per-minute
+    busy, scaled like the tenant's, plus a margin); the largest total saving first."""
     now = now or timezone.now()
-    per_pod = _pod_used_p95(now - window, now)
-    allocations = (
-        Allocation.objects.filter(Q(released_at__isnull=True) | Q(released_at__gte=now - window))
-        .select_related("pod__workload__tenant")
-        .order_by("pod__workload_id", "pod_id", "-id")
-    )
-    if tenant is not None:
-        allocations = allocations.filter(pod__workload__tenant__name=tenant)
+    return advice_of(usage_window(start=now - window, end=now, tenant=tenant))
+
+
+def advice_of(window: UsageWindow) -> list[WorkloadAdvice]:
+    """workload_advice() of a window already read."""
+    ledger = window.ledger
+    per_pod: dict[PodKey, list[float]] = defaultdict(list)
+    for reading in window.readings:
+        per_pod[reading.pod].append(reading.used_p95)
     grouped: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    seen: set[int] = set()
-    for allocation in allocations:
-        pod = allocation.pod
-        if pod.pk in seen:
-            continue
-        seen.add(pod.pk)
-        used = per_pod.get((pod.workload.tenant.namespace, pod.name))
-        if used is None:
-            continue
-        requested = pod.gpus + pod.gpu_milli / MILLI_PER_GPU
-        grouped[(pod.workload.tenant.name, pod.workload.name)].append((requested, used))
-    return [
+    for pod, values in per_pod.items():
+        hold = ledger.pods[pod]
+        grouped[(hold.tenant, hold.workload)].append((hold.requested_gpus, p95(values) or 0.0))
+    advice = [
         WorkloadAdvice(
             tenant=tenant_name,
             workload=workload,
@@ -101,64 +332,19 @@ def workload_advice(
                 max(r for r, _ in rows), max(u for _, u in rows), margin=ADVICE_MARGIN
             ),
         )
-        for (tenant_name, workload), rows in sorted(grouped.items())
-        if rows
+        for (tenant_name, workload), rows in grouped.items()
     ]
+    advice.sort(key=lambda a: (-a.saving_gpus, a.tenant, a.workload))
+    return advice
 
 
-def _requested_gpus(start: datetime, end: datetime) -> dict[str, float]:
-    """Time-weighted average GPUs each tenant held in [start, end]."""
-    span = (end - start).total_seconds()
-    held: dict[str, float] = defaultdict(float)
+def held_now_gpus() -> dict[str, float]:
+    """GPUs each tenant holds right now (active whole and shared assignments), by the same rule
+    as held(m): milli / 1000, MIG slices left out."""
     rows = (
-        Allocation.objects.filter(bound_at__isnull=False, bound_at__lt=end)
-        .filter(Q(released_at__isnull=True) | Q(released_at__gt=start))
-        .values_list(
-            "bound_at", "released_at", "pod__gpus", "pod__gpu_milli", "pod__workload__tenant__name"
-        )
+        GpuAssignment.objects.filter(active=True, mig_slot__isnull=True)
+        .values_list("allocation__pod__workload__tenant__name")
+        .annotate(milli=Sum("milli"))
+        .order_by()
     )
-    for bound_at, released_at, gpus, milli, tenant in rows:
-        if bound_at is None:  # excluded by the query; keeps the type checker informed
-            continue
-        overlap = (min(released_at or end, end) - max(bound_at, start)).total_seconds()
-        held[tenant] += (gpus + milli / MILLI_PER_GPU) * max(overlap, 0.0) / span
-    return dict(held)
-
-
-def _pod_used_p95(start: datetime, end: datetime) -> dict[tuple[str, str], float]:
-    """p95 over the window of what each pod kept busy, shared pods scaled to their share."""
-    factor = _shared_pod_factors()
-    series: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for namespace, pod, used in PodMinute.objects.filter(
-        minute__gte=start, minute__lte=end
-    ).values_list("namespace", "pod", "used_p95"):
-        series[(namespace, pod)].append(used * factor.get((namespace, pod), 1.0))
-    return {key: p95(values) or 0.0 for key, values in series.items()}
-
-
-def _used_p95_by_tenant(start: datetime, end: datetime) -> dict[str, float]:
-    """p95 over the window of each tenant's per-minute sum of what its pods kept busy."""
-    factor = _shared_pod_factors()
-    owner = dict(Tenant.objects.values_list("namespace", "name"))
-    per_minute: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    rows = PodMinute.objects.filter(minute__gte=start, minute__lte=end).values_list(
-        "namespace", "pod", "minute", "used_p95"
-    )
-    for namespace, pod, minute, used in rows:
-        tenant = owner.get(namespace)
-        if tenant is not None:
-            per_minute[tenant][minute] += used * factor.get((namespace, pod), 1.0)
-    return {tenant: p95(list(minutes.values())) or 0.0 for tenant, minutes in per_minute.items()}
-
-
-def _shared_pod_factors() -> dict[tuple[str, str], float]:
-    """For pods holding a share of a time-sliced GPU: their milli / all milli held on that GPU."""
-    factors: dict[tuple[str, str], float] = {}
-    shared = GpuAssignment.objects.filter(
-        active=True, exclusive=False, mig_slot__isnull=True
-    ).select_related("gpu", "allocation__pod__workload__tenant")
-    for assignment in shared:
-        total = max(assignment.gpu.used_milli, assignment.milli, 1)
-        pod = assignment.allocation.pod
-        factors[(pod.workload.tenant.namespace, pod.name)] = assignment.milli / total
-    return factors
+    return {name: round((milli or 0) / MILLI_PER_GPU, 2) for name, milli in rows}

@@ -205,6 +205,18 @@ class GpusObserved(EventPayload):
 
 
 @dataclass(frozen=True)
+class AdminActed(EventPayload):
+    """An admin acted from the dashboard (cordon, drain, cancel, ...): who, what, on what. The
+    change itself has its own events; this one is the audit trail."""
+
+    TYPE: ClassVar[str] = "admin.acted"
+    actor: str
+    action: str
+    target: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class UnknownEvent(EventPayload):
     """A row this version cannot read (a newer type, or a payload missing required fields)."""
 
@@ -230,6 +242,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         AllocationReleased,
         AllocationPromoted,
         GpusObserved,
+        AdminActed,
     )
 }
 EventTypes = frozenset[type[EventPayload]]

@@ -453,6 +453,10 @@ class Pod(models.Model):
     # (kube-scheduler's status.nominatedNodeName): kept across cycles so it waits for them
     # rather than preempting again; cleared when it is bound or requeued.
     nominated_node = models.CharField(max_length=253, blank=True, default="")
+    # Why the last attempt failed, structured (scheduling/services/decisions.py `why_pending`,
+    # read by scheduling/why_pending.py): current while its "summary" equals last_reason, which
+    # every other writer of last_reason (binding, eviction, a refused bind) changes.
+    pending_explanation = models.JSONField(default=dict, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)  # backoff after a failed attempt
     created_at = models.DateTimeField(auto_now_add=True)

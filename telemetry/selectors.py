@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -213,84 +213,14 @@ def tenant_used_p95(
 
 @dataclass(frozen=True)
 class UsagePoint:
+    """One minute of a tenant's usage, as scheduling.efficiency defines it."""
+
     minute: datetime
     used_avg: float  # GPUs kept busy, averaged over the minute
     used_max: float
-    gpus: float  # GPUs held (as the exporter saw them), averaged over the minute
+    gpus: float  # GPUs held, time-weighted over the minute
     fb_used_mib: float
-    requested: float | None  # GPUs requested, when the caller knows
-
-
-def namespace_usage_series(
-    *,
-    start: datetime,
-    end: datetime,
-    requested: Mapping[str, float] | None = None,
-    namespaces: Iterable[str] = (),
-) -> dict[str, list[UsagePoint]]:
-    """Per namespace, one point per minute in [start, end]: requested vs used GPUs.
-
-    `requested` (namespace -> GPUs) is the allocation side; a later issue joins it from
-    allocations. Used is the sum over the namespace's pods of their per-minute averages.
-    """
-    return _usage_series(start, end, _identity_map, requested, namespaces)
-
-
-def tenant_usage_series(
-    *,
-    start: datetime,
-    end: datetime,
-    tenants: Mapping[str, str],
-    requested: Mapping[str, float] | None = None,
-) -> dict[str, list[UsagePoint]]:
-    """namespace_usage_series() per tenant; `tenants` maps namespace -> tenant name,
-    `requested` tenant -> GPUs. Namespaces of no tenant are left out."""
-    return _usage_series(start, end, tenants.get, requested, tenants.keys())
-
-
-def _identity_map(namespace: str) -> str | None:
-    return namespace
-
-
-def _usage_series(
-    start: datetime,
-    end: datetime,
-    owner_of: Callable[[str], str | None],
-    requested: Mapping[str, float] | None,
-    namespaces: Iterable[str],
-) -> dict[str, list[UsagePoint]]:
-    rows = PodMinute.objects.filter(minute__gte=start, minute__lte=end)
-    names = list(namespaces)
-    if names:
-        rows = rows.filter(namespace__in=names)
-    per_minute = (
-        rows.values("namespace", "minute")
-        .annotate(
-            used_avg=Sum("used_avg"),
-            used_max=Sum("used_max"),
-            gpus=Sum("gpus_avg"),
-            fb=Sum("fb_used_avg"),
-        )
-        .order_by("minute")
-    )
-    sums: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
-    for row in per_minute:
-        owner = owner_of(row["namespace"])
-        if owner is None:
-            continue
-        point = sums[owner].setdefault(row["minute"], [0.0, 0.0, 0.0, 0.0])
-        point[0] += row["used_avg"]
-        point[1] += row["used_max"]
-        point[2] += row["gpus"]
-        point[3] += row["fb"]
-    requested = requested or {}
-    return {
-        owner: [
-            UsagePoint(minute, used, peak, gpus, fb, requested.get(owner))
-            for minute, (used, peak, gpus, fb) in sorted(points.items())
-        ]
-        for owner, points in sums.items()
-    }
+    requested: float | None  # the window's mean GPUs held
 
 
 def gpu_busy_p95(*, window: timedelta, now: datetime | None = None) -> dict[tuple[str, int], float]:

@@ -22,7 +22,6 @@ from api.selectors.pending import (
     ReasonCount,
     cluster_queue_of,
     local_queue_pending,
-    parse_summary,
     workload_pending_status,
 )
 from api.selectors.queues import (
@@ -101,7 +100,6 @@ __all__ = [
     "node_get",
     "node_gpus",
     "nodes_query",
-    "parse_summary",
     "pod_phase_counts",
     "pod_set_assignments",
     "priority_classes",

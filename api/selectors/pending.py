@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from scheduling import selectors as scheduling_selectors
+from scheduling import why_pending
 from scheduling.models import (
     LocalQueue,
     PlacementDecision,
@@ -21,9 +21,6 @@ from scheduling.models import (
 )
 
 # --- pending status -----------------------------------------------------------------------------
-
-_SUMMARY = re.compile(r"(\d+)/(\d+) nodes are available:? ?(.*?)\.?$", re.S)
-_REASON = re.compile(r"(\d+) (.+?)(?=, \d+ |$)")
 
 
 @dataclass(frozen=True)
@@ -54,21 +51,13 @@ class PendingStatus:
     position_in_local_queue: int | None = None
 
 
-def parse_summary(summary: str) -> tuple[int | None, int | None, list[ReasonCount]]:
-    """kube-scheduler's "0/12 nodes are available: 8 Insufficient nvidia.com/gpu, 4 ..." as
-    (feasible, nodes, [(reason, nodes)]), most common reason first."""
-    match = _SUMMARY.search(summary.strip())
-    if not match:
-        return None, None, []
-    reasons = [ReasonCount(r.strip(), int(n)) for n, r in _REASON.findall(match.group(3))]
-    return int(match.group(1)), int(match.group(2)), reasons
-
-
 def workload_pending_status(workload: Workload, now: datetime | None = None) -> PendingStatus:
     """Why the workload waits and when it may start: position, reason, message and estimated start
     come from the queue (scheduling.selectors.pending_workloads: its cluster queue's order while
     waiting for quota, the order of admitted workloads while waiting for nodes); the per-filter
-    node counts and the last decision come from the pods' last scheduling attempt."""
+    node counts come from the structured explanation of the pods' last scheduling attempt
+    (scheduling.why_pending, the read the dashboard uses too) and the last decision from its
+    record."""
     now = now or timezone.now()
     pending = list(workload.pods.filter(phase=Pod.Phase.PENDING).order_by("-last_attempt_at"))
     queued = None
@@ -96,7 +85,7 @@ def workload_pending_status(workload: Workload, now: datetime | None = None) -> 
     in_local = local_queue_positions(waiting)
     tried = [p for p in pending if p.last_reason]
     latest = tried[0] if tried else None
-    feasible, nodes, reasons = parse_summary(latest.last_reason) if latest else (None, None, [])
+    why = why_pending.of_pod(latest) if latest else None
     decision = (
         PlacementDecision.objects.filter(pod__in=pending).order_by("-id").first()
         if latest
@@ -111,9 +100,9 @@ def workload_pending_status(workload: Workload, now: datetime | None = None) -> 
         pods_pending=len(pending),
         attempts=max((p.attempts for p in pending), default=0),
         last_attempt_at=latest.last_attempt_at if latest else None,
-        nodes=nodes,
-        feasible_nodes=feasible,
-        reasons=reasons,
+        nodes=why.nodes if why else None,
+        feasible_nodes=why.feasible if why else None,
+        reasons=[ReasonCount(g.reason, g.nodes) for g in why.groups] if why else [],
         last_decision=decision.explanation if decision else None,
         estimated_start=queued.estimated_start,
         cluster_queue=queued.cluster_queue or cluster_queue_of(workload),

@@ -16,13 +16,13 @@ from scheduling import selectors as scheduling_selectors
 from scheduling.core.efficiency import Advice
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU
-from scheduling.efficiency import tenant_efficiency, workload_advice
+from scheduling.efficiency import efficiency_of, tenant_minutes, workload_advice
 from scheduling.models import (
     LocalQueue,
     Tenant,
     Workload,
 )
-from telemetry.selectors import UsagePoint, tenant_usage_series
+from telemetry.selectors import UsagePoint
 
 # --- quota and usage ------------------------------------------------------------------------------
 
@@ -145,28 +145,23 @@ class UsageView:
 
 
 def tenant_usage(tenant: Tenant, window: timedelta, now: datetime | None = None) -> UsageView:
-    """Requested vs DCGM-measured GPUs over `window` (scheduling.efficiency), the overRequest
-    index, right-sizing advice per workload and the per-minute series (telemetry.selectors)."""
+    """Held vs DCGM-busy GPUs over `window`, the overRequest index, right-sizing advice per
+    workload and the per-minute series: one definition (scheduling.efficiency), the same the
+    dashboard's Tenants page shows."""
     now = now or timezone.now()
-    efficiency = tenant_efficiency(window=window, now=now).get(tenant.name)
-    requested = efficiency.requested_gpus if efficiency else 0.0
+    series = tenant_minutes(start=now - window, end=now, tenant=tenant.name).get(tenant.name, [])
+    efficiency = efficiency_of(series, tenant.name)
     advice = [
         WorkloadAdviceView(a.workload, a.pods, a.advice)
         for a in workload_advice(window=window, now=now, tenant=tenant.name)
     ]
-    series = tenant_usage_series(
-        start=now - window,
-        end=now,
-        tenants={tenant.namespace: tenant.name},
-        requested={tenant.name: requested},
-    ).get(tenant.name, [])
     return UsageView(
         tenant=tenant,
         window=window,
-        requested_gpus=requested,
-        used_p95_gpus=efficiency.used_p95_gpus if efficiency else None,
-        over_request=efficiency.over_request if efficiency else None,
-        usage_ratio=efficiency.usage_ratio if efficiency else 1.0,
+        requested_gpus=efficiency.requested_gpus,
+        used_p95_gpus=efficiency.used_p95_gpus,
+        over_request=efficiency.over_request,
+        usage_ratio=efficiency.usage_ratio,
         advice=advice,
         series=series,
     )

@@ -21,6 +21,7 @@ MAX_BACKOFF_S = 10.0
 
 
 EXPLAINED_CANDIDATES = 5
+EXAMPLE_NODES = 8  # nodes named per group of a pending pod's explanation
 
 
 def pods_unschedulable(
@@ -42,6 +43,7 @@ def pods_unschedulable(
             changed.append((pod, decision))
         pod.attempts += 1
         pod.last_reason = reason
+        pod.pending_explanation = why_pending(decision, summary=reason)
         pod.last_attempt_at = now
         pod.nominated_node = nominated.get(str(pod.uid), "")
         pod.next_attempt_at = now + timedelta(
@@ -50,7 +52,14 @@ def pods_unschedulable(
     with transaction.atomic():
         Pod.objects.bulk_update(
             [pod for pod, _ in failed],
-            ["attempts", "last_reason", "last_attempt_at", "next_attempt_at", "nominated_node"],
+            [
+                "attempts",
+                "last_reason",
+                "pending_explanation",
+                "last_attempt_at",
+                "next_attempt_at",
+                "nominated_node",
+            ],
         )
         insert_rows(
             [
@@ -77,7 +86,8 @@ def pods_unschedulable(
 
 def explanation(decision: Decision) -> dict[str, Any]:
     """What the API and dashboard show for a decision: counts, the best candidates' per-plugin
-    scores and, for the chosen node, every plugin's verdict."""
+    scores and, for the chosen node, every plugin's verdict and the GPUs taken (with the
+    topology scope the set reached); for a pod not placed, why_pending's breakdown."""
     doc: dict[str, Any] = {
         "nodes": len(decision.node_names),
         "feasible": decision.feasible_nodes,
@@ -95,8 +105,71 @@ def explanation(decision: Decision) -> dict[str, Any]:
             }
             for j in order
         ]
-    if decision.node:
-        doc["chosen"] = decision.explain(decision.node)
+    if decision.placement is not None:
+        doc["chosen"] = decision.explain(decision.placement.node)
+        placement = decision.placement
+        doc["placement"] = {
+            "gpus": list(placement.gpu_indices),
+            "milli_per_gpu": placement.milli_per_gpu,
+            "mig_slots": [list(slot) for slot in placement.mig_slots],
+            "scope": placement.scope.value if placement.scope else None,
+            "reclaimed": placement.reclaimed,
+            "policy": decision.pod.topology_policy.value if decision.pod.topology_policy else None,
+        }
+    else:
+        doc["pending"] = why_pending(decision, summary=doc["summary"])
+    return doc
+
+
+def why_pending(decision: Decision, *, summary: str) -> dict[str, Any]:
+    """Why no node took the pod, as data (read by scheduling/why_pending.py for the REST API and
+    the dashboard): each node grouped under the first filter it failed (the kube-scheduler
+    message's counting), a few of its nodes by name; how many nodes failed each filter at all;
+    and how many nodes failed only for reasons that finishing or preempting pods can remove
+    (resolvable) against those that no change of load fixes (the node's kind, taints, topology).
+    `summary` is the text written beside it, by which a reader knows the doc is current."""
+    size = len(decision.node_names)
+    doc: dict[str, Any] = {
+        "summary": summary,
+        "nodes": size,
+        "feasible": decision.feasible_nodes,
+        "status": decision.status.message(),
+        "groups": [],
+        "plugins": [],
+        "resolvable_nodes": 0,
+        "nominated": decision.nomination.nominated_node if decision.nomination else None,
+    }
+    if not decision.filters or not size:
+        return doc
+    first = np.zeros(size, dtype=np.int64)  # 1 + index into `groups`; 0: passed every filter
+    never = np.zeros(size, dtype=bool)  # failed some filter for an unresolvable reason
+    groups: list[dict[str, Any]] = []
+    for plugin, verdicts in decision.filters:
+        failed = verdicts.codes > 0
+        if failed.any():
+            doc["plugins"].append({"plugin": plugin, "nodes": int(failed.sum())})
+        for code, reason in enumerate(verdicts.reasons, start=1):
+            hit = verdicts.codes == code
+            unresolvable = code <= len(verdicts.unresolvable) and verdicts.unresolvable[code - 1]
+            if unresolvable:
+                never |= hit
+            new = hit & (first == 0)
+            if new.any():
+                groups.append(
+                    {
+                        "plugin": plugin,
+                        "reason": reason,
+                        "unresolvable": bool(unresolvable),
+                        "nodes": int(new.sum()),
+                        "examples": [
+                            decision.node_names[int(i)] for i in np.flatnonzero(new)[:EXAMPLE_NODES]
+                        ],
+                    }
+                )
+                first[new] = len(groups)
+    groups.sort(key=lambda g: (-g["nodes"], g["plugin"], g["reason"]))
+    doc["groups"] = groups
+    doc["resolvable_nodes"] = int(((first > 0) & ~never).sum())
     return doc
 
 

@@ -3,7 +3,6 @@ from typing import Any
 
 import pytest
 
-from api.selectors import parse_summary
 from tests.api.conftest import LLAMA, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -84,17 +83,3 @@ def test_estimated_start_from_expected_ends(team_a, cluster) -> None:
     status = team_a.client.get("/api/v1/workloads/second/status").json()
     assert status["waiting"] is True
     assert status["estimatedStart"] is not None
-
-
-def test_parse_summary() -> None:
-    feasible, nodes, reasons = parse_summary(
-        "0/12 nodes are available: 8 Insufficient nvidia.com/gpu, 3 node(s) were cordoned, "
-        "1 GPU model not allowed."
-    )
-    assert (feasible, nodes) == (0, 12)
-    assert [(r.reason, r.nodes) for r in reasons] == [
-        ("Insufficient nvidia.com/gpu", 8),
-        ("node(s) were cordoned", 3),
-        ("GPU model not allowed", 1),
-    ]
-    assert parse_summary("something else") == (None, None, [])

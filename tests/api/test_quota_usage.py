@@ -4,8 +4,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling.models import Workload
-from telemetry.models import PodMinute
+from scheduling.models import Allocation, Workload
+from telemetry.models import GpuMinute, PodMinute
 from tests.api.conftest import LLAMA, onboard, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -109,11 +109,17 @@ def test_usage_without_telemetry(team_a) -> None:
     assert doc["advice"] == [] and doc["series"] == []
 
 
-def test_usage_requested_vs_measured_with_advice(team_a, cluster) -> None:
+def test_usage_held_vs_measured_with_advice(team_a, cluster) -> None:
+    """Held and busy by scheduling.efficiency's definition: per rolled-up minute, over the
+    minutes measured (tests/dashboard/test_tenant_numbers.py recomputes it from the raw rows)."""
     submit(team_a, LLAMA)
     run_scheduler()
     now = timezone.now().replace(second=0, microsecond=0)
+    Allocation.objects.update(bound_at=now - timedelta(minutes=10))  # held for all five minutes
     for minute in range(1, 6):
+        GpuMinute.objects.create(
+            minute=now - timedelta(minutes=minute), node="h100-0", gpu_index=0, samples=4
+        )
         for pod in ("llama-ft-workers-0", "llama-ft-workers-1"):
             PodMinute.objects.create(
                 minute=now - timedelta(minutes=minute),
@@ -128,16 +134,16 @@ def test_usage_requested_vs_measured_with_advice(team_a, cluster) -> None:
                 fb_used_max=1200,
             )
     doc = team_a.client.get("/api/v1/usage?window=1h").json()
-    assert doc["requestedGpus"] > 0
-    assert doc["usedP95Gpus"] == pytest.approx(1.1)
-    # requested is time-weighted over the hour: the pods were bound just now
-    assert doc["overRequest"] == pytest.approx(doc["requestedGpus"] / 1.1)
+    assert doc["requestedGpus"] == pytest.approx(8.0)  # two pods of 4 GPUs, every minute
+    assert doc["usedP95Gpus"] == pytest.approx(1.0)
+    assert doc["overRequest"] == pytest.approx(8.0)
     advice = doc["advice"][0]
     assert advice["workload"] == "llama-ft" and advice["pods"] == 2
     assert advice["recommended"] == {"gpusched.io/gpu-milli": "700"}
     assert advice["savingGpus"] > 3
     assert len(doc["series"]) == 5
     assert doc["series"][0]["usedAvgGpus"] == pytest.approx(1.0)
+    assert doc["series"][0]["heldGpus"] == pytest.approx(8.0)
 
 
 @pytest.mark.parametrize("window", ["0h", "8d", "soon", "1w"])

@@ -180,9 +180,9 @@ async def connect(
 def outbox_only(state: State, view: str) -> State:
     """The outbox-backed slices of a view's state (sampled telemetry left out)."""
     sampled = {
-        "cluster": {"telemetry"},
+        "cluster": {"telemetry", "sources"},
         "node": {"telemetry", "series"},
-        "tenants": {"series"},
+        "tenants": {"series", "efficiency", "advice", "window"},
         "queues": {"starts"},
     }
     return {name: docs for name, docs in state.items() if name not in sampled.get(view, set())}

@@ -18,9 +18,10 @@ import yaml
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from dashboard import selectors
 from dashboard.live import view_for
 from dashboard.selectors import head_event_id
+from dashboard.selectors import placements as placement_docs
+from dashboard.selectors import queues as queue_docs
 from dashboard.tailer import Tailer
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
@@ -161,8 +162,8 @@ async def caught_up(tailer: Tailer, key: str, client: Client_, head: int) -> Non
 async def test_snapshot_plus_deltas_is_a_fresh_snapshot(
     layer: str, seed: int, queues: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(selectors, "DECISIONS_SHOWN", 6)
-    monkeypatch.setattr(selectors, "PENDING_SHOWN", 5)
+    monkeypatch.setattr(placement_docs, "DECISIONS_SHOWN", 6)
+    monkeypatch.setattr(queue_docs, "PENDING_SHOWN", 5)
     script = Script(seed, queues=queues)
     names = await sync_to_async(script.setup)()
     cookie = await admin_cookie()

@@ -9,13 +9,15 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard import selectors
+from dashboard.live import view_for
+from dashboard.selectors import cluster as cluster_docs
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.profile_files import load_profile
-from telemetry.models import PodMinute
+from telemetry.models import GpuMinute, PodMinute
+from telemetry.services import source_status_record
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
 
@@ -63,14 +65,19 @@ def test_admins_see_every_page_with_its_socket() -> None:
     assert client.get("/nodes/no-such-node/").status_code == 404
 
 
-def test_the_tenants_page_shows_over_request_and_advice() -> None:
-    assert b"No allocations in the last hour" in signed_in().get("/tenants/").content
+def test_the_tenants_view_shows_over_request_and_advice() -> None:
+    assert b"Over-request, last hour" in signed_in().get("/tenants/").content
+    assert view_for("tenants").sample()["window"]["all"]["minutes"] == 0  # collecting data
     factories.nodes(1)
     factories.workload(factories.tenant("nlp"), "big", gpus=8)
     database_cycle(Framework(load_profile("topology"))).run_once()
     Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
     pod = Pod.objects.get()
     now = timezone.now().replace(second=0, microsecond=0)
+    for k in range(1, 21):
+        GpuMinute.objects.create(
+            minute=now - timedelta(minutes=k), node="n", gpu_index=0, samples=4
+        )
     PodMinute.objects.bulk_create(
         PodMinute(
             minute=now - timedelta(minutes=k),
@@ -84,11 +91,14 @@ def test_the_tenants_page_shows_over_request_and_advice() -> None:
             fb_used_avg=0,
             fb_used_max=0,
         )
-        for k in range(20)
+        for k in range(1, 21)
     )
-    content = signed_in().get("/tenants/").content.decode()
-    assert "5.0×" in content  # 8 GPUs held, 1.6 busy at p95
-    assert "nvidia.com/gpu: 2" in content  # the advice: 1.6 * 1.2 -> 2 GPUs
+    sample = view_for("tenants").sample()
+    assert sample["efficiency"]["nlp"]["over_request"] == 5.0  # 8 GPUs held, 1.6 busy at p95
+    assert sample["window"]["all"]["minutes"] == 20
+    (advice,) = sample["advice"].values()
+    assert advice["instead"] == "nvidia.com/gpu: 2"  # 1.6 * 1.2 -> 2 GPUs
+    assert advice["saves_total"] == 6
 
 
 def test_a_decision_comes_with_its_explanation() -> None:
@@ -102,6 +112,38 @@ def test_a_decision_comes_with_its_explanation() -> None:
     assert body["explanation"]["chosen"]["node"] == decision.node
     assert {f["plugin"] for f in body["explanation"]["chosen"]["filters"]} >= {"NodeResourcesFit"}
     assert signed_in().get("/decisions/999999.json").status_code == 404
+
+
+def test_a_decision_shows_its_gpu_set_and_a_failed_one_why_per_node() -> None:
+    factories.nodes(2)
+    owner = factories.tenant()
+    factories.workload(owner, "train", gpus=4, policy=TopologyPolicy.SINGLE_NUMA_NODE)
+    factories.workload(owner, "huge", gpus=16)
+    schedule()
+    bound = PlacementDecision.objects.get(outcome="Success")
+    body = signed_in().get(f"/decisions/{bound.pk}.json").json()
+    gpu_set = body["gpu_set"]
+    assert len(gpu_set["gpus"]) == 4 and len(gpu_set["numa"]) == 1  # one NUMA node, as asked
+    assert gpu_set["policy"] == "single-numa-node"
+    assert sorted(gpu_set["gpus"]) == sorted(
+        Pod.objects.get(workload__name="train")
+        .allocations.get()
+        .gpus.values_list("gpu__index", flat=True)
+    )
+    failed = PlacementDecision.objects.exclude(outcome="Success").get()
+    why = signed_in().get(f"/decisions/{failed.pk}.json").json()["why"]
+    assert why["nodes"] == 2 and why["feasible"] == 0
+    assert sum(g["nodes"] for g in why["groups"]) == 2
+    assert why["would_fit"].startswith("no node fits even empty")
+
+
+def test_a_failing_telemetry_source_is_on_the_cluster_view() -> None:
+    source_status_record(name="prometheus", error="connection refused")
+    source_status_record(name="dcgm", gpus=8)
+    sources = view_for("cluster").sample()["sources"]
+    assert sources["prometheus"]["ok"] is False
+    assert sources["prometheus"]["error"] == "connection refused"
+    assert sources["dcgm"]["ok"] is True and sources["dcgm"]["error"] == ""
 
 
 def test_signing_in_and_out() -> None:
@@ -122,8 +164,8 @@ def test_signing_in_and_out() -> None:
 
 
 def summary() -> dict:
-    docs = selectors.cluster_nodes()
-    return selectors.cluster_summary(docs.nodes, docs.topologies)
+    docs = cluster_docs.cluster_nodes()
+    return cluster_docs.cluster_summary(docs.nodes, docs.topologies)
 
 
 def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:

@@ -8,14 +8,19 @@ from scheduling.database_side import database_cycle
 from scheduling.efficiency import tenant_efficiency, workload_advice
 from scheduling.models import Allocation, Pod
 from scheduling.profile_files import load_profile
-from telemetry.models import PodMinute
+from telemetry.models import GpuMinute, PodMinute
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def minutes(namespace: str, pod: str, used: float, count: int = 30) -> None:
+    """`count` rolled-up minutes of one pod (and of the GPUs, which makes them measured)."""
     now = timezone.now().replace(second=0, microsecond=0)
+    for k in range(count):
+        GpuMinute.objects.get_or_create(
+            minute=now - timedelta(minutes=k), node="n", gpu_index=0, defaults={"samples": 4}
+        )
     PodMinute.objects.bulk_create(
         PodMinute(
             minute=now - timedelta(minutes=k),

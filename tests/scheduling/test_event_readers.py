@@ -71,6 +71,9 @@ def test_every_payload_type_reads_back_as_itself() -> None:
             pod_uid="u", node="n", recorded=[0, 1], observed=[2, 3], source="dcgm"
         ),
         events.NodeQuarantined: events.NodeQuarantined(node="n", reason="holds more than it has"),
+        events.AdminActed: events.AdminActed(
+            actor="admin", action="node.drain", target="n", detail={"evicted": ["w"]}
+        ),
     }
     assert set(samples) == set(events.EVENT_TYPES.values())
     for cls, payload in samples.items():

@@ -111,36 +111,6 @@ def test_p95_used_per_pod_namespace_and_tenant() -> None:
     assert recent[("team-a", "train")] == pytest.approx(0.95)
 
 
-def test_requested_vs_used_series_per_namespace_and_tenant() -> None:
-    pod_minutes(0, {("team-a", "a1"): 0.5, ("team-a", "a2"): 0.25, ("team-b", "b1"): 1.0})
-    pod_minutes(1, {("team-a", "a1"): 0.75})
-
-    series = selectors.namespace_usage_series(
-        start=T0, end=T0 + timedelta(minutes=5), requested={"team-a": 4.0}
-    )
-    assert [(p.minute, p.used_avg, p.gpus, p.requested) for p in series["team-a"]] == [
-        (T0, 0.75, 2.0, 4.0),
-        (T0 + timedelta(minutes=1), 0.75, 1.0, 4.0),
-    ]
-    assert series["team-a"][0].fb_used_mib == 750
-    assert [(p.used_max, p.requested) for p in series["team-b"]] == [(1.0, None)]
-
-    only_b = selectors.namespace_usage_series(start=T0, end=T0, namespaces=["team-b"])
-    assert list(only_b) == ["team-b"]
-
-    tenants = selectors.tenant_usage_series(
-        start=T0,
-        end=T0 + timedelta(minutes=5),
-        tenants={"team-a": "acme", "team-b": "acme"},
-        requested={"acme": 8.0},
-    )
-    assert [(p.used_avg, p.gpus, p.requested) for p in tenants["acme"]] == [
-        (1.75, 3.0, 8.0),
-        (0.75, 1.0, 8.0),
-    ]
-    assert selectors.tenant_usage_series(start=T0, end=T0, tenants={"other": "x"}) == {}
-
-
 def test_source_statuses() -> None:
     services.source_status_record(name="scrape", now=T0, gpus=1)
     assert [s.name for s in selectors.source_statuses()] == ["scrape"]

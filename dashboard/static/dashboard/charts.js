@@ -30,7 +30,9 @@
           x: { time: true, range: (u, min, max) => [max - 3600, max + 60] },
           y: { range: (u, min, max) => [0, Math.max(1, max * 1.15)] },
         },
-        axes: [{ stroke: "#667085", grid: { stroke: "#eef0f4" } }, { label: yLabel, stroke: "#667085", grid: { stroke: "#eef0f4" }, size: 48 }],
+        // Wall-clock hours and minutes in the browser's zone (uPlot's default picks a date
+        // format by the range, which reads like a date for an hour-long axis).
+        axes: [{ stroke: "#667085", grid: { stroke: "#eef0f4" }, values: (u, splits) => splits.map((v) => GS.clock(v)) }, { label: yLabel, stroke: "#667085", grid: { stroke: "#eef0f4" }, size: 48 }],
         series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: s.width || 2, dash: s.dash, fill: s.fill, points: { show: few }, spanGaps: true }))],
         legend: { live: false },
       },

@@ -164,8 +164,19 @@
       <span><span class="swatch" style="border:1px dashed #4e79a7"></span>reserved</span>`;
   }
 
+  /* Telemetry sources that are failing (a scrape target down, Prometheus unreachable): what the
+   * ingester's /metrics counts, said on the page. Nothing is shown while every source is fine. */
+  const sources = document.getElementById("sources");
+  function renderSources(state) {
+    const failing = Object.values(state.sources || {}).filter((s) => !s.ok).sort((a, b) => a.name.localeCompare(b.name));
+    sources.innerHTML = failing.map((s) => `<div class="refused" role="alert"><span class="badge warn">Telemetry source failing</span>
+      <strong>${GS.esc(s.name)}</strong>: ${s.failures} attempt${s.failures === 1 ? "" : "s"} in a row failed (last good ${s.last_success ? GS.ago(s.last_success) : "never"}).
+      <span class="reason">${GS.esc(s.error)}</span><div class="note">Busy fills go stale until it answers again; scheduling goes on without them.</div></div>`).join("");
+  }
+
   function render(state, touched) {
     current = state;
+    if (!touched || touched.sources) renderSources(state);
     if (!touched || touched.topologies) {
       renderAll(state);
     } else {

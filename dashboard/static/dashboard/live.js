@@ -193,12 +193,60 @@
     return `in ${Math.round(seconds / 86400)}d`;
   };
 
-  GS.time = function (iso) {
-    return iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : "—";
+  /* Wall-clock times with their date and zone (the simulator runs on the wall clock too: only its
+   * workloads' durations are compressed, see the banner). `value`: ISO text or epoch seconds. */
+  function toDate(value) {
+    return new Date(typeof value === "number" ? value * 1000 : value);
+  }
+
+  GS.time = function (value) {
+    if (value === null || value === undefined || value === "") return "—";
+    return toDate(value).toLocaleString([], {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false, timeZoneName: "short",
+    });
+  };
+
+  GS.clock = function (value) {
+    if (value === null || value === undefined) return "—";
+    return toDate(value).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
+  };
+
+  GS.zone = function () {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
   };
 
   GS.gpus = function (value) {
     return Number(value || 0).toLocaleString(undefined, { maximumFractionDigits: 2 });
+  };
+
+  /* Why a pod waits (scheduling/why_pending.py): what would make it fit, and each group of
+   * nodes under the first filter they failed, with a few of them by name. */
+  GS.whyPending = function (why) {
+    const groups = why.groups.map((g) => {
+      const names = g.examples.map((n) => `<a href="/nodes/${encodeURIComponent(n)}/">${GS.esc(n)}</a>`).join(", ");
+      const more = g.nodes > g.examples.length ? ` and ${g.nodes - g.examples.length} more` : "";
+      const kind = g.unresolvable ? '<span class="badge bad" title="No pod finishing or preempted makes these nodes fit">fixed</span>' : '<span class="badge warn" title="Pods finishing or preempted can make room">load</span>';
+      return `<tr><td class="num">${g.nodes}</td><td>${GS.esc(g.plugin)}</td><td>${kind} <span class="reason">${GS.esc(g.reason)}</span><div class="note">${names}${more}</div></td></tr>`;
+    });
+    const filters = why.failed_by_plugin.map(([p, n]) => `${GS.esc(p)} ${n}`).join(" · ");
+    return `<div class="why" id="why-pending"><h3 style="margin-top:1rem">Why it waits</h3>
+      <p class="would-fit"><strong>${GS.esc(why.would_fit)}</strong></p>
+      <table class="grid"><thead><tr><th class="num">Nodes</th><th>First failed filter</th><th>Reason, nodes</th></tr></thead><tbody>${groups.join("")}</tbody></table>
+      <p class="note">${why.feasible} of ${why.nodes} nodes pass every filter. Rejections per filter (a node may fail several): ${filters || "none"}.</p></div>`;
+  };
+
+  /* Admin actions are plain POST forms; those with data-confirm ask first. */
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+
+  /* A POST form for an action row built in the browser (CSRF token from the page's meta). */
+  GS.actionForm = function (action, label, confirmText, extraClass) {
+    const token = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+    const next = location.pathname + location.search;
+    return `<form method="post" action="${GS.esc(action)}" data-confirm="${GS.esc(confirmText)}" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="${GS.esc(token)}"><input type="hidden" name="next" value="${GS.esc(next)}"><button type="submit" class="${extraClass || ""}">${GS.esc(label)}</button></form>`;
   };
 
   GS.flash = function (element) {

@@ -51,11 +51,18 @@
 
   function renderGpus(node, telemetry) {
     const rows = node.gpus.map((gpu) => {
-      const t = (telemetry || {})[String(gpu.i)] || {};
+      const t = { ...((telemetry || {})[String(gpu.i)] || {}) }; // a copy: blanked below when free
       const holders = gpu.holders.length
         ? gpu.holders.map((h) => `<div>${GS.chip(h[0])} <span class="mono">${GS.esc(h[2])}</span> <span class="note">${h[4] !== null && h[4] !== undefined ? `MIG slot ${h[4]}` : `${h[3] / 1000} GPU`}${h[5] ? ", reserved" : ""}</span></div>`).join("")
         : '<span class="note">free</span>';
-      const busy = t.busy === null || t.busy === undefined ? "—" : `${t.busy}%`;
+      // Free: the latest reading may be the previous holder's, so none is shown unless DCGM
+      // still sees pods on the GPU (then it is flagged).
+      const lingering = !gpu.holders.length && (t.pods || []).length;
+      if (!gpu.holders.length && !lingering) {
+        t.busy = null;
+        t.fb_used_mib = null;
+      }
+      const busy = t.busy === null || t.busy === undefined ? "—" : `${t.busy}%${lingering ? ` <span class="badge warn" title="DCGM still sees ${GS.esc(t.pods.join(", "))}">pods on a free GPU</span>` : ""}`;
       // A MIG GPU's instances report their own free memory: the GPU's size is the node's.
       const size = gpu.mig ? node.gpu_memory_mib : t.fb_free_mib !== null && t.fb_free_mib !== undefined ? t.fb_used_mib + t.fb_free_mib : null;
       const fb = t.fb_used_mib !== undefined && t.fb_used_mib !== null ? `${mib(t.fb_used_mib)}${size ? ` / ${mib(size)}` : ""}` : "—";

@@ -24,19 +24,85 @@
       <td>${GS.chip(doc.tenant)}</td><td>${outcome(doc)}</td><td>${node}</td><td class="num">${score}</td></tr>`;
   }
 
-  function render(state, touched) {
-    const docs = Object.values(state.decisions || {}).sort((a, b) => b.id - a.id);
-    if (!docs.length) {
+  /* Filters (tenant, outcome, pod or workload name) and pause: while paused the feed is frozen
+   * (decisions keep arriving and show on resume). */
+  const filters = { tenant: "", outcome: "", text: "" };
+  const controls = document.getElementById("decision-filters");
+  const count = document.getElementById("decision-count");
+  let paused = false;
+  let missed = 0;
+
+  function matches(doc) {
+    const text = filters.text.toLowerCase();
+    const bound = doc.outcome === "Success";
+    return (!filters.tenant || doc.tenant === filters.tenant)
+      && (!filters.outcome || (filters.outcome === "bound") === bound)
+      && (!text || doc.pod.toLowerCase().includes(text) || doc.workload.toLowerCase().includes(text));
+  }
+
+  function render(state, touched, forced) {
+    if (paused && !forced) {
+      missed += 1;
+      count.textContent = `paused · ${missed} update${missed === 1 ? "" : "s"} waiting`;
+      return;
+    }
+    const all = Object.values(state.decisions || {}).sort((a, b) => b.id - a.id);
+    const tenantSelect = controls.querySelector('[data-filter="tenant"]');
+    const tenants = [...new Set(all.map((d) => d.tenant))].sort();
+    const current = tenantSelect.value;
+    tenantSelect.innerHTML = '<option value="">every tenant</option>' + tenants.map((t) => `<option>${GS.esc(t)}</option>`).join("");
+    tenantSelect.value = tenants.includes(current) ? current : "";
+    if (!all.length) {
+      count.textContent = "";
       body.innerHTML = '<tr><td colspan="6"><div class="empty"><strong>No decisions yet.</strong>They appear here the moment the scheduler places (or fails to place) a pod.</div></td></tr>';
       return;
     }
+    const docs = all.filter(matches);
+    count.textContent = `${docs.length} of the newest ${all.length} decisions${paused ? " · paused" : ""}`;
     const fresh = rendered && touched && touched.decisions ? touched.decisions : new Set();
-    body.innerHTML = docs.map((doc) => row(doc, fresh.has(String(doc.id)))).join("");
+    body.innerHTML = docs.length
+      ? docs.map((doc) => row(doc, fresh.has(String(doc.id)))).join("")
+      : '<tr><td colspan="6"><div class="empty"><strong>No decision matches the filters.</strong></div></td></tr>';
     rendered = true;
   }
 
+  controls.addEventListener("input", (event) => {
+    const key = event.target.dataset.filter;
+    if (!key) return;
+    filters[key] = event.target.value.trim();
+    render(GS.view.state, null, true);
+  });
+  document.getElementById("pause").addEventListener("click", (event) => {
+    paused = !paused;
+    missed = 0;
+    event.target.setAttribute("aria-pressed", String(paused));
+    event.target.textContent = paused ? "Resume" : "Pause";
+    render(GS.view.state, null, true);
+  });
+
   function table(headers, rows) {
     return `<table class="grid"><thead><tr>${headers.map((h) => `<th${h.num ? ' class="num"' : ""}>${h.label}</th>`).join("")}</tr></thead><tbody>${rows.join("")}</tbody></table>`;
+  }
+
+  /* Which GPUs were taken and why those: their NUMA nodes, PCIe switches and the links between
+   * them, against the pod's topology policy. */
+  function gpuSet(set) {
+    const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+    if (set.mig_slots.length) {
+      const slots = set.mig_slots.map(([gpu, slot]) => `GPU ${gpu} slot ${slot}`).join(", ");
+      return `<h3 style="margin-top:1rem">MIG instances taken</h3><p id="gpu-set">${GS.esc(slots)}</p>`;
+    }
+    if (!set.gpus.length) return "";
+    const share = set.milli_per_gpu && set.milli_per_gpu < 1000 ? ` (a share: ${set.milli_per_gpu} milli${set.reclaimed ? ", on idle capacity lent by its owners" : ""})` : "";
+    const facts = [];
+    if (set.numa.length) facts.push(`on ${set.numa.length === 1 ? `NUMA node ${set.numa[0]}` : `NUMA nodes ${set.numa.join(", ")}`}`);
+    if (set.switches.length) facts.push(`behind ${plural(set.switches.length, "PCIe switch")}`.replace("switchs", "switches"));
+    const links = set.links.map(([kind, n]) => `${n}× ${GS.esc(kind)}`).join(", ");
+    if (links) facts.push(`pair links ${links} (weakest first)`);
+    const scope = set.scope ? `The set reached <strong>${GS.esc(set.scope)}</strong> scope` : "";
+    const policy = set.policy ? `${scope ? "; " : ""}the pod's policy is <code>${GS.esc(set.policy)}</code>` : "";
+    return `<h3 style="margin-top:1rem">GPUs taken</h3><p id="gpu-set"><strong>GPU ${set.gpus.join(", ")}</strong>${share} ${facts.join(", ")}.
+      ${scope}${policy}${scope || policy ? "." : ""} The GPU-set chooser takes the free set with the tightest scope first (one NVLink island, then one PCIe switch, one NUMA node), then the set that leaves the largest free block behind.</p>`;
   }
 
   function explain(doc) {
@@ -47,6 +113,8 @@
       <dt>Decided</dt><dd>${GS.time(doc.at)} (${GS.ago(doc.at)})</dd>
       <dt>Feasible</dt><dd>${ex.feasible ?? "?"} of ${ex.nodes ?? "?"} nodes</dd></dl>
       <div class="summary">${GS.esc(ex.summary || doc.summary)}</div>`];
+    if (doc.gpu_set) parts.push(gpuSet(doc.gpu_set));
+    if (doc.why) parts.push(GS.whyPending(doc.why));
     const candidates = ex.candidates || [];
     if (candidates.length) {
       const plugins = Object.keys(candidates[0].scores || {});
@@ -68,7 +136,7 @@
       if (notes.length) {
         parts.push(`<h3 style="margin-top:1rem">Notes</h3><ul>${notes.map(([p, text]) => `<li><strong>${GS.esc(p)}</strong>: ${GS.esc(text)}</li>`).join("")}</ul>`);
       }
-    } else if (!candidates.length) {
+    } else if (!candidates.length && !doc.why) {
       parts.push('<p class="note">No node passed every filter; the line above counts the reasons per node.</p>');
     }
     return parts.join("");

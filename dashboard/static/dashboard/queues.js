@@ -41,7 +41,8 @@
       return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
     });
-    cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+    cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>
+      <p class="note" id="fair-share-note"><strong>Fair share</strong> is Kueue's weighted dominant resource share: of the resource the queue borrows most (in brackets), what it uses above its nominal quota, per mille of what its cohort could lend it, divided by its weight. 0 = within its own quota; when queues compete for borrowed capacity, the lower share goes first.</p>`;
   }
 
   function renderLocalQueues(state) {
@@ -68,24 +69,118 @@
     return `<span class="badge ${kind}">${GS.esc(reason || "—")}</span>`;
   }
 
-  function renderPending(state) {
-    const docs = Object.values(state.pending || {}).sort((a, b) => a.rank - b.rank);
-    const summary = (state.summary || {}).all || {};
-    if (!docs.length) {
-      pending.innerHTML = '<div class="empty"><strong>Nothing is waiting.</strong>Every workload has its quota and its nodes.</div>';
+  /* Waiting workloads: filtered (tenant, queue, stage, reason, name), grouped by cluster queue so
+   * each position reads within its own line, PAGE_SIZE rows a page; "Pause" freezes the table
+   * (updates keep arriving and are applied on resume). */
+  const PAGE_SIZE = 25;
+  const filters = { tenant: "", queue: "", stage: "", reason: "", text: "" };
+  let page = 0;
+  let paused = false;
+  let missed = 0;
+  let controlsBuilt = false;
+
+  function stageOf(w) {
+    return w.state === "Pending" ? "quota" : "nodes";
+  }
+
+  function options(select, values, label) {
+    const current = select.value;
+    select.innerHTML = `<option value="">${label}</option>` + values.map((v) => `<option value="${GS.esc(v)}">${GS.esc(v)}</option>`).join("");
+    select.value = values.includes(current) ? current : "";
+  }
+
+  function buildControls() {
+    pending.innerHTML = `<div class="filters" id="pending-filters">
+        <select data-filter="tenant" aria-label="Tenant"></select>
+        <select data-filter="queue" aria-label="Cluster queue"></select>
+        <select data-filter="stage" aria-label="Waiting for"><option value="">waiting for anything</option><option value="quota">waiting for quota</option><option value="nodes">waiting for nodes</option></select>
+        <select data-filter="reason" aria-label="Reason"></select>
+        <input type="search" data-filter="text" placeholder="workload name…" aria-label="Workload name">
+        <button type="button" id="pause" aria-pressed="false">Pause</button>
+        <span class="note" id="pending-count"></span>
+      </div><div id="pending-table"></div>`;
+    pending.addEventListener("input", (event) => {
+      const key = event.target.dataset.filter;
+      if (!key) return;
+      filters[key] = event.target.value.trim();
+      page = 0;
+      renderPending(GS.view.state, true);
+    });
+    pending.addEventListener("click", (event) => {
+      if (event.target.id === "pause") {
+        paused = !paused;
+        event.target.setAttribute("aria-pressed", String(paused));
+        event.target.textContent = paused ? "Resume" : "Pause";
+        missed = 0;
+        renderPending(GS.view.state, true);
+        return;
+      }
+      const step = event.target.closest("button[data-step]");
+      if (step) {
+        page = Math.max(0, page + Number(step.dataset.step));
+        renderPending(GS.view.state, true);
+      }
+    });
+    controlsBuilt = true;
+  }
+
+  function renderPending(state, forced) {
+    if (!controlsBuilt) buildControls();
+    const count = document.getElementById("pending-count");
+    if (paused && !forced) {
+      missed += 1;
+      count.textContent = `paused · ${missed} update${missed === 1 ? "" : "s"} waiting`;
       return;
     }
+    const positions = state.positions || {};
+    const all = Object.values(state.pending || {}).sort((a, b) => ((positions[a.uid] || {}).o ?? 1e9) - ((positions[b.uid] || {}).o ?? 1e9));
+    const summary = (state.summary || {}).all || {};
+    const box = document.getElementById("pending-table");
+    const uniq = (values) => [...new Set(values.filter(Boolean))].sort();
+    const selects = pending.querySelectorAll("select[data-filter]");
+    options(selects[0], uniq(all.map((w) => w.tenant)), "every tenant");
+    options(selects[1], uniq(all.map((w) => w.cluster_queue || w.local_queue)), "every queue");
+    options(selects[3], uniq(all.map((w) => w.reason)), "every reason");
+    if (!all.length) {
+      count.textContent = "";
+      box.innerHTML = '<div class="empty"><strong>Nothing is waiting.</strong>Every workload has its quota and its nodes.</div>';
+      return;
+    }
+    const text = filters.text.toLowerCase();
+    const docs = all.filter((w) => (!filters.tenant || w.tenant === filters.tenant)
+      && (!filters.queue || (w.cluster_queue || w.local_queue) === filters.queue)
+      && (!filters.stage || stageOf(w) === filters.stage)
+      && (!filters.reason || w.reason === filters.reason)
+      && (!text || w.workload.toLowerCase().includes(text)));
+    const total = (summary.waiting_for_quota || 0) + (summary.waiting_for_nodes || 0);
+    const capped = total > all.length ? ` (the first ${all.length} of ${total} in line)` : "";
+    count.textContent = `${docs.length} shown of ${all.length} waiting${capped}${paused ? " · paused" : ""}`;
+    if (!docs.length) {
+      box.innerHTML = '<div class="empty"><strong>No waiting workload matches the filters.</strong></div>';
+      return;
+    }
+    const pages = Math.ceil(docs.length / PAGE_SIZE);
+    page = Math.min(page, pages - 1);
     const starts = state.starts || {};
-    const rows = docs.map((w) => {
+    let group = null;
+    const rows = [];
+    for (const w of docs.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE)) {
+      const key = `${stageOf(w)}|${w.cluster_queue || w.local_queue}`;
+      if (key !== group) {
+        group = key;
+        const line = stageOf(w) === "quota" ? `cluster queue <strong>${GS.esc(w.cluster_queue || w.local_queue)}</strong> · waiting for quota` : "admitted · waiting for nodes";
+        rows.push(`<tr class="group"><th colspan="10">${line}</th></tr>`);
+      }
       const start = (starts[w.uid] || {}).start;
       const eta = start ? `${GS.until(start)}<div class="note">${GS.time(start)}</div>` : '<span class="note" title="No running workload has a known end to go by">unknown</span>';
       const queue = w.cluster_queue ? `${GS.esc(w.cluster_queue)}<div class="note">${GS.esc(w.local_queue)}</div>` : `<span class="note">${GS.esc(w.local_queue)}</span>`;
-      const stage = w.state === "Pending" ? "quota" : "nodes";
-      return `<tr><td class="num">${w.position || "—"}</td><td><strong>${GS.esc(w.workload)}</strong><div class="note">waits for ${stage} · ${w.pending_pods}/${w.pods} pods</div></td><td>${GS.chip(w.tenant)}</td><td>${queue}</td>
-        <td class="num">${w.priority}</td><td>${GS.esc(w.request)}</td><td>${reasonBadge(w.reason)}<div class="reason">${GS.esc(w.message)}</div></td><td>${GS.ago(w.created)}</td><td>${eta}</td></tr>`;
-    });
-    const more = summary.waiting_for_quota + summary.waiting_for_nodes > docs.length ? `<p class="note">Showing the first ${docs.length}.</p>` : "";
-    pending.innerHTML = `<table class="grid"><thead><tr><th class="num" title="Place in its cluster queue (or among admitted workloads waiting for nodes)">#</th><th>Workload</th><th>Tenant</th><th>Queue</th><th class="num">Priority</th><th>Asks for</th><th>Why it waits</th><th>Waiting</th><th>Est. start</th></tr></thead><tbody>${rows.join("")}</tbody></table>${more}`;
+      const position = (positions[w.uid] || {}).p;
+      rows.push(`<tr data-uid="${GS.esc(w.uid)}"><td class="num">${position || "—"}</td><td><strong>${GS.esc(w.workload)}</strong><div class="note">${w.pending_pods}/${w.pods} pods waiting</div></td><td>${GS.chip(w.tenant)}</td><td>${queue}</td>
+        <td class="num">${w.priority}</td><td>${GS.esc(w.request)}</td><td>${reasonBadge(w.reason)}<div class="reason">${GS.esc(w.message)}</div>${w.would_fit ? `<div class="note would-fit">→ ${GS.esc(w.would_fit)}</div>` : ""}</td><td>${GS.ago(w.created)}</td><td>${eta}</td>
+        <td>${GS.actionForm(`/workloads/${w.uid}/cancel/`, "Cancel", `Cancel ${w.tenant}'s workload ${w.workload}? Its pods are deleted and it leaves the queue.`, "danger small")}</td></tr>`);
+    }
+    const pager = pages > 1 ? `<div class="pager"><button type="button" data-step="-1"${page ? "" : " disabled"}>‹ Previous</button><span>page ${page + 1} of ${pages}</span><button type="button" data-step="1"${page < pages - 1 ? "" : " disabled"}>Next ›</button></div>` : "";
+    box.innerHTML = `<table class="grid"><thead><tr><th class="num" title="Place in its own cluster queue (or among admitted workloads waiting for nodes)">#</th><th>Workload</th><th>Tenant</th><th>Queue</th><th class="num">Priority</th><th>Asks for</th><th>Why it waits</th><th>Waiting</th><th>Est. start</th><th></th></tr></thead><tbody>${rows.join("")}</tbody></table>${pager}`;
   }
 
   const SOURCE = {
@@ -114,14 +209,15 @@
       <div class="stat"><div class="label">Cluster queues</div><div class="value">${s.cluster_queues}</div><div class="hint">${s.cluster_queues ? "quotas enforced" : "no quotas: all admitted"}</div></div>`;
   }
 
-  function render(state) {
+  function render(state, touched) {
     renderSource(state);
     renderStats(state);
     renderClusterQueues(state);
     renderLocalQueues(state);
-    renderPending(state);
+    if (!touched || touched.pending || touched.positions || touched.starts) renderPending(state, !touched);
   }
 
   GS.live(socket, render);
-  setInterval(() => GS.view && GS.view.id !== null && renderPending(GS.view.state), 15000);
+  // "waiting 3m" and "in 5m" move with the clock (not while paused).
+  setInterval(() => GS.view && GS.view.id !== null && !paused && renderPending(GS.view.state), 15000);
 })();

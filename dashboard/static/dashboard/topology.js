@@ -80,16 +80,15 @@
         }
         offset += width;
       }
-      if (!holders.length && busy) {
-        const level = (s.h * Math.min(100, busy)) / 100;
-        parts.push(`<rect x="${x}" y="${(y + s.h - level).toFixed(1)}" width="${s.w}" height="${level.toFixed(1)}" fill="#8a93a6" fill-opacity="0.6"/>`);
-      }
+      // A free GPU draws no fill: its latest reading may still be the previous holder's (DCGM
+      // is scraped every few seconds, the release is immediate).
     }
-    const label = size === "detail" && busy !== null && busy !== undefined ? `${gpu.i} · ${busy}%` : `${gpu.i}`;
+    const shown = holders.length && busy !== null && busy !== undefined;
+    const label = size === "detail" && shown ? `${gpu.i} · ${busy}%` : `${gpu.i}`;
     parts.push(`<text x="${x + s.w / 2}" y="${y + s.font + 1}" text-anchor="middle" font-size="${s.font}" fill="#1d2433" stroke="#ffffff" stroke-opacity="0.7" stroke-width="2.5" paint-order="stroke">${label}</text>`);
     title.push(...holders.map(holderText));
     if (!holders.length) title.push("free");
-    if (busy !== null && busy !== undefined) title.push(`DCGM busy ${busy}%${stale ? " (stale)" : ""}`);
+    if (shown) title.push(`DCGM busy ${busy}%${stale ? " (stale)" : ""}`);
     return `<g class="gpu" data-gpu="${gpu.i}" data-tenants="${GS.esc(tenants.join(" "))}"><title>${GS.esc(title.join("\n"))}</title>${parts.join("")}</g>`;
   }
 

@@ -66,6 +66,8 @@ class Command(BaseCommand):
         queues = options["queues"] or options["cluster"]
         if queues != "none" and queue_file(queues).is_file():
             call_command("applyqueues", str(queue_file(queues)), stdout=self.stdout)
+        # The dashboard tells admins the simulated cluster runs faster than the clock.
+        os.environ["GPUSCHED_SIM_SPEED"] = str(options["speed"])
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"

@@ -1,0 +1,317 @@
+"""Cluster page: every node with its topology and GPU holders, the totals with the stranded
+count, and per-node telemetry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.selectors import Doc, iso
+from scheduling.cluster_state import topology_from_json
+from scheduling.core.gpu_sets import GpuSetChooser, Requirement
+from scheduling.core.topology import uniform
+from scheduling.core.types import (
+    MILLI_PER_GPU,
+    PodRequest,
+    SharingMode,
+    TopologyPolicy,
+    TopologyScope,
+)
+from scheduling.models import (
+    Gpu,
+    GpuAssignment,
+    Node,
+    Pod,
+    Workload,
+)
+from telemetry import selectors as telemetry
+
+SHAREABLE = frozenset(mode.value for mode in SharingMode if mode.shareable)
+
+
+def topology_key(doc: dict[str, Any]) -> str:
+    """Nodes of one kind share one topology doc in the browser (1,000 nodes, five kinds)."""
+    return hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def topology_doc(doc: dict[str, Any]) -> Doc:
+    return {
+        "numa": list(doc.get("gpu_numa", [])),
+        "switch": list(doc.get("gpu_switch", [])),
+        "links": [list(row) for row in doc.get("links", [])],
+        "numa_cpus": list(doc.get("numa_cpus", [])),
+    }
+
+
+@dataclass
+class NodeDocs:
+    nodes: dict[str, Doc]
+    topologies: dict[str, Doc]
+
+
+def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
+    """Every node (or the named ones) as the Cluster page draws it: topology, CPU and memory in
+    use, and per GPU the milli in use and its holders (tenant, workload, pod, milli, MIG slot)."""
+    nodes = Node.objects.order_by("name")
+    if names is not None:
+        nodes = nodes.filter(name__in=list(names))
+    rows = list(
+        nodes.values_list(
+            "id",
+            "name",
+            "cordoned",
+            "source",
+            "cpu_milli",
+            "cpu_used_milli",
+            "memory_mib",
+            "memory_used_mib",
+            "topology",
+        )
+    )
+    gpus = Gpu.objects.order_by("node_id", "index")
+    assignments = GpuAssignment.objects.filter(active=True)
+    if names is not None:
+        ids = [row[0] for row in rows]
+        gpus = gpus.filter(node_id__in=ids)
+        assignments = assignments.filter(gpu__node_id__in=ids)
+    holders: dict[int, list[list[Any]]] = defaultdict(list)
+    for gpu_id, milli, slot, state, pod, tenant, workload in assignments.values_list(
+        "gpu_id",
+        "milli",
+        "mig_slot",
+        "allocation__state",
+        "allocation__pod__name",
+        "allocation__pod__workload__tenant__name",
+        "allocation__pod__workload__name",
+    ):
+        holders[gpu_id].append([tenant, workload, pod, milli, slot, state == "reserved"])
+    gpus_of: dict[int, list[Doc]] = defaultdict(list)
+    models: dict[int, Counter[str]] = defaultdict(Counter)
+    memory: dict[int, int] = {}
+    for gpu_id, node_id, index, model, memory_mib, sharing, mig_layout, used in gpus.values_list(
+        "id", "node_id", "index", "model", "memory_mib", "sharing", "mig_layout", "used_milli"
+    ):
+        doc: Doc = {
+            "i": index,
+            "sharing": sharing,
+            "used": used,
+            "holders": sorted(holders.get(gpu_id, []), key=lambda h: (h[4] or 0, h[2])),
+        }
+        if mig_layout:
+            doc["mig"] = list(mig_layout)
+        gpus_of[node_id].append(doc)
+        models[node_id][model] += 1
+        memory[node_id] = max(memory.get(node_id, 0), memory_mib)
+    result = NodeDocs({}, {})
+    for node_id, name, cordoned, source, cpu, cpu_used, mem, mem_used, topology in rows:
+        key = None
+        if topology:
+            key = topology_key(topology)
+            result.topologies.setdefault(key, topology_doc(topology))
+        result.nodes[name] = {
+            "name": name,
+            "cordoned": cordoned,
+            "source": source,
+            "model": models[node_id].most_common(1)[0][0] if models[node_id] else "",
+            "gpu_memory_mib": memory.get(node_id, 0),
+            "topology": key,
+            "cpu": [cpu_used, cpu],
+            "memory": [mem_used, mem],
+            "gpus": gpus_of[node_id],
+        }
+    return result
+
+
+@dataclass(frozen=True)
+class _Demand:
+    """One distinct shape among the pending pods (what the stranded count is measured against)."""
+
+    gpus: int
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+    models: frozenset[str]
+    requirement: Requirement
+
+
+def _pending_demands() -> list[_Demand]:
+    rows = (
+        Pod.objects.filter(
+            phase=Pod.Phase.PENDING,
+            workload__state__in=Workload.ACTIVE_STATES,
+        )
+        .filter(Q(gpus__gt=0) | Q(gpu_milli__gt=0))
+        .order_by()
+        .values_list(
+            "gpus",
+            "gpu_milli",
+            "cpu_milli",
+            "memory_mib",
+            "gpu_models",
+            "topology_policy",
+            "topology_scope",
+        )
+        .distinct()
+    )
+    demands = set()
+    for gpus, milli, cpu, mem, models, policy, scope in rows:
+        request = PodRequest(
+            uid="",
+            gpus=gpus,
+            gpu_milli=milli,
+            topology_policy=TopologyPolicy(policy) if policy else None,
+            topology_scope=TopologyScope(scope) if scope else None,
+        )
+        demands.add(
+            _Demand(gpus, milli, cpu, mem, frozenset(models or ()), Requirement.of(request))
+        )
+    return sorted(demands, key=repr)
+
+
+def cluster_summary(nodes: Mapping[str, Doc], topologies: Mapping[str, Doc]) -> Doc:
+    """Totals for the Cluster page, computed from the node docs of `cluster_nodes()`, with the
+    stranded count: whole GPUs free on schedulable nodes where no pending GPU pod fits (too few
+    GPUs close enough together for its topology policy, too little CPU or memory left beside
+    them, or the wrong model). Only the pending pods' shapes are read here."""
+    demands = _pending_demands()
+    total = used_milli = mig_gpus = free = cordoned_free = stranded = stranded_nodes = 0
+    cordoned = 0
+    for node in nodes.values():
+        free_mask = share_free = 0
+        for gpu in node["gpus"]:
+            total += 1
+            if gpu.get("mig"):
+                mig_gpus += 1
+                continue
+            used_milli += gpu["used"]
+            if gpu["used"] == 0:
+                free_mask |= 1 << gpu["i"]
+            if gpu["sharing"] in SHAREABLE:
+                share_free = max(share_free, MILLI_PER_GPU - gpu["used"])
+        free_here = free_mask.bit_count()
+        if node["cordoned"]:
+            cordoned += 1
+            cordoned_free += free_here
+            continue
+        free += free_here
+        if not free_here or not demands:
+            continue
+        chooser = _chooser(node["topology"], topologies.get(node["topology"] or ""), node["gpus"])
+        room = (
+            share_free,
+            node["cpu"][1] - node["cpu"][0],
+            node["memory"][1] - node["memory"][0],
+            node["model"],
+        )
+        if not any(_fits(demand, chooser, free_mask, *room) for demand in demands):
+            stranded += free_here
+            stranded_nodes += 1
+    return {
+        "nodes": len(nodes),
+        "cordoned": cordoned,
+        "gpus": total,
+        "mig_gpus": mig_gpus,
+        "in_use": round(used_milli / MILLI_PER_GPU, 2),
+        "free": free,
+        "cordoned_free": cordoned_free,
+        "stranded": stranded,
+        "stranded_nodes": stranded_nodes,
+        "pending_shapes": len(demands),
+    }
+
+
+# One chooser per kind of node, kept across calls: its GPU-set tables are built on first use.
+_CHOOSERS: dict[str, GpuSetChooser] = {}
+
+
+def _chooser(key: str | None, topology: Doc | None, gpus: list[Doc]) -> GpuSetChooser:
+    if key is None or topology is None:
+        key, topology = f"uniform-{len(gpus)}", None
+    chooser = _CHOOSERS.get(key)
+    if chooser is None:
+        chooser = GpuSetChooser(
+            uniform(len(gpus))
+            if topology is None
+            else topology_from_json(
+                {
+                    "gpu_numa": topology["numa"],
+                    "gpu_switch": topology["switch"],
+                    "links": topology["links"],
+                    "numa_cpus": topology["numa_cpus"],
+                }
+            )
+        )
+        _CHOOSERS[key] = chooser
+    return chooser
+
+
+def _fits(
+    demand: _Demand,
+    chooser: GpuSetChooser,
+    free_mask: int,
+    share_free: int,
+    cpu_free: int,
+    memory_free: int,
+    model: str,
+) -> bool:
+    if demand.cpu_milli > cpu_free or demand.memory_mib > memory_free:
+        return False
+    if demand.models and model not in demand.models:
+        return False
+    if demand.gpu_milli:
+        return share_free >= demand.gpu_milli
+    if demand.gpus > chooser.gpu_count:
+        return False
+    masks = np.array([free_mask], dtype=np.int64)
+    return bool(chooser.ranks(masks, demand.gpus, demand.requirement)[0] > 0)
+
+
+def cluster_telemetry(now: datetime | None = None, nodes: Iterable[str] = ()) -> dict[str, Doc]:
+    """Per node: freshness ("fresh", "stale", "missing") and each GPU's busy percent. The age is
+    left to the browser (from `at`), so a doc changes only when a new reading arrives."""
+    now = now or timezone.now()
+    names = list(nodes)
+    loads = telemetry.gpu_loads(now=now, nodes=names)
+    freshness = telemetry.node_freshness(now=now, nodes=names)
+    result: dict[str, Doc] = {}
+    for name, fresh in freshness.items():
+        if names and name not in names:
+            continue
+        result[name] = {
+            "state": fresh.state,
+            "at": int(fresh.last_sample_at.timestamp()) if fresh.last_sample_at else None,
+            "busy": {},
+        }
+    for (node, index), load in loads.items():
+        doc = result.setdefault(node, {"state": "fresh", "at": None, "busy": {}})
+        doc["busy"][str(index)] = None if load.busy is None else round(load.busy * 100)
+        if load.stale:
+            doc["state"] = "stale"
+    return result
+
+
+def telemetry_sources(now: datetime | None = None) -> dict[str, Doc]:
+    """Each telemetry source (DCGM scrape, Prometheus) as its last attempts left it: failing
+    ones with their error, so an admin sees on the page what /metrics counts."""
+    return {
+        status.name: {
+            "name": status.name,
+            "ok": status.consecutive_failures == 0,
+            "failures": status.consecutive_failures,
+            "failures_total": status.failures_total,
+            "error": status.last_error if status.consecutive_failures else "",
+            "last_success": iso(status.last_success_at),
+            "last_attempt": iso(status.last_attempt_at),
+            "gpus": status.last_gpus,
+        }
+        for status in telemetry.source_statuses()
+    }

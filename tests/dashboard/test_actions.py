@@ -1,0 +1,75 @@
+"""Admin actions from the dashboard: POST only, staff only, CSRF-checked, done through the REST
+API's services, each with its audit event in the outbox beside the change's own events."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from scheduling import events
+from scheduling.core.scheduler import Framework
+from scheduling.database_side import database_cycle
+from scheduling.models import Event, Node, Workload
+from scheduling.profile_files import load_profile
+from tests.dashboard.conftest import make_admin
+from tests.scheduling import factories
+
+pytestmark = [pytest.mark.django_db]
+
+
+def admin_client(*, csrf: bool = False, staff: bool = True) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(make_admin("admin" if staff else "viewer", staff=staff))
+    return client
+
+
+def audit() -> list[events.AdminActed]:
+    rows = Event.objects.filter(type=events.AdminActed.TYPE).order_by("id")
+    return [events.read(row.type, row.payload) for row in rows]  # type: ignore[misc]
+
+
+def test_cordon_and_uncordon_are_audited() -> None:
+    (node,) = factories.nodes(1)
+    client = admin_client()
+    response = client.post(f"/nodes/{node.name}/cordon/", {"cordoned": "1"})
+    assert response.status_code == 302 and response["Location"] == f"/nodes/{node.name}/"
+    assert Node.objects.get(pk=node.pk).cordoned
+    client.post(f"/nodes/{node.name}/cordon/", {"cordoned": "0"})
+    assert not Node.objects.get(pk=node.pk).cordoned
+    assert [(a.actor, a.action, a.target) for a in audit()] == [
+        ("admin", "node.cordon", node.name),
+        ("admin", "node.uncordon", node.name),
+    ]
+    page = client.get(f"/nodes/{node.name}/").content.decode()
+    assert 'id="cordon"' in page and "data-confirm" in page
+
+
+def test_drain_requeues_what_runs_there() -> None:
+    (node,) = factories.nodes(1)
+    factories.workload(factories.tenant("vision"), "train", gpus=4)
+    database_cycle(Framework(load_profile("topology")), identity="actions").run_once()
+    response = admin_client().post(f"/nodes/{node.name}/drain/", {"next": "/"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert Node.objects.get(pk=node.pk).cordoned
+    assert not Workload.objects.get().pods.filter(phase__in=["Bound", "Running"]).exists()
+    (record,) = audit()
+    assert (record.action, record.detail) == ("node.drain", {"evicted": ["vision/train"]})
+
+
+def test_cancel_a_workload() -> None:
+    workload = factories.workload(factories.tenant("nlp"), "big", gpus=16)
+    client = admin_client()
+    assert client.post(f"/workloads/{workload.uid}/cancel/").status_code == 302
+    assert Workload.objects.get().state == Workload.State.CANCELLED
+    assert [(a.action, a.target) for a in audit()] == [("workload.cancel", "nlp/big")]
+    # Cancelling twice is refused by the API's service: said, and nothing audited.
+    client.post(f"/workloads/{workload.uid}/cancel/")
+    assert len(audit()) == 1
+
+
+def test_actions_need_post_staff_and_the_csrf_token() -> None:
+    (node,) = factories.nodes(1)
+    assert admin_client().get(f"/nodes/{node.name}/cordon/").status_code == 405
+    assert admin_client(staff=False).post(f"/nodes/{node.name}/cordon/").status_code == 403
+    assert admin_client(csrf=True).post(f"/nodes/{node.name}/cordon/").status_code == 403
+    assert not Node.objects.get(pk=node.pk).cordoned and audit() == []
