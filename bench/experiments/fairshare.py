@@ -54,7 +54,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.experiments.eta import QueueView, Runtimes, Started, eta_accuracy, forecast
-from bench.experiments.fairness import jain, percentile, water_fill
+from bench.experiments.fairness import FairnessMeter, jain, percentile
 from bench.experiments.philly import FLAVOR, Job, Trace, queues_for
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
@@ -174,37 +174,15 @@ def simulate(
     etas: dict[str, tuple[float, float] | None] = {}  # the first estimated (p50, p90) start
 
     # Integrals over time of the state between events.
-    last_t = 0.0
-    allocated_integral = used_integral = 0.0
-    measured_s = 0.0
-    ratio_integral: dict[str, float] = defaultdict(float)
-    ratio_time: dict[str, float] = defaultdict(float)
+    meter = FairnessMeter(
+        shares, {j.tenant: j.utilization for j in trace.jobs}, capacity, window_end
+    )
     running_gpus: dict[str, int] = defaultdict(int)
     waiting_gpus: dict[str, int] = defaultdict(int)
 
     def grid(t: float) -> float:
         return math.ceil(t / step_s) * step_s
 
-    def integrate(until: float) -> None:
-        nonlocal last_t, allocated_integral, used_integral, measured_s
-        span = min(until, window_end) - max(last_t, 0.0)
-        if span > 0:
-            total = sum(running_gpus.values())
-            allocated_integral += total * span
-            used_integral += span * sum(
-                running_gpus[t] * usage_of[t] for t in running_gpus if running_gpus[t]
-            )
-            measured_s += span
-            demand = {t: float(running_gpus[t] + waiting_gpus[t]) for t in tenants}
-            if sum(demand.values()) > capacity:  # contended: shares matter
-                fair = water_fill(float(capacity), demand, shares)
-                for t in tenants:
-                    if fair[t] >= 0.5:
-                        ratio_integral[t] += span * running_gpus[t] / fair[t]
-                        ratio_time[t] += span
-        last_t = until
-
-    usage_of = {j.tenant: j.utilization for j in trace.jobs}
     reclaims = policy == "gpusched"
     runtimes = Runtimes()
     book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
@@ -276,7 +254,7 @@ def simulate(
         if not candidates or t > horizon:
             break
         t = max(t, grid(min(candidates)))
-        integrate(t)
+        meter.advance(t, running_gpus, waiting_gpus)
         if progress is not None:
             progress(policy, min(1.0, t / window_end))
 
@@ -392,7 +370,7 @@ def simulate(
                 for key in due:
                     etas[key] = given.get(key)
 
-    integrate(max(t, window_end))
+    meter.advance(max(t, window_end), running_gpus, waiting_gpus)
     waits: dict[str, list[float]] = defaultdict(list)
     started = 0
     for state in states.values():
@@ -410,11 +388,9 @@ def simulate(
             "wait_p50_s": round(percentile(w, 0.5), 1),
             "wait_p95_s": round(percentile(w, 0.95), 1),
             "wait_mean_s": round(statistics.fmean(w), 1),
-            "fair_share_ratio": round(ratio_integral[tenant] / ratio_time[tenant], 4)
-            if ratio_time[tenant]
-            else 1.0,
+            "fair_share_ratio": round(meter.ratio(tenant), 4),
         }
-    ratios = [ratio_integral[t] / ratio_time[t] for t in tenants if ratio_time[t] > 0]
+    ratios = [meter.ratio(t) for t in tenants if meter.ratio_time[t] > 0]
     big_waits = [
         (s.started_at if s.started_at is not None else max(t, window_end)) - s.job.arrival_s
         for s in states.values()
@@ -434,8 +410,8 @@ def simulate(
         worst_tenant_wait_p95_s=max(
             (percentile(w, 0.95) for w in waits.values() if len(w) >= 1), default=0.0
         ),
-        gpu_allocation=allocated_integral / (capacity * measured_s) if measured_s else 0.0,
-        gpu_utilization=used_integral / (capacity * measured_s) if measured_s else 0.0,
+        gpu_allocation=meter.share(meter.allocated),
+        gpu_utilization=meter.share(meter.used),
         gangs_started=len(gangs_seen),
         gangs_partially_started=partial,
         big_gangs_started=sum(1 for key in gangs_seen if states[key].job.gpus >= BIG_GANG_GPUS),
