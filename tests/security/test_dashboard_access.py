@@ -17,19 +17,21 @@ from dashboard.urls import urlpatterns
 from tests.dashboard.conftest import admin_cookie, communicator, make_admin
 
 # What a route's parameters are filled with: nothing needs to exist, the check comes first.
-ARGUMENTS = {"name": "gpu-node-0", "pk": 1}
+ARGUMENTS = {"name": "gpu-node-0", "pk": 1, "uid": "00000000-0000-4000-8000-000000000000"}
 # Signing in and out is open to anyone, of course.
 OPEN = {"login", "logout"}
 
 
-def page_urls() -> list[str]:
+def page_urls() -> list[tuple[str, str]]:
+    """Every dashboard route and the method it answers: the admin actions take POST only."""
     urls = []
     for pattern in urlpatterns:
         assert isinstance(pattern, URLPattern)
         if pattern.name in OPEN:
             continue
         kwargs = {name: ARGUMENTS[name] for name in pattern.pattern.converters}
-        urls.append(reverse(f"dashboard:{pattern.name}", kwargs=kwargs))
+        method = "post" if pattern.callback.__module__ == "dashboard.actions" else "get"
+        urls.append((reverse(f"dashboard:{pattern.name}", kwargs=kwargs), method))
     return urls
 
 
@@ -46,11 +48,11 @@ def test_every_page_sends_visitors_to_sign_in_and_refuses_non_admins() -> None:
     assert len(urls) >= 6
     non_admin = Client()
     non_admin.force_login(make_admin("tenant-user", staff=False))
-    for url in urls:
-        response = Client().get(url)
+    for url, method in urls:
+        response = getattr(Client(), method)(url)
         assert response.status_code == 302, url
         assert response["Location"].startswith("/login/?next="), url
-        assert non_admin.get(url).status_code == 403, url
+        assert getattr(non_admin, method)(url).status_code == 403, url
 
 
 @pytest.mark.django_db(transaction=True)
