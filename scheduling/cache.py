@@ -17,6 +17,7 @@ from django.db.models import Max
 
 from scheduling import cluster_state, events
 from scheduling.cluster_state import ClusterState
+from scheduling.core.snapshot import OverCommitError
 from scheduling.core.types import Placement, PodRequest
 from scheduling.events import (
     AllocationPromoted,
@@ -76,6 +77,16 @@ class ClusterCache:
             for _, event in new
         ):
             return False
+        try:
+            self._apply(state, new)
+        except OverCommitError:
+            # Applied one by one, the events disagree with the snapshot (a lent share promoted
+            # before the release that made room for it was read): the database is consistent,
+            # so read it again rather than fail every cycle from here on.
+            return False
+        return True
+
+    def _apply(self, state: ClusterState, new: list[tuple[int, events.EventPayload]]) -> None:
         bound_elsewhere: list[str] = []
         for event_id, event in new:
             self._cursor = event_id
@@ -101,7 +112,6 @@ class ClusterCache:
                 if request.uid not in state.held:
                     state.snapshot.assume(request, placement)
                     state.held[request.uid] = (request, placement)
-        return True
 
     def bound(self, request: PodRequest, placement: Placement) -> None:
         """Our own bind: the framework assumed it into the snapshot already; remember we hold it."""

@@ -7,6 +7,7 @@ from django.utils import timezone
 from scheduling import cluster_state, services
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
+from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.profile_files import load_profile
@@ -53,3 +54,24 @@ def test_a_node_change_rebuilds_the_cache() -> None:
     services.node_set_cordoned(node=node, cordoned=True)
     assert cache.state().snapshot.cordoned.tolist() == [True]
     assert cache.rebuilds == 2
+
+
+def test_events_the_snapshot_cannot_take_rebuild_it_instead_of_failing(monkeypatch) -> None:
+    factories.nodes(2)
+    owner = factories.tenant()
+    ours = database_cycle(Framework(load_profile("topology")), identity="ours")
+    ours.run_once()
+    factories.workload(owner, "c", pods=3, gpus=1)
+    database_cycle(
+        Framework(load_profile("topology")), identity="other", lease_name="other"
+    ).run_once()
+
+    def refuse(self, pod, placement):  # as a promotion read before its lender's release
+        raise OverCommitError(f"pod {pod.uid} does not fit on {placement.node} any more")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ClusterSnapshot, "assume", refuse)
+        ours.cache.catch_up()  # the cycle calls this mid-commit: it must not raise
+    rebuilds = ours.cache.rebuilds
+    assert_same_as_fresh(ours.cache)
+    assert ours.cache.rebuilds == rebuilds + 1
