@@ -4,6 +4,7 @@ percentiles, and the meter that integrates allocation and fair-share ratios over
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,20 @@ class FairnessMeter:
     def ratio(self, tenant: str) -> float:
         time_s = self.ratio_time[tenant]
         return self.ratio_integral[tenant] / time_s if time_s else 1.0
+
+    def tenants(self, waits: Mapping[str, Sequence[float]]) -> dict[str, dict[str, float]]:
+        """Per tenant: its jobs' waits and its fair-share ratio, as the experiment reports them."""
+        return {
+            tenant: {
+                "jobs": len(w),
+                "share": round(self.shares[tenant], 4),
+                "wait_p50_s": round(percentile(w, 0.5), 1),
+                "wait_p95_s": round(percentile(w, 0.95), 1),
+                "wait_mean_s": round(statistics.fmean(w), 1),
+                "fair_share_ratio": round(self.ratio(tenant), 4),
+            }
+            for tenant, w in sorted(waits.items())
+        }
 
     def share(self, integral: float) -> float:
         return integral / (self.capacity * self.measured_s) if self.measured_s else 0.0

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -379,17 +378,6 @@ def simulate(
             waits[state.job.tenant].append(state.started_at - state.job.arrival_s)
         else:
             waits[state.job.tenant].append(max(t, window_end) - state.job.arrival_s)
-    per_tenant: dict[str, dict[str, float]] = {}
-    for tenant in sorted(waits):
-        w = waits[tenant]
-        per_tenant[tenant] = {
-            "jobs": len(w),
-            "share": round(shares[tenant], 4),
-            "wait_p50_s": round(percentile(w, 0.5), 1),
-            "wait_p95_s": round(percentile(w, 0.95), 1),
-            "wait_mean_s": round(statistics.fmean(w), 1),
-            "fair_share_ratio": round(meter.ratio(tenant), 4),
-        }
     ratios = [meter.ratio(t) for t in tenants if meter.ratio_time[t] > 0]
     big_waits = [
         (s.started_at if s.started_at is not None else max(t, window_end)) - s.job.arrival_s
@@ -424,7 +412,7 @@ def simulate(
         jobs=len(states),
         jobs_started=started,
         preemptions=preemptions,
-        tenants=per_tenant,
+        tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
     )

@@ -15,11 +15,9 @@ started when all its pods are placed, and waits until the last time that happene
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any
 
 from bench.experiments import worlds
 from bench.experiments.eta import Started, eta_accuracy
@@ -40,8 +38,7 @@ from sim.cluster import PRESETS, build_nodes
 from sim.spec import ClusterSpec, ShapeSpec
 from sim.utilization import UtilizationProfile
 
-PLACED = frozenset({Pod.Phase.BOUND, Pod.Phase.RUNNING})
-HOLDING = PLACED | {Pod.Phase.TERMINATING}  # a terminating pod still holds its GPUs
+HOLDING = {*Pod.PLACED_PHASES, Pod.Phase.TERMINATING}  # a terminating pod still holds its GPUs
 
 
 class TraceArrivals:
@@ -102,7 +99,7 @@ def _sample() -> _Sample:
             sample.running[tenant] += gpus
         else:
             sample.waiting[tenant] += gpus
-        if phase in PLACED:
+        if phase in Pod.PLACED_PHASES:
             sample.placed[job] += 1
     return sample
 
@@ -203,17 +200,6 @@ def simulate(
     waits: dict[str, list[float]] = defaultdict(list)
     for key, job in jobs.items():
         waits[job.tenant].append(started_at.get(key, end) - job.arrival_s)
-    per_tenant: dict[str, dict[str, Any]] = {
-        tenant: {
-            "jobs": len(w),
-            "share": round(shares[tenant], 4),
-            "wait_p50_s": round(percentile(w, 0.5), 1),
-            "wait_p95_s": round(percentile(w, 0.95), 1),
-            "wait_mean_s": round(statistics.fmean(w), 1),
-            "fair_share_ratio": round(meter.ratio(tenant), 4),
-        }
-        for tenant, w in sorted(waits.items())
-    }
     big = [k for k, j in jobs.items() if j.pods > 1 and j.gpus >= BIG_GANG_GPUS]
     accuracy = eta_accuracy(
         {k: Started(jobs[k].arrival_s, at) for k, at in started_at.items()},
@@ -239,7 +225,7 @@ def simulate(
         jobs=len(jobs),
         jobs_started=len(started_at),
         preemptions=preemptions,
-        tenants=per_tenant,
+        tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
     )
