@@ -14,10 +14,13 @@ by its tenant's namespace and its name.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+
+from django.db import DatabaseError
 
 from scheduling import services
 from scheduling.core.types import MILLI_PER_GPU
@@ -25,6 +28,8 @@ from scheduling.events import GpusObserved
 from scheduling.models import Allocation, Event, GpuAssignment, Pod
 from telemetry.dcgm import GpuSample
 from telemetry.models import GpuLatest
+
+logger = logging.getLogger(__name__)
 
 SOURCE = "dcgm"
 PodName = tuple[str, str, str]  # (node, namespace, pod)
@@ -110,10 +115,16 @@ def assignments_reconcile(samples: Iterable[GpuSample]) -> ReconcileResult:
     if not found:
         return ReconcileResult()
     pods = {str(p.uid): p for p in Pod.objects.filter(uid__in=[m.pod_uid for m in found])}
-    result = services.gpus_observe(
-        observed={pods[m.pod_uid]: m.observed for m in found if m.pod_uid in pods},
-        source=SOURCE,
-    )
+    try:
+        result = services.gpus_observe(
+            observed={pods[m.pod_uid]: m.observed for m in found if m.pod_uid in pods},
+            source=SOURCE,
+        )
+    except DatabaseError as exc:
+        # A correction is the exporter's advice: one the database refuses is reported and retried
+        # next scrape, and never stops the rollups and freshness marks that follow in the cycle.
+        logger.warning("GPU assignment corrections not applied: %s", exc)
+        return ReconcileResult(tuple(found), 0, {m.pod_uid: f"not applied: {exc}" for m in found})
     return ReconcileResult(tuple(found), len(result.corrected), dict(result.refused))
 
 

@@ -65,29 +65,7 @@ def gpus_observe(*, observed: Mapping[Pod, Sequence[int]], source: str) -> Obser
                 refused[str(pod.uid)] = f"node {allocation.node.name} has no GPU {missing[0]}"
                 continue
             moves.append((allocation, rows, [found[i] for i in wanted]))
-        moving = {r.pk for _, rows, _ in moves for r in rows}
-        targets = [g.pk for _, _, gpus in moves for g in gpus]
-        holders = {
-            row.gpu_id: row
-            for row in GpuAssignment.objects.filter(gpu_id__in=targets, active=True)
-            .exclude(pk__in=moving)
-            .select_related("allocation__pod", "gpu")
-        }
-        wanted_by: dict[int, int] = defaultdict(int)
-        for pk in targets:
-            wanted_by[pk] += 1
-        applied = []
-        for allocation, rows, gpus in moves:
-            taken = next((holders[g.pk] for g in gpus if g.pk in holders), None)
-            if any(wanted_by[g.pk] > 1 for g in gpus):
-                refused[str(allocation.pod.uid)] = "another pod was observed on the same GPU"
-                continue
-            if taken is not None:
-                refused[str(allocation.pod.uid)] = (
-                    f"GPU {taken.gpu.index} is held by pod {taken.allocation.pod.name}"
-                )
-                continue
-            applied.append((allocation, rows, gpus))
+        applied = _without_conflicts(moves, refused)
         payloads = [
             events.GpusObserved(
                 pod_uid=str(allocation.pod.uid),
@@ -101,6 +79,47 @@ def gpus_observe(*, observed: Mapping[Pod, Sequence[int]], source: str) -> Obser
         _move(applied)
         events.publish(*payloads)
     return ObservedResult(tuple(str(a.pod.uid) for a, _, _ in applied), refused)
+
+
+def _without_conflicts(
+    moves: Sequence[tuple[Allocation, list[GpuAssignment], list[Gpu]]], refused: dict[str, str]
+) -> list[tuple[Allocation, list[GpuAssignment], list[Gpu]]]:
+    """The moves that can all be applied together. A target GPU must be free once the accepted
+    moves have left theirs; refusing one move can keep its pod on a GPU another move wanted, so
+    this repeats until no refusal is added (a chain X onto Y's GPUs, Y refused, refuses X)."""
+    targets = [g.pk for _, _, gpus in moves for g in gpus]
+    holders: dict[int, list[GpuAssignment]] = defaultdict(list)
+    for row in GpuAssignment.objects.filter(gpu_id__in=targets, active=True).select_related(
+        "allocation__pod", "gpu"
+    ):
+        holders[row.gpu_id].append(row)
+    wanted_by: dict[int, int] = defaultdict(int)
+    for pk in targets:
+        wanted_by[pk] += 1
+    accepted = []
+    for move in moves:
+        allocation, _, gpus = move
+        if any(wanted_by[g.pk] > 1 for g in gpus):
+            refused[str(allocation.pod.uid)] = "another pod was observed on the same GPU"
+        else:
+            accepted.append(move)
+    while True:
+        leaving = {r.pk for _, rows, _ in accepted for r in rows}
+        kept = []
+        for move in accepted:
+            allocation, _, gpus = move
+            taken = next(
+                (row for g in gpus for row in holders[g.pk] if row.pk not in leaving), None
+            )
+            if taken is None:
+                kept.append(move)
+            else:
+                refused[str(allocation.pod.uid)] = (
+                    f"GPU {taken.gpu.index} is held by pod {taken.allocation.pod.name}"
+                )
+        if len(kept) == len(accepted):
+            return kept
+        accepted = kept
 
 
 def _why_not(rows: Sequence[GpuAssignment], wanted: Sequence[int]) -> str:

@@ -65,6 +65,33 @@ def test_corrections_that_cannot_be_true_are_refused_with_the_reason() -> None:
     assert not Event.objects.filter(type="allocation.gpus_observed").exists()
 
 
+def test_a_move_onto_gpus_whose_holder_cannot_move_is_refused_too() -> None:
+    # a wants b's GPUs, b wants c's, c is not corrected: b stays, so a must stay too.
+    a, b, c = placed(2, 2, 2)
+    result = services.gpus_observe(observed={a: held(b), b: held(c)}, source="dcgm")
+    assert not result.corrected
+    assert f"held by pod {c.name}" in result.refused[str(b.uid)]
+    assert f"held by pod {b.name}" in result.refused[str(a.uid)]
+    assert Gpu.objects.aggregate(used=Sum("used_milli"))["used"] == 6000
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=3), min_size=4, max_size=4))
+def test_any_observation_applies_or_refuses_and_never_overcommits(seen: list[list[int]]) -> None:
+    # Five of the eight GPUs held; each pod observed on arbitrary GPUs (other pods' included).
+    if not Pod.objects.exists():
+        placed(2, 1, 1, 1)
+    pods = [Pod.objects.get(workload__name=f"w{k}") for k in range(4)]
+    result = services.gpus_observe(observed=dict(zip(pods, seen, strict=True)), source="dcgm")
+    assert set(result.corrected) | set(result.refused) <= {str(p.uid) for p in pods}
+    holders = [i for p in pods for i in held(p)]
+    assert len(holders) == len(set(holders)) == 5
+    used = dict(Gpu.objects.values_list("index", "used_milli"))
+    assert used == {i: 1000 if i in holders else 0 for i in range(8)}
+
+
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

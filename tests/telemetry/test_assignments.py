@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from io import StringIO
 
 import pytest
+from django.db import IntegrityError
 from django.template import Context, Template
 from prometheus_client import generate_latest
 
@@ -20,6 +21,7 @@ from telemetry import metrics
 from telemetry.assignments import observed_from_samples
 from telemetry.dcgm import GpuKey, GpuSample, PodRef
 from telemetry.management.commands.ingesttelemetry import Command
+from telemetry.models import GpuLatest
 from telemetry.sources import ScrapeSource
 from tests.kube import objects
 from tests.kube.helpers import gpusched_cycle
@@ -109,3 +111,29 @@ def test_pods_are_read_from_either_sources_labels() -> None:
         GpuSample(GpuKey(NODE, 5, ""), "GPU-5"),
     ]
     assert observed_from_samples(samples) == {(NODE, NS, "train"): (2, 3)}
+
+
+def test_a_correction_the_database_refuses_is_reported_and_the_cycle_goes_on(
+    sim, monkeypatch
+) -> None:
+    other = objects.pod("other", scheduler="default-scheduler", gpus=2, node_name=NODE)
+    other["metadata"]["annotations"] = {"gpusched.io/gpu-ids": "4,5"}
+    sim.kube.add_pod(other)
+    gpusched_cycle(sim.kube).run_once()
+    sim.run_once()
+
+    def refuse(**_: object) -> None:
+        raise IntegrityError("CHECK constraint failed: gpu_not_overcommitted")
+
+    monkeypatch.setattr("telemetry.assignments.services.gpus_observe", refuse)
+    server = serve_exposition(sim.exporter.render, "127.0.0.1", 0)
+    try:
+        ingest = Command(stdout=StringIO(), stderr=StringIO())
+        ingest.source = ScrapeSource([f"http://127.0.0.1:{server.server_port}/metrics"])
+        report = ingest.run_once()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert report.ok and report.assignment_mismatches == 1 and report.assignments_corrected == 0
+    assert recorded("other") == [4, 5]  # left as recorded, retried at the next scrape
+    assert GpuLatest.objects.filter(node=NODE).exists()  # the samples of the cycle are kept
