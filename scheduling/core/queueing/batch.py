@@ -116,10 +116,12 @@ def schedule_batch(
     ordered = gang_order(pods)
     k = 0
     try:
+        batch.nominated_first(ordered)
         while k < len(ordered):
             pod = ordered[k]
             if pod.gang is None:
-                batch.single(pod)
+                if pod.uid not in batch.placed_here:  # not placed on its nominated node
+                    batch.single(pod)
                 k += 1
                 continue
             end = k
@@ -156,6 +158,22 @@ class _Batch:
     def _respect_reservations(self, pod: PodRequest) -> None:
         if self.reserver is not None:
             self.snapshot.reservation_blocked = self.reserver.blocked_for(pod)
+
+    def nominated_first(self, pods: Sequence[PodRequest]) -> None:
+        """As kube-scheduler does, a preemptor whose victims are gone tries its nominated node
+        first, before any other pod of the batch, so that the capacity freed for it is not
+        taken by the pods ahead of it (which would make it preempt again elsewhere)."""
+        snapshot = self.snapshot
+        for pod in pods:
+            node = pod.nominated_node
+            if pod.gang is not None or node not in snapshot.index or snapshot.emptying(node):
+                continue
+            snapshot.reservation_blocked = np.ones(len(snapshot), dtype=np.bool_)
+            snapshot.reservation_blocked[snapshot.index[node]] = False
+            decision = self.framework.schedule_one(pod, snapshot)
+            if decision.placement is not None:
+                self.placed_here.add(pod.uid)
+                self.outcome.placed.append(decision)
 
     def single(self, pod: PodRequest) -> None:
         self._respect_reservations(pod)

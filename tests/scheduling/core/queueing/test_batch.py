@@ -156,3 +156,22 @@ def test_reasons_tell_topology_from_capacity() -> None:
     code, message = classify(too_big)
     assert code == NO_FIT
     assert message == "NoFit: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_a_preemptor_whose_victims_are_gone_takes_its_nominated_node_first() -> None:
+    # n0 was emptied for `preemptor`; `other`, ahead of it in the batch and of the same
+    # priority, would take n0 (the only free node) and make it preempt again elsewhere.
+    snapshot = cluster()
+    for g in range(8):
+        filler = make_pod(f"filler-{g}").gpus(1).build()
+        cpu = [0] * snapshot.max_numa
+        cpu[snapshot.chooser(1).topology.gpu_numa[g]] = filler.cpu_milli
+        snapshot.assume(filler, Placement("n1", (g,), 1000, numa_cpu_milli=tuple(cpu)))
+    other = make_pod("other").gpus(8).priority(100).build()
+    preemptor = replace(make_pod("preemptor").gpus(8).priority(100).build(), nominated_node="n0")
+    outcome = schedule_batch(
+        framework(), snapshot, [other, preemptor], evictions_free_at_once=False
+    )
+    assert [(d.pod.uid, d.node) for d in outcome.placed] == [("preemptor", "n0")]
+    assert [d.pod.uid for d in outcome.failed] == ["other"]
+    assert not snapshot.reservation_blocked.any()  # nothing of the first pass outlives it
