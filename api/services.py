@@ -24,7 +24,15 @@ from api.models import ApiToken, IdempotencyKey, TenantPolicy
 from scheduling import services
 from scheduling.core.queueing import config as queue_config
 from scheduling.core.types import GPU_MILLI_RESOURCE, ServiceClass
-from scheduling.models import ClusterQueue, Node, PriorityClass, ResourceFlavor, Tenant, Workload
+from scheduling.models import (
+    ClusterQueue,
+    LocalQueue,
+    Node,
+    PriorityClass,
+    ResourceFlavor,
+    Tenant,
+    Workload,
+)
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
 PREFIX_LENGTH = 12
@@ -270,6 +278,55 @@ def tenant_policy_set(
         policy.max_per_pod = _texts(max_per_pod)
         policy.save()
     return policy
+
+
+def tenant_quota_set(
+    *,
+    tenant: Tenant,
+    quota: Mapping[str, object],
+    actor: str,
+    cluster_queue: str | None = None,
+    flavor: str | None = None,
+) -> dict[str, Any]:
+    """Change the tenant's quota: the nominal quota of its ClusterQueue (the one its LocalQueues
+    point at; `cluster_queue` names one when they point at several), in `flavor` (left out: the
+    queue's one flavor with those resources). A queue shared by several tenants is their shared
+    quota. Audited as `actor`'s (scheduling.services.cluster_queue_quota_set); returns what
+    changed."""
+    errors = quota_errors(quota)
+    if not quota:
+        errors["quota"] = ["name at least one resource, e.g. nvidia.com/gpu: '16'"]
+    fed = sorted(
+        set(
+            LocalQueue.objects.filter(namespace=tenant.namespace).values_list(
+                "cluster_queue__name", flat=True
+            )
+        )
+    )
+    if cluster_queue is not None and cluster_queue not in fed:
+        errors["clusterQueue"] = [
+            f"no LocalQueue of tenant {tenant.name!r} points at ClusterQueue {cluster_queue!r} "
+            f"(its ClusterQueues: {', '.join(fed) or 'none'})"
+        ]
+    elif cluster_queue is None and len(fed) != 1:
+        errors["clusterQueue"] = [
+            f"name one of tenant {tenant.name!r}'s ClusterQueues: {', '.join(fed)}"
+            if fed
+            else f"no LocalQueue of tenant {tenant.name!r} points at a ClusterQueue"
+        ]
+    if errors:
+        raise InvalidInput(errors)
+    try:
+        return services.cluster_queue_quota_set(
+            name=cluster_queue or fed[0],
+            nominal={r: q.quota_amount(r, v) for r, v in quota.items()},
+            flavor=flavor,
+            actor=actor,
+        )
+    except services.FieldErrors as exc:
+        raise InvalidInput(exc.fields) from exc
+    except services.ServiceError as exc:
+        raise Conflict(str(exc)) from exc
 
 
 # --- workloads ------------------------------------------------------------------------------------

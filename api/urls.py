@@ -43,6 +43,11 @@ urlpatterns = [
         name="admin-tenant-policy",
     ),
     path(
+        "admin/tenants/<str:name>/quota",
+        tenants.TenantQuotaUpdateApi.as_view(),
+        name="admin-tenant-quota",
+    ),
+    path(
         "admin/tenants/<str:name>/tokens",
         tenants.TenantTokensApi.as_view(),
         name="admin-tenant-tokens",

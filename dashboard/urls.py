@@ -14,6 +14,7 @@ urlpatterns = [
     path("decisions/<int:pk>.json", views.decision, name="decision"),
     path("nodes/<str:name>/cordon/", actions.node_cordon, name="node-cordon"),
     path("nodes/<str:name>/drain/", actions.node_drain, name="node-drain"),
+    path("tenants/<str:name>/quota/", actions.tenant_quota, name="tenant-quota"),
     path("workloads/<uuid:uid>/cancel/", actions.workload_cancel, name="workload-cancel"),
     path("login/", answers_429_when_throttled(views.LoginView.as_view()), name="login"),
     path("logout/", views.logout, name="logout"),

@@ -92,6 +92,11 @@ def queues(request: HttpRequest) -> HttpResponse:
 @require_safe
 @staff_required
 def tenants(request: HttpRequest) -> HttpResponse:
+    return tenants_page(request)
+
+
+def tenants_page(request: HttpRequest) -> HttpResponse:
+    """The Tenants page (also the answer to a refused quota change, which says why)."""
     return _page(request, "dashboard/tenants.html", "tenants", "ws/live/tenants/")
 
 

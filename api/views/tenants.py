@@ -19,6 +19,7 @@ from api.fields import (
 )
 from api.models import ApiToken
 from api.views.common import AdminApi, documented
+from api.views.usage import TenantQuotaApi, quota_doc
 
 # --- admin: tenants and tokens ------------------------------------------------------------------
 
@@ -172,6 +173,54 @@ class TenantPolicyUpdateApi(AdminApi):
             max_per_pod=data["maxPerPod"],
         )
         return Response(TenantSerializer(_tenant_doc(selectors.tenant_summary(tenant))).data)
+
+
+class TenantQuotaUpdateApi(AdminApi):
+    class InputSerializer(StrictSerializer):
+        quota = ResourceMapField(
+            help_text="new nominal quota per resource, e.g. nvidia.com/gpu: '24'; the queue's "
+            "other resources and limits stay"
+        )
+        clusterQueue = dns_label(
+            required=False, help_text="which of the tenant's ClusterQueues, when it feeds several"
+        )
+        flavor = dns_label(
+            required=False, help_text="which ResourceFlavor; default: the queue's one flavor"
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        class ChangeSerializer(serializers.Serializer):
+            clusterQueue = serializers.CharField()
+            flavor = serializers.CharField()
+            nominalQuota = serializers.DictField(
+                child=serializers.DictField(child=serializers.CharField()),
+                help_text="per resource changed: {from, to}",
+            )
+
+        changed = ChangeSerializer()
+        quota = TenantQuotaApi.OutputSerializer()
+
+    @extend_schema(
+        operation_id="admin_tenant_quota_update",
+        summary="Change a tenant's quota: its ClusterQueue's nominal quota (shared with the "
+        "queue's other tenants), audited",
+        request=InputSerializer,
+        responses=documented(OutputSerializer, 400, 403, 404, 409, 413, 422),
+    )
+    def put(self, request: Request, name: str) -> Response:
+        tenant = selectors.tenant_get(name)
+        serializer = TenantQuotaUpdateApi.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        changed = api_services.tenant_quota_set(
+            tenant=tenant,
+            quota=data["quota"],
+            cluster_queue=data.get("clusterQueue"),
+            flavor=data.get("flavor"),
+            actor=request.user.get_username(),
+        )
+        doc = {"changed": changed, "quota": quota_doc(tenant)}
+        return Response(TenantQuotaUpdateApi.OutputSerializer(doc).data)
 
 
 class TokenSerializer(serializers.Serializer):

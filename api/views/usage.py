@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -17,6 +18,7 @@ from api.views.common import (
     documented,
     query_of,
 )
+from scheduling.models import Tenant
 
 # --- quota, usage, queues, flavors ---------------------------------------------------------------
 
@@ -67,41 +69,45 @@ class TenantQuotaApi(TenantApi):
         responses=documented(OutputSerializer, 403),
     )
     def get(self, request: Request) -> Response:
-        tenant = self.tenant(request)
-        view = selectors.tenant_quota(tenant)
-        doc = {
-            "tenant": tenant.name,
-            "namespace": tenant.namespace,
-            "queueNames": view.queue_names,
-            "clusterQueues": [
-                {
-                    "name": cq.name,
-                    "cohort": cq.cohort,
-                    "flavors": [
-                        {
-                            "name": flavor,
-                            "resources": [
-                                {
-                                    "name": r.name,
-                                    "nominalQuota": r.nominal_quota,
-                                    "borrowingLimit": r.borrowing_limit,
-                                    "used": r.used,
-                                    "total": r.total,
-                                    "available": r.available,
-                                }
-                                for r in resources
-                            ],
-                        }
-                        for flavor, resources in cq.flavors
-                    ],
-                }
-                for cq in view.cluster_queues
-            ],
-            "hard": view.hard,
-            "used": view.used,
-            "limits": view.limits,
-        }
+        doc = quota_doc(self.tenant(request))
         return Response(TenantQuotaApi.OutputSerializer(doc).data)
+
+
+def quota_doc(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's quota as TenantQuotaApi shows it (also the answer to an admin's change)."""
+    view = selectors.tenant_quota(tenant)
+    return {
+        "tenant": tenant.name,
+        "namespace": tenant.namespace,
+        "queueNames": view.queue_names,
+        "clusterQueues": [
+            {
+                "name": cq.name,
+                "cohort": cq.cohort,
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {
+                                "name": r.name,
+                                "nominalQuota": r.nominal_quota,
+                                "borrowingLimit": r.borrowing_limit,
+                                "used": r.used,
+                                "total": r.total,
+                                "available": r.available,
+                            }
+                            for r in resources
+                        ],
+                    }
+                    for flavor, resources in cq.flavors
+                ],
+            }
+            for cq in view.cluster_queues
+        ],
+        "hard": view.hard,
+        "used": view.used,
+        "limits": view.limits,
+    }
 
 
 MAX_USAGE_WINDOW = timedelta(days=7)

@@ -19,7 +19,7 @@ Callers import the package (`from scheduling import services`) and use the names
 from scheduling.services.allocations import allocations_release, reservations_expire
 from scheduling.services.binding import CommitResult, placements_commit
 from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
-from scheduling.services.errors import ServiceError
+from scheduling.services.errors import FieldErrors, ServiceError
 from scheduling.services.estimates import (
     WorkloadEstimate,
     reservations_released,
@@ -39,6 +39,7 @@ from scheduling.services.queue_sources import (
 from scheduling.services.queues import (
     WorkloadAdmission,
     cluster_queue_fields,
+    cluster_queue_quota_set,
     queue_admit,
     queues_apply,
     resource_groups_json,
@@ -58,6 +59,7 @@ from scheduling.services.workloads import (
 
 __all__ = [
     "CommitResult",
+    "FieldErrors",
     "ObservedResult",
     "PodSetSpec",
     "QueuesReplaced",
@@ -65,6 +67,7 @@ __all__ = [
     "WorkloadAdmission",
     "allocations_release",
     "cluster_queue_fields",
+    "cluster_queue_quota_set",
     "decisions_prune",
     "explanation",
     "gpus_observe",

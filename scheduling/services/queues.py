@@ -10,20 +10,23 @@ from typing import Any
 
 from django.db import transaction
 
-from scheduling import events
+from scheduling import events, queue_selectors
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
 from scheduling.core.queueing.config import QueueConfig, ResourceGroup
+from scheduling.core.queueing.resources import format_quantity
 from scheduling.models import (
     AdmissionFairSharingSettings,
     ClusterQueue,
     Cohort,
     LocalQueue,
     PriorityClass,
+    QueueSource,
     ResourceFlavor,
     Workload,
 )
 from scheduling.services import fair_sharing
-from scheduling.services.errors import ServiceError
+from scheduling.services.audit import admin_action_record
+from scheduling.services.errors import FieldErrors, ServiceError
 from scheduling.services.workloads import workload_event
 
 
@@ -47,6 +50,109 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
         names = config_write(config)
         events.publish(events.QueuesChanged(**names))
     return names
+
+
+def cluster_queue_quota_set(
+    *, name: str, nominal: Mapping[str, int], flavor: str | None = None, actor: str
+) -> dict[str, Any]:
+    """Set the nominal quota of some resources of one flavor of ClusterQueue `name` (canonical
+    amounts), as an admin changing a tenant's quota; the rest of the queue stays as it is.
+    `flavor` may be left out when one flavor of the queue has all those resources.
+
+    The queue must already cover each resource in that flavor (a new resource is a new resource
+    group: applyqueues), and a lendingLimit stays within its nominal quota (Kueue's webhook); each
+    problem is named by its field (`clusterQueue`, `flavor`, `quota.<resource>`). Refused while
+    the queues are mirrored from a cluster: its next apply would undo the change. Admitted
+    workloads keep their quota when it shrinks (as in Kueue). The change, its QueuesChanged and
+    the audit record (AdminActed by `actor`) commit together; nothing is written when nothing
+    changes. Returns what changed, as recorded."""
+    source = queue_selectors.queue_source().kind
+    if source != QueueSource.Kind.DATABASE:
+        raise ServiceError(
+            f"the queues come from the Kubernetes cluster ({source}): change the ClusterQueue "
+            "there, or its next apply undoes this"
+        )
+    with transaction.atomic():
+        row = ClusterQueue.objects.select_for_update().filter(name=name).first()
+        if row is None:
+            raise FieldErrors({"clusterQueue": [f"ClusterQueue {name!r} does not exist"]})
+        groups = [dict(group) for group in row.resource_groups]  # rewritten below, then saved
+        entries: dict[tuple[str, str], dict[str, Any]] = {}
+        for group in groups:
+            group["flavors"] = [dict(fq) for fq in group["flavors"]]
+            for fq in group["flavors"]:
+                fq["resources"] = [dict(r) for r in fq["resources"]]
+                entries.update({(fq["name"], r["name"]): r for r in fq["resources"]})
+        chosen = flavor if flavor is not None else _only_flavor(name, entries, nominal)
+        errors = _quota_change_errors(name, entries, chosen, nominal)
+        if errors:
+            raise FieldErrors(errors)
+        changed: dict[str, dict[str, str]] = {}
+        for resource, amount in sorted(nominal.items()):
+            entry = entries[(chosen, resource)]
+            if entry["nominalQuota"] != amount:
+                changed[resource] = {
+                    "from": format_quantity(resource, entry["nominalQuota"]),
+                    "to": format_quantity(resource, amount),
+                }
+                entry["nominalQuota"] = amount
+        detail: dict[str, Any] = {"clusterQueue": name, "flavor": chosen, "nominalQuota": changed}
+        if changed:
+            row.resource_groups = groups
+            row.save(update_fields=["resource_groups", "updated_at"])
+            events.publish(events.QueuesChanged(cluster_queues=[name]))
+            admin_action_record(
+                actor=actor, action="clusterqueue.quota", target=name, detail=detail
+            )
+    return detail
+
+
+def _only_flavor(
+    queue: str, entries: Mapping[tuple[str, str], Any], nominal: Mapping[str, int]
+) -> str:
+    """The one flavor of the queue that has every resource of `nominal` (else the queue's only
+    flavor, whose missing resources are then named), or a field error asking for one."""
+    flavors = sorted({f for f, _ in entries})
+    fitting = [f for f in flavors if all((f, r) in entries for r in nominal)]
+    if len(fitting) == 1 or len(flavors) == 1:
+        return (fitting or flavors)[0]
+    if not flavors:
+        raise FieldErrors({"clusterQueue": [f"ClusterQueue {queue!r} has no quota to change"]})
+    raise FieldErrors(
+        {"flavor": [f"name one of ClusterQueue {queue!r}'s flavors: {', '.join(flavors)}"]}
+    )
+
+
+def _quota_change_errors(
+    queue: str,
+    entries: Mapping[tuple[str, str], Mapping[str, Any]],
+    flavor: str,
+    nominal: Mapping[str, int],
+) -> dict[str, list[str]]:
+    flavors = sorted({f for f, _ in entries})
+    if flavor not in flavors:
+        known = ", ".join(flavors) or "none"
+        return {
+            "flavor": [f"ClusterQueue {queue!r} has no flavor {flavor!r} (its flavors: {known})"]
+        }
+    covered = sorted(r for f, r in entries if f == flavor)
+    errors: dict[str, list[str]] = {}
+    for resource, amount in nominal.items():
+        entry = entries.get((flavor, resource))
+        lending = None if entry is None else entry.get("lendingLimit")
+        if entry is None:
+            errors[f"quota.{resource}"] = [
+                f"flavor {flavor!r} of ClusterQueue {queue!r} has no quota of {resource} (it has "
+                f"{', '.join(covered)}); a new resource is a new resource group (applyqueues)"
+            ]
+        elif amount < 0:
+            errors[f"quota.{resource}"] = ["must not be negative"]
+        elif lending is not None and lending > amount:
+            errors[f"quota.{resource}"] = [
+                f"below its lendingLimit {format_quantity(resource, lending)} (Kueue keeps "
+                "lendingLimit within nominalQuota)"
+            ]
+    return errors
 
 
 def check_config(

@@ -3,8 +3,9 @@ import copy
 import pytest
 
 from api.models import ApiToken, TenantPolicy
-from scheduling.models import ClusterQueue, LocalQueue, Node, Pod, Tenant, Workload
-from tests.api.conftest import LLAMA, client_for, run_scheduler, submit
+from scheduling import events
+from scheduling.models import ClusterQueue, Event, LocalQueue, Node, Pod, Tenant, Workload
+from tests.api.conftest import LLAMA, client_for, onboard, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -141,3 +142,50 @@ def test_queues_for_admins(admin, team_a, team_b, cluster) -> None:
     assert [q["name"] for q in cluster_queues] == ["team-a", "team-b"]
     assert cluster_queues[0]["localQueues"] == ["team-a/team-a"]
     assert cluster_queues[0]["preemption"]["withinClusterQueue"] == "Never"
+
+
+def test_change_a_tenants_quota(admin, cluster) -> None:
+    vision = onboard("vision", quota={"nvidia.com/gpu": "4"})
+    response = admin.put(
+        "/api/v1/admin/tenants/vision/quota", {"quota": {"nvidia.com/gpu": "12"}}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    doc = response.json()
+    assert doc["changed"] == {
+        "clusterQueue": "vision",
+        "flavor": "default-flavor",
+        "nominalQuota": {"nvidia.com/gpu": {"from": "4", "to": "12"}},
+    }
+    assert doc["quota"]["hard"] == {"nvidia.com/gpu": "12"}
+    # The tenant reads the same quota; the change is audited as the admin's.
+    assert vision.client.get("/api/v1/quota").json()["hard"] == {"nvidia.com/gpu": "12"}
+    (row,) = Event.objects.filter(type=events.AdminActed.TYPE)
+    acted = events.read(row.type, row.payload)
+    assert (acted.actor, acted.action, acted.target) == ("admin", "clusterqueue.quota", "vision")
+
+
+def test_a_quota_change_names_each_bad_field(admin, cluster) -> None:
+    onboard("vision", quota={"nvidia.com/gpu": "4"})
+    before = Event.objects.count()
+
+    def put(body: dict, tenant: str = "vision") -> tuple[int, set[str]]:
+        response = admin.put(f"/api/v1/admin/tenants/{tenant}/quota", body, format="json")
+        return response.status_code, set(response.json().get("extra", {}).get("fields", {}))
+
+    # Not a number at all, or a sign in a count: the schema's 400.
+    assert put({"quota": {"nvidia.com/gpu": "lots"}}) == (400, {"quota.nvidia.com/gpu"})
+    assert put({"quota": {"nvidia.com/gpu": "-2"}}) == (400, {"quota.nvidia.com/gpu"})
+    assert put({"quota": {}, "colour": "red"})[0] == 400
+    # Well formed, but naming what the queue does not have: 422, per field.
+    assert put({"quota": {"nvidia.com/gpu": "8"}, "flavor": "h200"}) == (422, {"flavor"})
+    assert put({"quota": {"cpu": "8"}}) == (422, {"quota.cpu"})
+    assert put({"quota": {"gpus": "8"}}) == (422, {"quota.gpus"})
+    assert put({"quota": {}}) == (422, {"quota"})
+    assert put({"quota": {"nvidia.com/gpu": "8"}, "clusterQueue": "other"}) == (
+        422,
+        {"clusterQueue"},
+    )
+    assert put({"quota": {"nvidia.com/gpu": "8"}}, tenant="nobody")[0] == 404
+    cq = ClusterQueue.objects.get(name="vision")
+    assert cq.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"] == 4000
+    assert Event.objects.count() == before  # nothing written, nothing audited

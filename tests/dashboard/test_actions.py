@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from api.services import tenant_onboard
 from scheduling import events
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
-from scheduling.models import Event, Node, Workload
+from scheduling.models import ClusterQueue, Event, Node, Workload
 from scheduling.profile_files import load_profile
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
@@ -73,3 +74,59 @@ def test_actions_need_post_staff_and_the_csrf_token() -> None:
     assert admin_client(staff=False).post(f"/nodes/{node.name}/cordon/").status_code == 403
     assert admin_client(csrf=True).post(f"/nodes/{node.name}/cordon/").status_code == 403
     assert not Node.objects.get(pk=node.pk).cordoned and audit() == []
+
+
+def onboarded(name: str, gpus: str) -> None:
+    tenant_onboard(name=name, quota={"nvidia.com/gpu": gpus})
+
+
+def nominal_gpus(queue: str) -> int:
+    cq = ClusterQueue.objects.get(name=queue)
+    return int(cq.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+
+def test_change_a_tenants_quota() -> None:
+    onboarded("vision", "8")
+    response = admin_client().post(
+        "/tenants/vision/quota/", {"cluster_queue": "vision", "quantity": "12", "next": "/tenants/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/tenants/"
+    assert nominal_gpus("vision") == 12000
+    (record,) = audit()
+    assert (record.actor, record.action, record.target) == ("admin", "clusterqueue.quota", "vision")
+    assert record.detail["nominalQuota"] == {"nvidia.com/gpu": {"from": "8", "to": "12"}}
+    page = admin_client().get("/tenants/", follow=True)
+    assert page.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"quantity": "twelve"}, "quota.nvidia.com/gpu"),
+        ({"quantity": "-3"}, "quota.nvidia.com/gpu"),
+        ({"quantity": ""}, "quota.nvidia.com/gpu"),
+        ({"quantity": "12", "flavor": "h200"}, "flavor"),
+        ({"quantity": "12", "resource": "nvidia.com/gpus"}, "quota.nvidia.com/gpus"),
+        ({"quantity": "12", "resource": "cpu"}, "quota.cpu"),
+        ({"quantity": "12", "cluster_queue": "nlp"}, "clusterQueue"),
+    ],
+)
+def test_a_bad_quota_is_a_400_naming_the_field(form: dict[str, str], field: str) -> None:
+    onboarded("vision", "8")
+    onboarded("nlp", "4")
+    response = admin_client().post("/tenants/vision/quota/", form)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert f"Quota of vision not changed: {field}:" in page
+    assert 'id="tenants"' in page  # the Tenants page itself, saying why
+    assert nominal_gpus("vision") == 8000 and audit() == []
+
+
+def test_the_quota_change_needs_post_staff_and_the_csrf_token() -> None:
+    onboarded("vision", "8")
+    path = "/tenants/vision/quota/"
+    assert admin_client().get(path).status_code == 405
+    assert admin_client(staff=False).post(path, {"quantity": "12"}).status_code == 403
+    assert admin_client(csrf=True).post(path, {"quantity": "12"}).status_code == 403
+    assert admin_client().post("/tenants/nobody/quota/", {"quantity": "1"}).status_code == 404
+    assert nominal_gpus("vision") == 8000 and audit() == []

@@ -236,17 +236,26 @@
       <p class="note">${why.feasible} of ${why.nodes} nodes pass every filter. Rejections per filter (a node may fail several): ${filters || "none"}.</p></div>`;
   };
 
-  /* Admin actions are plain POST forms; those with data-confirm ask first. */
+  /* Admin actions are plain POST forms; those with data-confirm ask first. The question may
+   * quote the form's fields: "{quantity}" is what the admin typed in the field named quantity. */
   document.addEventListener("submit", (event) => {
     const form = event.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+    if (!form) return;
+    const question = form.dataset.confirm.replace(/\{(\w+)\}/g, (text, name) => (form.elements[name] ? form.elements[name].value : text));
+    if (!window.confirm(question)) event.preventDefault();
   });
 
-  /* A POST form for an action row built in the browser (CSRF token from the page's meta). */
-  GS.actionForm = function (action, label, confirmText, extraClass) {
+  /* The hidden fields of a POST form built in the browser: the CSRF token (from the page's meta)
+   * and where to come back to. */
+  GS.formHidden = function () {
     const token = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
     const next = location.pathname + location.search;
-    return `<form method="post" action="${GS.esc(action)}" data-confirm="${GS.esc(confirmText)}" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="${GS.esc(token)}"><input type="hidden" name="next" value="${GS.esc(next)}"><button type="submit" class="${extraClass || ""}">${GS.esc(label)}</button></form>`;
+    return `<input type="hidden" name="csrfmiddlewaretoken" value="${GS.esc(token)}"><input type="hidden" name="next" value="${GS.esc(next)}">`;
+  };
+
+  /* A POST form for an action row built in the browser. */
+  GS.actionForm = function (action, label, confirmText, extraClass) {
+    return `<form method="post" action="${GS.esc(action)}" data-confirm="${GS.esc(confirmText)}" class="inline">${GS.formHidden()}<button type="submit" class="${extraClass || ""}">${GS.esc(label)}</button></form>`;
   };
 
   GS.flash = function (element) {

@@ -20,15 +20,47 @@
     return `${GS.gpus(quota.gpus)} <span class="note">(${quota.cluster_queues.map(GS.esc).join(", ")})</span>${shared}`;
   }
 
+  /* Change the tenant's GPU quota: the nominal quota of its ClusterQueue (dashboard/actions.py,
+   * through the REST API's service), confirmed first; a shared queue says whose quota moves too. */
+  function quotaForm(t) {
+    const quota = t.quota;
+    if (!quota) return "";
+    const queues = quota.cluster_queues;
+    const one = queues.length === 1;
+    const which = one
+      ? `<input type="hidden" name="cluster_queue" value="${GS.esc(queues[0])}">`
+      : `<select name="cluster_queue" aria-label="ClusterQueue of ${GS.esc(t.name)}">${queues.map((q) => `<option>${GS.esc(q)}</option>`).join("")}</select>`;
+    const shared = quota.shared_with.length ? ` It is shared with ${quota.shared_with.join(", ")}: their quota changes too.` : "";
+    const question = `Set the nominal GPU quota of ClusterQueue {cluster_queue} to {quantity} GPUs?${shared} Admitted workloads keep what they hold; the next admission uses the new quota.`;
+    return `<form method="post" action="/tenants/${encodeURIComponent(t.name)}/quota/" class="inline quota-form" data-confirm="${GS.esc(question)}">${GS.formHidden()}${which}
+      <input name="quantity" inputmode="decimal" size="4" required value="${one ? GS.esc(String(quota.gpus)) : ""}" aria-label="New GPU quota of ${GS.esc(t.name)}"> <button type="submit">Set</button></form>`;
+  }
+
+  // The table is not redrawn under an admin typing a new quota: the update waits for the focus
+  // to leave the form.
+  let redrawLater = false;
+  table.addEventListener("focusout", () => {
+    setTimeout(() => {
+      if (redrawLater && !table.contains(document.activeElement)) {
+        redrawLater = false;
+        renderTable(lastState);
+      }
+    });
+  });
+
   function renderTable(state) {
+    if (table.contains(document.activeElement) && document.activeElement.closest("form")) {
+      redrawLater = true;
+      return;
+    }
     const docs = Object.values(state.tenants || {}).sort((a, b) => a.name.localeCompare(b.name));
     if (!docs.length) {
       table.innerHTML = '<div class="empty"><strong>No tenants yet.</strong>Tenants are created by an admin (API) or by the simulator.</div>';
       return;
     }
     const rows = docs.map((t) => `<tr data-tenant="${GS.esc(t.name)}"><td>${GS.chip(t.name)}</td><td class="mono">${GS.esc(t.namespace)}</td><td class="num">${t.workloads}</td><td class="num">${t.pending}</td><td class="num">${t.placed}</td>
-      <td class="num held-now"><strong>${GS.gpus(t.gpus)}</strong></td><td class="num">${t.mig}</td><td>${quotaText(t.quota)}</td></tr>`);
-    table.innerHTML = `<table class="grid"><thead><tr><th>Tenant</th><th>Namespace</th><th class="num">Active workloads</th><th class="num">Pods waiting</th><th class="num">Pods placed</th><th class="num">GPUs held</th><th class="num">MIG slices</th><th>GPU quota</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+      <td class="num held-now"><strong>${GS.gpus(t.gpus)}</strong></td><td class="num">${t.mig}</td><td>${quotaText(t.quota)}</td><td>${quotaForm(t)}</td></tr>`);
+    table.innerHTML = `<table class="grid"><thead><tr><th>Tenant</th><th>Namespace</th><th class="num">Active workloads</th><th class="num">Pods waiting</th><th class="num">Pods placed</th><th class="num">GPUs held</th><th class="num">MIG slices</th><th>GPU quota</th><th>Change quota</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
   }
 
   function measured(state) {
