@@ -1,8 +1,8 @@
 """Every dashboard page and admin action, driven in Debian's headless Chromium against a real web
 process, checked against what the REST API returns for the same data: the Tenants page's held,
 busy and overRequest equal /api/v1/usage; a pod not placed shows, per group of nodes, the reasons
-the API's pending status counts; the GPU ids shown are the ones allocated; cordon and cancel go
-through after the confirmation dialog. Screenshots land in pages/ under
+the API's pending status counts; the GPU ids shown are the ones allocated; cordon, cancel and a
+tenant's quota change go through after the confirmation dialog. Screenshots land in pages/ under
 $GPUSCHED_E2E_ARTIFACTS (or tmp)."""
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from api.services import token_create
+from api.services import tenant_onboard, token_create
+from scheduling import events
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
 from scheduling.database_side import database_cycle
-from scheduling.models import Allocation, Node, Pod, Workload
+from scheduling.models import Allocation, Event, Node, Pod, Tenant, Workload
 from scheduling.profile_files import load_profile
 from telemetry.models import GpuMinute, PodMinute
 from tests.dashboard.servers import web_server
@@ -147,4 +148,81 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         # An unknown page is the site's own 404, not Django's debug page.
         response = page.goto(f"{base}/no-such-page/")
         assert response is not None and response.status == 404
+        assert errors == []
+
+
+def setup_tenants() -> None:
+    """vision and nlp onboarded with 8 and 4 GPUs of quota (their own ClusterQueues); an admin."""
+    tenant_onboard(name="vision", quota={"nvidia.com/gpu": "8"})
+    tenant_onboard(name="nlp", quota={"nvidia.com/gpu": "4"})
+    admin = get_user_model().objects.create_user("admin", password="e2e-password-1")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+
+
+def audited_quota_changes() -> list[tuple[str, str, dict[str, Any]]]:
+    rows = Event.objects.filter(type=events.AdminActed.TYPE).order_by("id")
+    records = [events.read(row.type, row.payload) for row in rows]
+    return [(r.actor, r.target, r.detail["nominalQuota"]) for r in records]  # type: ignore[attr-defined]
+
+
+def test_an_admin_changes_a_tenants_quota_from_the_tenants_page(
+    browser: Any,  # noqa: F811
+    artifacts: Path,  # noqa: F811
+) -> None:
+    in_thread(setup_tenants)
+    with web_server(log=artifacts / "web-quota.log") as base:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        questions: list[str] = []
+
+        def answer(dialog: Any) -> None:
+            questions.append(dialog.message)
+            dialog.accept()
+
+        page.on("dialog", answer)
+        page.goto(f"{base}/login/")
+        page.fill("#id_username", "admin")
+        page.fill("#id_password", "e2e-password-1")
+        page.click("button[type=submit]")
+        page.goto(f"{base}/tenants/")
+        row = page.locator('#tenants tr[data-tenant="vision"]')
+        row.wait_for()
+        field = row.locator('input[name="quantity"]')
+        assert field.input_value() == "8"
+
+        # Typing is not undone by a live update: the table waits for the focus to leave.
+        field.fill("12")
+        in_thread(lambda: factories.workload(Tenant.objects.get(name="vision"), "late", gpus=1))
+        page.wait_for_timeout(1500)
+        assert (
+            page.locator('#tenants tr[data-tenant="vision"] input[name="quantity"]').input_value()
+            == "12"
+        )
+
+        page.locator('#tenants tr[data-tenant="vision"] button[type=submit]').click()
+        page.wait_for_selector(".message.success")
+        assert questions[-1].startswith(
+            "Set the nominal GPU quota of ClusterQueue vision to 12 GPUs?"
+        )
+        assert "nvidia.com/gpu 8 → 12" in page.inner_text("#messages")
+        page.wait_for_function(
+            "document.querySelector('#tenants tr[data-tenant=\"vision\"] input[name=quantity]')"
+            "?.value === '12'"
+        )
+        assert in_thread(audited_quota_changes) == [
+            ("admin", "vision", {"nvidia.com/gpu": {"from": "8", "to": "12"}})
+        ]
+        page.screenshot(path=str(artifacts / "pages" / "quota-changed.png"), full_page=True)
+
+        # A bad number: the page answers 400 and says which field, nothing changes.
+        field = page.locator('#tenants tr[data-tenant="nlp"] input[name="quantity"]')
+        field.fill("lots")
+        with page.expect_response(lambda r: r.url.endswith("/tenants/nlp/quota/")) as refused:
+            page.locator('#tenants tr[data-tenant="nlp"] button[type=submit]').click()
+        assert refused.value.status == 400
+        page.wait_for_selector(".message.error")
+        assert "Quota of nlp not changed: quota.nvidia.com/gpu:" in page.inner_text("#messages")
+        assert len(in_thread(audited_quota_changes)) == 1
         assert errors == []

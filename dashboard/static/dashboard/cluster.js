@@ -67,8 +67,16 @@
     const telemetry = (state.telemetry || {})[node.name];
     const whole = node.gpus.filter((gpu) => !gpu.mig);
     const used = whole.reduce((sum, gpu) => sum + gpu.used, 0) / 1000;
-    const mig = node.gpus.length - whole.length;
-    const gpuText = `${GS.gpus(used)}/${whole.length}${mig ? ` +${mig} MIG` : ""}`;
+    const slices = GS.migSlices(node);
+    // A MIG GPU is counted by its slices (their own row), a whole GPU by what its holders take.
+    let gpuMeters = whole.length || !slices.length ? meter("GPU", used, whole.length || 1, `${GS.gpus(used)}/${whole.length}`) : "";
+    if (slices.length) {
+      const usedSlices = slices.reduce((sum, p) => sum + p.used, 0);
+      const allSlices = slices.reduce((sum, p) => sum + p.total, 0);
+      const migGpus = node.gpus.length - whole.length;
+      gpuMeters += `<span title="${migGpus} MIG GPU${migGpus === 1 ? "" : "s"}">MIG</span>${GS.migMeter(slices)}<span>${usedSlices}/${allSlices}</span>
+        <span class="mig-profiles">${GS.migText(slices)} <span class="note">slices used</span></span>`;
+    }
     const classes = ["node-card"];
     if (node.cordoned) classes.push("cordoned");
     const search = `${node.name} ${node.model} ${tenantsOf(node).join(" ")}`.toLowerCase();
@@ -80,7 +88,7 @@
         <span class="model" title="${GS.esc(node.model)}">${GS.esc(GS.shortModel(node.model))}</span>
         <span class="badges">${badges(node, telemetry)}</span></header>
       ${diagram}
-      <div class="meters">${meter("GPU", used, whole.length || 1, gpuText)}${meter("CPU", node.cpu[0], node.cpu[1], `${pct(node.cpu[0], node.cpu[1])}%`)}${meter("Mem", node.memory[0], node.memory[1], `${pct(node.memory[0], node.memory[1])}%`)}</div>
+      <div class="meters">${gpuMeters}${meter("CPU", node.cpu[0], node.cpu[1], `${pct(node.cpu[0], node.cpu[1])}%`)}${meter("Mem", node.memory[0], node.memory[1], `${pct(node.memory[0], node.memory[1])}%`)}</div>
     </article>`;
   }
 

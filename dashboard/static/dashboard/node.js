@@ -42,7 +42,9 @@
     else badges.push(`<span class="badge ok">DCGM · ${GS.ago(at)}</span>`);
     $("badges").innerHTML = badges.join(" ");
     const numa = topology && topology.numa_cpus.length ? topology.numa_cpus.map((c, i) => (c ? `NUMA ${i}: ${c} CPUs` : "")).filter(Boolean).join(" · ") : "—";
-    $("facts").innerHTML = `<dt>GPUs</dt><dd>${node.gpus.length} × ${GS.esc(GS.shortModel(node.model))} (${mib(node.gpu_memory_mib)})</dd>
+    const slices = GS.migSlices(node);
+    const mig = slices.length ? `<dt>MIG slices</dt><dd id="mig-slices">${GS.migMeter(slices)}<div>${GS.migText(slices)} <span class="note">used</span></div></dd>` : "";
+    $("facts").innerHTML = `<dt>GPUs</dt><dd>${node.gpus.length} × ${GS.esc(GS.shortModel(node.model))} (${mib(node.gpu_memory_mib)})</dd>${mig}
       <dt>CPU</dt><dd>${(node.cpu[0] / 1000).toFixed(1)} of ${(node.cpu[1] / 1000).toFixed(0)} cores requested</dd>
       <dt>Memory</dt><dd>${mib(node.memory[0])} of ${mib(node.memory[1])} requested</dd>
       <dt>NUMA</dt><dd>${numa}</dd><dt>Source</dt><dd>${GS.esc(node.source)}</dd>

@@ -1,15 +1,19 @@
-/* A node drawn as its topology: NUMA nodes -> PCIe switches -> GPUs, NVLink below.
- * Each GPU is tinted by the tenant(s) holding it (width by share) and filled from the bottom by
- * its DCGM utilization; reserved holders are dashed; MIG GPUs show their slices.
- * GS.nodeSvg(node, topology, telemetry, {size: "card" | "detail"}) returns an SVG string.
+/* A node drawn as its topology: NUMA nodes -> PCIe switches (labelled) -> GPUs, NVLink below.
+ * Each GPU has its number in a light band on top, and below it is tinted by the tenant(s)
+ * holding it (width by share) and filled from the bottom by its DCGM utilization; reserved
+ * holders are dashed; MIG GPUs show their slices.
+ * GS.nodeSvg(node, topology, telemetry, {size: "card" | "detail"}) returns an SVG string;
+ * GS.migSlices(node) counts a node's MIG slices per profile, used and free.
  */
 (function () {
   "use strict";
 
   const GS = (window.GS = window.GS || {});
   const SIZES = {
-    card: { w: 24, h: 30, gap: 3, pad: 3, numaPad: 5, numaLabel: 11, numaGap: 6, font: 8, bus: 14 },
-    detail: { w: 54, h: 64, gap: 6, pad: 6, numaPad: 10, numaLabel: 18, numaGap: 14, font: 12, bus: 30 },
+    // band: the strip on top of a GPU that holds its number; switchLabel: the row above a PCIe
+    // switch's GPUs that names it.
+    card: { w: 24, h: 32, band: 10, gap: 3, pad: 3, numaPad: 5, numaLabel: 11, numaGap: 6, font: 8, switchLabel: 8, switchFont: 6.5, bus: 14 },
+    detail: { w: 54, h: 72, band: 16, gap: 6, pad: 6, numaPad: 10, numaLabel: 18, numaGap: 14, font: 12, switchLabel: 14, switchFont: 10, bus: 30 },
   };
 
   function layout(node, topology) {
@@ -57,14 +61,18 @@
     const parts = [];
     const title = [`GPU ${gpu.i}`];
     parts.push(`<rect class="frame" x="${x}" y="${y}" width="${s.w}" height="${s.h}" rx="3" fill="#eef0f4" stroke="#b8c0cc"/>`);
+    // Holders, slices and fill stay below the number's band, so no tint or sliver reaches the
+    // number: dark text on the light frame, whatever the tenant's color.
+    const top = y + s.band;
+    const h = s.h - s.band;
     if (gpu.mig) {
       const slots = gpu.mig.length;
-      const sliceH = (s.h - 4) / slots;
+      const sliceH = (h - 2) / slots;
       gpu.mig.forEach((profile, slot) => {
-        const holder = holders.find((h) => h[4] === slot);
+        const holder = holders.find((hd) => hd[4] === slot);
         const fill = holder ? GS.tenantColor(holder[0]) : "#ffffff";
         const opacity = holder ? 0.85 : 1;
-        parts.push(`<rect x="${x + 2}" y="${(y + 2 + slot * sliceH).toFixed(1)}" width="${s.w - 4}" height="${(sliceH - 1).toFixed(1)}" fill="${fill}" fill-opacity="${opacity}" stroke="#c9cfd9" stroke-width="0.5"/>`);
+        parts.push(`<rect class="slice" data-profile="${GS.esc(profile)}" data-held="${holder ? 1 : 0}" x="${x + 2}" y="${(top + slot * sliceH).toFixed(1)}" width="${s.w - 4}" height="${(sliceH - 1).toFixed(1)}" fill="${fill}" fill-opacity="${opacity}" stroke="#c9cfd9" stroke-width="0.5"/>`);
       });
       title.push(`MIG ${gpu.mig.join(", ")}`);
     } else {
@@ -73,10 +81,11 @@
         const width = Math.max(2, (s.w * holder[3]) / 1000);
         const color = GS.tenantColor(holder[0]);
         const dash = holder[5] ? ' stroke-dasharray="3 2"' : "";
-        parts.push(`<rect x="${(x + offset).toFixed(1)}" y="${y}" width="${Math.min(width, s.w - offset).toFixed(1)}" height="${s.h}" rx="3" fill="${color}" fill-opacity="0.28" stroke="${color}"${dash}/>`);
+        const shown = Math.min(width, s.w - offset).toFixed(1);
+        parts.push(`<rect class="share" x="${(x + offset).toFixed(1)}" y="${top}" width="${shown}" height="${h}" rx="2" fill="${color}" fill-opacity="0.28" stroke="${color}"${dash}/>`);
         if (busy !== null && busy !== undefined) {
-          const level = (s.h * Math.min(100, busy)) / 100;
-          parts.push(`<rect x="${(x + offset).toFixed(1)}" y="${(y + s.h - level).toFixed(1)}" width="${Math.min(width, s.w - offset).toFixed(1)}" height="${level.toFixed(1)}" fill="${color}" fill-opacity="${stale ? 0.4 : 0.9}"/>`);
+          const level = (h * Math.min(100, busy)) / 100;
+          parts.push(`<rect x="${(x + offset).toFixed(1)}" y="${(top + h - level).toFixed(1)}" width="${shown}" height="${level.toFixed(1)}" fill="${color}" fill-opacity="${stale ? 0.4 : 0.9}"/>`);
         }
         offset += width;
       }
@@ -85,7 +94,7 @@
     }
     const shown = holders.length && busy !== null && busy !== undefined;
     const label = size === "detail" && shown ? `${gpu.i} · ${busy}%` : `${gpu.i}`;
-    parts.push(`<text x="${x + s.w / 2}" y="${y + s.font + 1}" text-anchor="middle" font-size="${s.font}" fill="#1d2433" stroke="#ffffff" stroke-opacity="0.7" stroke-width="2.5" paint-order="stroke">${label}</text>`);
+    parts.push(`<text class="gpu-number" x="${x + s.w / 2}" y="${y + s.band - 2}" text-anchor="middle" font-size="${s.font}" font-weight="600" fill="#1d2433">${label}</text>`);
     title.push(...holders.map(holderText));
     if (!holders.length) title.push("free");
     if (shown) title.push(`DCGM busy ${busy}%${stale ? " (stale)" : ""}`);
@@ -102,21 +111,27 @@
     const body = [];
     let x = 0;
     const top = 0;
-    const boxH = s.numaLabel + s.numaPad + s.pad * 2 + s.h + s.numaPad;
+    // Without a reported topology every GPU counts as behind a switch of its own: nothing to name.
+    const switchLabel = topology && topology.switch.length === node.gpus.length ? s.switchLabel : 0;
+    const boxH = s.numaLabel + s.numaPad + switchLabel + s.pad * 2 + s.h + s.numaPad;
     for (const [numa, switches] of numas) {
       const start = x;
       let cx = x + s.numaPad;
       const inner = [];
-      for (const [, members] of [...switches.entries()].sort((a, b) => a[1][0] - b[1][0])) {
+      for (const [sw, members] of [...switches.entries()].sort((a, b) => a[1][0] - b[1][0])) {
         const width = members.length * s.w + (members.length - 1) * s.gap + s.pad * 2;
         const sy = top + s.numaLabel + s.numaPad;
-        inner.push(`<rect x="${cx}" y="${sy}" width="${width}" height="${s.h + s.pad * 2}" rx="4" fill="none" stroke="#9aa5b5" stroke-dasharray="${size === "detail" ? "4 3" : "2 2"}"/>`);
+        const gy = sy + switchLabel + s.pad;
+        inner.push(`<rect class="switch" x="${cx}" y="${sy}" width="${width}" height="${switchLabel + s.h + s.pad * 2}" rx="4" fill="none" stroke="#9aa5b5" stroke-dasharray="${size === "detail" ? "4 3" : "2 2"}"><title>PCIe switch ${sw}: GPU ${members.map((p) => node.gpus[p].i).join(", ")}</title></rect>`);
+        if (switchLabel) {
+          inner.push(`<text class="switch-label" x="${cx + width / 2}" y="${sy + switchLabel - 1}" text-anchor="middle" font-size="${s.switchFont}" fill="#4a5567">PCIe ${sw}</text>`);
+        }
         let gx = cx + s.pad;
         for (const position of members) {
           const gpu = node.gpus[position];
           const value = busy[String(gpu.i)];
-          inner.push(gpuCell(gpu, gx, sy + s.pad, s, value, stale, size));
-          centers[position] = [gx + s.w / 2, sy + s.pad + s.h];
+          inner.push(gpuCell(gpu, gx, gy, s, value, stale, size));
+          centers[position] = [gx + s.w / 2, gy + s.h];
           gx += s.w + s.gap;
         }
         cx += width + s.gap;
@@ -154,6 +169,35 @@
       height = boxH + s.bus + s.font;
     }
     return `<svg class="topo" viewBox="-1 -1 ${width + 2} ${height + 2}" width="${width + 2}" height="${height + 2}" role="img" aria-label="Topology of ${GS.esc(node.name)}">${body.join("")}</svg>`;
+  };
+
+  /* A node's MIG slices per profile, smallest first: [{profile, total, used}] (a held slice is
+   * one a holder names by its slot). */
+  GS.migSlices = function (node) {
+    const byProfile = new Map();
+    for (const gpu of node.gpus) {
+      if (!gpu.mig) continue;
+      const held = new Set(gpu.holders.map((h) => h[4]).filter((slot) => slot !== null && slot !== undefined));
+      gpu.mig.forEach((profile, slot) => {
+        const count = byProfile.get(profile) || { profile, total: 0, used: 0 };
+        count.total += 1;
+        if (held.has(slot)) count.used += 1;
+        byProfile.set(profile, count);
+      });
+    }
+    const size = (profile) => parseInt(profile, 10) || 0; // "3g.40gb": 3 compute slices
+    return [...byProfile.values()].sort((a, b) => size(a.profile) - size(b.profile) || a.profile.localeCompare(b.profile));
+  };
+
+  /* A bar of a node's MIG slices: one segment per profile (as wide as its share of the slices),
+   * filled as far as they are used; and the same per profile in words. */
+  GS.migMeter = function (slices) {
+    const segments = slices.map((p) => `<span class="segment" data-profile="${GS.esc(p.profile)}" style="flex:${p.total}" title="${GS.esc(p.profile)}: ${p.used} of ${p.total} used, ${p.total - p.used} free"><span style="width:${(100 * p.used) / p.total}%"></span></span>`);
+    return `<span class="meter mig-meter">${segments.join("")}</span>`;
+  };
+
+  GS.migText = function (slices) {
+    return slices.map((p) => `<span class="mig-profile" data-profile="${GS.esc(p.profile)}">${GS.esc(p.profile)} <strong>${p.used}</strong>/${p.total}</span>`).join(" · ");
   };
 
   GS.shortModel = function (model) {
