@@ -161,6 +161,7 @@ def test_change_a_tenants_quota(admin, cluster) -> None:
     assert vision.client.get("/api/v1/quota").json()["hard"] == {"nvidia.com/gpu": "12"}
     (row,) = Event.objects.filter(type=events.AdminActed.TYPE)
     acted = events.read(row.type, row.payload)
+    assert isinstance(acted, events.AdminActed)
     assert (acted.actor, acted.action, acted.target) == ("admin", "clusterqueue.quota", "vision")
 
 
