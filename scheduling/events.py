@@ -206,8 +206,9 @@ class GpusObserved(EventPayload):
 
 @dataclass(frozen=True)
 class AdminActed(EventPayload):
-    """An admin acted from the dashboard (cordon, drain, cancel, ...): who, what, on what. The
-    change itself has its own events; this one is the audit trail."""
+    """An admin acted (from the dashboard: cordon, drain, cancel; from the dashboard or the REST
+    API: a ClusterQueue's quota changed): who, what, on what. The change itself has its own
+    events; this one is the audit trail."""
 
     TYPE: ClassVar[str] = "admin.acted"
     actor: str
