@@ -100,7 +100,7 @@
     const links = set.links.map(([kind, n]) => `${n}× ${GS.esc(kind)}`).join(", ");
     if (links) facts.push(`pair links ${links} (weakest first)`);
     const scope = set.scope ? `The set reached <strong>${GS.esc(set.scope)}</strong> scope` : "";
-    const policy = set.policy ? `${scope ? "; " : ""}the pod's policy is <code>${GS.esc(set.policy)}</code>` : "";
+    const policy = set.policy ? `${scope ? "; the" : "The"} pod's policy is <code>${GS.esc(set.policy)}</code>` : "";
     return `<h3 style="margin-top:1rem">GPUs taken</h3><p id="gpu-set"><strong>GPU ${set.gpus.join(", ")}</strong>${share} ${facts.join(", ")}.
       ${scope}${policy}${scope || policy ? "." : ""} The GPU-set chooser takes the free set with the tightest scope first (one NVLink island, then one PCIe switch, one NUMA node), then the set that leaves the largest free block behind.</p>`;
   }
