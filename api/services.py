@@ -33,6 +33,7 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.services.audit import admin_action_record
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
 PREFIX_LENGTH = 12
@@ -442,31 +443,55 @@ def workload_set_active(*, workload: Workload, active: bool) -> Workload:
         raise Conflict(str(exc), {"state": workload.state}) from exc
 
 
-def workload_cancel(*, workload: Workload) -> Workload:
+def workload_cancel(*, workload: Workload, actor: str | None = None) -> Workload:
+    """Cancel a workload: its tenant's request, or an admin's (`actor`), audited in the same
+    transaction."""
     try:
-        return services.workload_cancel(workload=workload)
+        with transaction.atomic():
+            cancelled = services.workload_cancel(workload=workload)
+            if actor is not None:
+                admin_action_record(
+                    actor=actor,
+                    action="workload.cancel",
+                    target=f"{workload.tenant.namespace}/{workload.name}",
+                    detail={"state": cancelled.state},
+                )
     except services.ServiceError as exc:
         raise Conflict(str(exc), {"state": workload.state}) from exc
+    return cancelled
 
 
-# --- nodes ----------------------------------------------------------------------------------------
+# --- nodes: an admin's actions, each audited (AdminActed) in the transaction of its change -------
 
 
-def node_cordon(*, node: Node, cordoned: bool) -> Node:
-    if node.cordoned == cordoned:
-        return node
-    return services.node_set_cordoned(node=node, cordoned=cordoned)
+def node_cordon(*, node: Node, cordoned: bool, actor: str) -> Node:
+    with transaction.atomic():
+        if node.cordoned != cordoned:
+            node = services.node_set_cordoned(node=node, cordoned=cordoned)
+        admin_action_record(
+            actor=actor,
+            action="node.cordon" if cordoned else "node.uncordon",
+            target=node.name,
+            detail={"cordoned": cordoned},
+        )
+    return node
 
 
-def node_drain(*, node: Node) -> tuple[Node, list[Workload]]:
+def node_drain(*, node: Node, actor: str) -> tuple[Node, list[Workload]]:
     """Cordon the node, then evict every workload holding anything on it: their pods release
     what they hold and the workloads go back to their queues (requeued, like preemption victims),
     to be placed elsewhere. Cordoning first means nothing new lands meanwhile; repeating a drain
     is harmless."""
-    node = node_cordon(node=node, cordoned=True)
-    workloads = selectors.workloads_on_node(node)
-    if workloads:
-        services.workloads_evict(
-            workloads=workloads, reason=f"node {node.name} drained", now=timezone.now()
+    with transaction.atomic():
+        if not node.cordoned:
+            node = services.node_set_cordoned(node=node, cordoned=True)
+        workloads = selectors.workloads_on_node(node)
+        if workloads:
+            services.workloads_evict(
+                workloads=workloads, reason=f"node {node.name} drained", now=timezone.now()
+            )
+        evicted = sorted(f"{w.tenant.namespace}/{w.name}" for w in workloads)
+        admin_action_record(
+            actor=actor, action="node.drain", target=node.name, detail={"evicted": evicted}
         )
     return node, workloads

@@ -1,15 +1,11 @@
 """Admin actions from the dashboard: cordon, uncordon and drain a node, cancel a workload, change
 a tenant's quota. Each is a POST (CSRF-checked by Django's middleware; the page asks for
-confirmation first), staff only, done through the REST API's own services, with an audit event
-(scheduling/services/audit.py) in the same transaction as the change."""
+confirmation first), staff only, done through the REST API's own services, which record the
+audit event (scheduling/services/audit.py) in the same transaction as the change."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -21,7 +17,6 @@ from dashboard import views
 from dashboard.views import staff_required
 from scheduling.core.types import GPU_RESOURCE
 from scheduling.models import Node, Tenant, Workload
-from scheduling.services.audit import admin_action_record
 
 
 def _back(request: HttpRequest, fallback: str) -> HttpResponse:
@@ -31,28 +26,12 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponse:
     return redirect(fallback)
 
 
-def _act(
-    request: HttpRequest, action: str, target: str, change: Callable[[], dict[str, Any]]
-) -> dict[str, Any]:
-    with transaction.atomic():
-        detail = change()
-        admin_action_record(
-            actor=request.user.get_username(), action=action, target=target, detail=detail
-        )
-    return detail
-
-
 @require_POST
 @staff_required
 def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     cordon = request.POST.get("cordoned", "1") == "1"
-
-    def change() -> dict[str, Any]:
-        api_services.node_cordon(node=node, cordoned=cordon)
-        return {"cordoned": cordon}
-
-    _act(request, "node.cordon" if cordon else "node.uncordon", node.name, change)
+    api_services.node_cordon(node=node, cordoned=cordon, actor=request.user.get_username())
     messages.success(request, f"{node.name} {'cordoned' if cordon else 'uncordoned'}.")
     return _back(request, f"/nodes/{node.name}/")
 
@@ -61,14 +40,9 @@ def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
 @staff_required
 def node_drain(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-
-    def change() -> dict[str, Any]:
-        _, evicted = api_services.node_drain(node=node)
-        return {"evicted": sorted(f"{w.tenant.namespace}/{w.name}" for w in evicted)}
-
-    detail = _act(request, "node.drain", node.name, change)
+    _, evicted = api_services.node_drain(node=node, actor=request.user.get_username())
     messages.success(
-        request, f"{node.name} drained: cordoned, {len(detail['evicted'])} workload(s) requeued."
+        request, f"{node.name} drained: cordoned, {len(evicted)} workload(s) requeued."
     )
     return _back(request, f"/nodes/{node.name}/")
 
@@ -79,12 +53,7 @@ def workload_cancel(request: HttpRequest, uid: str) -> HttpResponse:
     workload = get_object_or_404(Workload.objects.select_related("tenant"), uid=uid)
     target = f"{workload.tenant.namespace}/{workload.name}"
     try:
-        _act(
-            request,
-            "workload.cancel",
-            target,
-            lambda: {"state": api_services.workload_cancel(workload=workload).state},
-        )
+        api_services.workload_cancel(workload=workload, actor=request.user.get_username())
     except Conflict as exc:
         messages.error(request, f"{target} not cancelled: {exc.message}")
     else:

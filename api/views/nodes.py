@@ -123,24 +123,28 @@ class NodeDetailApi(AdminApi):
 class NodeCordonApi(AdminApi):
     @extend_schema(
         operation_id="admin_node_cordon",
-        summary="Cordon a node: nothing new is placed on it",
+        summary="Cordon a node: nothing new is placed on it (audited)",
         request=None,
         responses=documented(NodeSerializer, 403, 404),
     )
     def post(self, request: Request, name: str) -> Response:
-        node = api_services.node_cordon(node=selectors.node_get(name), cordoned=True)
+        node = api_services.node_cordon(
+            node=selectors.node_get(name), cordoned=True, actor=request.user.get_username()
+        )
         return _node_response(node)
 
 
 class NodeUncordonApi(AdminApi):
     @extend_schema(
         operation_id="admin_node_uncordon",
-        summary="Uncordon a node",
+        summary="Uncordon a node (audited)",
         request=None,
         responses=documented(NodeSerializer, 403, 404),
     )
     def post(self, request: Request, name: str) -> Response:
-        node = api_services.node_cordon(node=selectors.node_get(name), cordoned=False)
+        node = api_services.node_cordon(
+            node=selectors.node_get(name), cordoned=False, actor=request.user.get_username()
+        )
         return _node_response(node)
 
 
@@ -154,12 +158,15 @@ class NodeDrainApi(AdminApi):
 
     @extend_schema(
         operation_id="admin_node_drain",
-        summary="Drain a node: cordon it and evict (requeue) the workloads holding anything on it",
+        summary="Drain a node: cordon it and evict (requeue) the workloads holding anything on it "
+        "(audited)",
         request=None,
         responses=documented(OutputSerializer, 403, 404),
     )
     def post(self, request: Request, name: str) -> Response:
-        node, evicted = api_services.node_drain(node=selectors.node_get(name))
+        node, evicted = api_services.node_drain(
+            node=selectors.node_get(name), actor=request.user.get_username()
+        )
         node.refresh_from_db()
         doc = {
             "node": _node_doc(node, selectors.node_gpus([node]).get(node.pk, [])),
