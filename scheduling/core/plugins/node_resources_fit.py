@@ -28,7 +28,7 @@ from scheduling.core.types import (
 NAME = "NodeResourcesFit"
 ERR_CORDONED = "node(s) were unschedulable"
 ERR_QUARANTINED = "node(s) were quarantined (their recorded state contradicts their capacity)"
-ERR_RESERVED = "node(s) were reserved for a waiting gang or large pod"
+ERR_RESERVED = "node(s) were reserved for a waiting gang, large pod or preemptor"
 ERR_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 ERR_TAINT = "node(s) had untolerated taint"
 ERR_MODEL = "node(s) didn't have an allowed GPU model"

@@ -27,6 +27,7 @@ The filters are NodeResourcesFit and GPUTopology unless the shell hands over the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -45,7 +46,7 @@ from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.preemption import CLASS_RANK, may_preempt
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code
-from scheduling.core.types import MILLI_PER_GPU, PodRequest, ServiceClass
+from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest, ServiceClass
 
 NAME = "DefaultPreemption"
 RULE = "LowerPriority"
@@ -177,17 +178,30 @@ class DefaultPreemption:
             if not self._fits(pod, snapshot, i):
                 return None
             victims: list[HeldPod] = []
+            # Lent shares last, smallest first: whether one is promoted depends on the owners
+            # kept and on the shares promoted before it, as in the shell.
             important_first = sorted(
                 pool,
-                key=lambda h: (-CLASS_RANK[h.pod.service_class], -h.pod.priority, h.sequence),
+                key=lambda h: (
+                    h.placement.reclaimed,
+                    h.placement.milli_per_gpu if h.placement.reclaimed else 0,
+                    -CLASS_RANK[h.pod.service_class],
+                    -h.pod.priority,
+                    h.sequence,
+                ),
             )
+            promoted: set[int] = set()
             for held in important_first:
-                snapshot.assume(held.pod, held.placement)
+                kept = _as_kept(snapshot, i, held.placement, promoted)
+                snapshot.assume(held.pod, kept)
                 if self._fits(pod, snapshot, i):
+                    if kept is not held.placement:  # back as the cluster holds it
+                        snapshot.forget(held.pod, kept)
+                        snapshot.assume(held.pod, held.placement)
                     removed.remove(held)
                     snapshot.pods.renumber(held.pod.uid, held.sequence)
                 else:
-                    snapshot.forget(held.pod, held.placement)
+                    snapshot.forget(held.pod, kept)
                     victims.append(held)
             return victims
         finally:
@@ -240,3 +254,22 @@ def new(args: Mapping[str, Any] | None) -> DefaultPreemption:
             "minCandidateNodesPercentage within 0..100"
         )
     return DefaultPreemption(absolute, percentage)
+
+
+def _as_kept(
+    snapshot: ClusterSnapshot, i: int, placement: Placement, promoted: set[int]
+) -> Placement:
+    """How a pod left in place will hold its GPUs once the victims are gone. A lent share on a
+    GPU that keeps no owner is promoted onto the GPU's free capacity when its owners leave, while
+    it fits (the shell's rule: scheduling.services.allocations._promote_lent), so it is judged
+    as the owner it becomes. Judged as lent (outside the free capacity) it looked harmless: the
+    preemptor found the GPU taken once the owners were gone, and preempted again."""
+    if not placement.reclaimed:
+        return placement
+    gpus = placement.gpu_indices
+    free = [int(snapshot.gpu_free[i, g]) for g in gpus]
+    ownerless = all(f == MILLI_PER_GPU or g in promoted for f, g in zip(free, gpus, strict=True))
+    if gpus and ownerless and min(free) >= placement.milli_per_gpu:
+        promoted.update(gpus)
+        return replace(placement, reclaimed=False)
+    return placement

@@ -43,6 +43,7 @@ from scheduling.core.queueing.admission import (
 )
 from scheduling.core.queueing.backfill import (
     BackfillPolicy,
+    BoolArray,
     ReleasedReservation,
     Reservation,
     Reserver,
@@ -154,15 +155,31 @@ class _Batch:
         self.reserver = reserver
         self.outcome = BatchOutcome()
         self.placed_here: set[str] = set()  # reserved in this batch, not bound: never victims
+        # Node index -> (uid, priority) of the preemptor it is being emptied for, until placed.
+        self.preemptors: dict[int, tuple[str, int]] = {}
 
     def _respect_reservations(self, pod: PodRequest) -> None:
+        blocked = self._held_for_preemptors(pod)
         if self.reserver is not None:
-            self.snapshot.reservation_blocked = self.reserver.blocked_for(pod)
+            blocked |= self.reserver.blocked_for(pod)
+        self.snapshot.reservation_blocked = blocked
+
+    def _held_for_preemptors(self, pod: PodRequest) -> BoolArray:
+        """The nodes emptied for a waiting preemptor of at least this pod's priority: as
+        kube-scheduler counts a nominated pod on its node for pods of lower or equal priority,
+        so that they do not take what was freed for it (it would then preempt again). Here the
+        whole node is held, until the preemptor is placed."""
+        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        for i, (uid, priority) in self.preemptors.items():
+            if uid != pod.uid and priority >= pod.priority:
+                out[i] = True
+        return out
 
     def nominated_first(self, pods: Sequence[PodRequest]) -> None:
         """As kube-scheduler does, a preemptor whose victims are gone tries its nominated node
         first, before any other pod of the batch, so that the capacity freed for it is not
-        taken by the pods ahead of it (which would make it preempt again elsewhere)."""
+        taken by the pods ahead of it (which would make it preempt again elsewhere). The nodes
+        of the preemptors not placed so far are held for them."""
         snapshot = self.snapshot
         for pod in pods:
             node = pod.nominated_node
@@ -174,6 +191,18 @@ class _Batch:
             if decision.placement is not None:
                 self.placed_here.add(pod.uid)
                 self.outcome.placed.append(decision)
+        for pod in pods:
+            node = pod.nominated_node
+            if pod.gang is None and pod.uid not in self.placed_here and node in snapshot.index:
+                self._hold_for(pod, snapshot.index[node])
+
+    def _hold_for(self, pod: PodRequest, i: int) -> None:
+        held = self.preemptors.get(i)
+        if held is None or held[1] < pod.priority:
+            self.preemptors[i] = (pod.uid, pod.priority)
+
+    def _release_holds(self, pod: PodRequest) -> None:
+        self.preemptors = {i: h for i, h in self.preemptors.items() if h[0] != pod.uid}
 
     def single(self, pod: PodRequest) -> None:
         self._respect_reservations(pod)
@@ -192,8 +221,13 @@ class _Batch:
         if decision.placement is not None:
             self.placed_here.add(pod.uid)
             self.outcome.placed.append(decision)
+            self._release_holds(pod)
         else:
             self.outcome.failed.append(decision)
+            if pod.uid in self.outcome.nominated:
+                self._hold_for(pod, self.snapshot.index[self.outcome.nominated[pod.uid]])
+            elif not (pod.nominated_node and self.snapshot.emptying(pod.nominated_node)):
+                self._release_holds(pod)  # its nomination is over: it no longer waits there
             if self.reserver is not None and pod.uid not in self.outcome.nominated:
                 self.reserver.failed([pod], 1, decision)
 

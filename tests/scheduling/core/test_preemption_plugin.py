@@ -156,3 +156,31 @@ def test_nothing_to_do_without_eligible_pods() -> None:
     decision = framework().schedule_one(pod("p", 1, klass=BATCH), snapshot)
     filters = decision.filters[0][1]
     assert plugin.post_filter(decision.state, decision.pod, snapshot, filters) is None
+
+
+def lend(snapshot: ClusterSnapshot, request: PodRequest, gpu: int, milli: int) -> None:
+    numa = snapshot.chooser(0).topology.gpu_numa[gpu]
+    cpu = [0] * snapshot.max_numa
+    cpu[numa] = request.cpu_milli
+    snapshot.assume(
+        request, Placement("n0", (gpu,), milli, numa_cpu_milli=tuple(cpu), reclaimed=True)
+    )
+
+
+def test_a_lent_share_that_would_be_promoted_onto_a_freed_gpu_is_a_victim_too() -> None:
+    # Once GPU 0's owner is gone the shell promotes the share lent on it onto the GPU: left in
+    # place it would take the GPU the preemptor was given.
+    snapshot = full_node(OPPORTUNISTIC)
+    lend(snapshot, pod("lent", klass=OPPORTUNISTIC), 0, 250)
+    nomination = preempt(snapshot, pod("p", gpus=8, priority=10))
+    assert nomination is not None
+    assert set(nomination.victims) == {f"v{g}" for g in range(8)} | {"lent"}
+
+
+def test_a_lent_share_on_a_gpu_that_keeps_its_owner_stays() -> None:
+    snapshot = full_node(OPPORTUNISTIC)
+    lend(snapshot, pod("lent", klass=OPPORTUNISTIC), 0, 250)
+    nomination = preempt(snapshot, pod("p", gpus=4, priority=10))
+    assert nomination is not None
+    # The most recent owners go (GPUs 4-7); GPU 0 keeps its owner, so its share stays lent.
+    assert sorted(nomination.victims) == ["v4", "v5", "v6", "v7"]

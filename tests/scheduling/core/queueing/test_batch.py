@@ -30,6 +30,15 @@ def gang(name: str, pods: int, gpus: int, min_count: int | None = None) -> list[
     return [replace(make_pod(f"{name}-{k}").gpus(gpus).build(), gang=ref) for k in range(pods)]
 
 
+def fill(snapshot: ClusterSnapshot, pod: PodRequest, node: str, gpus: range) -> None:
+    """`pod` held on whole GPUs of `node`, its CPU on their NUMA nodes."""
+    topology = snapshot.chooser(snapshot.index[node]).topology
+    cpu = [0] * snapshot.max_numa
+    for g in gpus:
+        cpu[topology.gpu_numa[g]] += pod.cpu_milli // len(gpus)
+    snapshot.assume(pod, Placement(node, tuple(gpus), 1000, numa_cpu_milli=tuple(cpu)))
+
+
 def gang_of(decision: Decision) -> str:
     assert decision.pod.gang is not None
     return decision.pod.gang.name
@@ -162,11 +171,7 @@ def test_a_preemptor_whose_victims_are_gone_takes_its_nominated_node_first() -> 
     # n0 was emptied for `preemptor`; `other`, ahead of it in the batch and of the same
     # priority, would take n0 (the only free node) and make it preempt again elsewhere.
     snapshot = cluster()
-    for g in range(8):
-        filler = make_pod(f"filler-{g}").gpus(1).build()
-        cpu = [0] * snapshot.max_numa
-        cpu[snapshot.chooser(1).topology.gpu_numa[g]] = filler.cpu_milli
-        snapshot.assume(filler, Placement("n1", (g,), 1000, numa_cpu_milli=tuple(cpu)))
+    fill(snapshot, make_pod("filler").gpus(8).build(), "n1", range(8))
     other = make_pod("other").gpus(8).priority(100).build()
     preemptor = replace(make_pod("preemptor").gpus(8).priority(100).build(), nominated_node="n0")
     outcome = schedule_batch(
@@ -175,3 +180,23 @@ def test_a_preemptor_whose_victims_are_gone_takes_its_nominated_node_first() -> 
     assert [(d.pod.uid, d.node) for d in outcome.placed] == [("preemptor", "n0")]
     assert [d.pod.uid for d in outcome.failed] == ["other"]
     assert not snapshot.reservation_blocked.any()  # nothing of the first pass outlives it
+
+
+def test_a_node_emptied_for_a_preemptor_is_held_from_pods_of_no_higher_priority() -> None:
+    # n0: a victim still terminating on GPUs 0-3, GPUs 4-7 free; n1 full. The preemptor waits
+    # for n0; a pod of its priority may not take n0's free GPUs, a higher one may.
+    snapshot = cluster()
+    victim = make_pod("victim").gpus(4).build()
+    fill(snapshot, victim, "n0", range(4))
+    fill(snapshot, make_pod("filler").gpus(8).build(), "n1", range(8))
+    snapshot.pods.set_unevictable(terminating={"victim"}, protected=snapshot.pods.protected)
+    same = make_pod("same").gpus(2).priority(100).build()
+    higher = make_pod("higher").gpus(2).priority(200).build()
+    preemptor = replace(make_pod("preemptor").gpus(8).priority(100).build(), nominated_node="n0")
+    outcome = schedule_batch(
+        framework(), snapshot, [same, higher, preemptor], evictions_free_at_once=False
+    )
+    assert [(d.pod.uid, d.node) for d in outcome.placed] == [("higher", "n0")]
+    assert {d.pod.uid for d in outcome.failed} == {"same", "preemptor"}
+    (same_failed,) = [d for d in outcome.failed if d.pod.uid == "same"]
+    assert "reserved for a waiting gang, large pod or preemptor" in same_failed.summary()
