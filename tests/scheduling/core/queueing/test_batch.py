@@ -189,7 +189,9 @@ def test_a_node_emptied_for_a_preemptor_is_held_from_pods_of_no_higher_priority(
     victim = make_pod("victim").gpus(4).build()
     fill(snapshot, victim, "n0", range(4))
     fill(snapshot, make_pod("filler").gpus(8).build(), "n1", range(8))
-    snapshot.pods.set_unevictable(terminating={"victim"}, protected=snapshot.pods.protected)
+    snapshot.pods.set_unevictable(
+        terminating=frozenset({"victim"}), protected=snapshot.pods.protected
+    )
     same = make_pod("same").gpus(2).priority(100).build()
     higher = make_pod("higher").gpus(2).priority(200).build()
     preemptor = replace(make_pod("preemptor").gpus(8).priority(100).build(), nominated_node="n0")
