@@ -11,8 +11,10 @@ step at which all its pods are placed; a started workload ends after its predict
 Run it twice, once with p50 and once with p90 predictions, for an interval.
 
 Bounded cost: a step is the next predicted end, but at least `min_step_s` and `growth - 1` times
-the time since now after the previous one (a geometric grid: the relative error of an estimate
-stays within `growth - 1`, and the number of steps grows with the log of the horizon); at most
+the time since now after the previous one (a geometric grid: the number of steps grows with the
+log of the horizon); what starts in a step is dated at the latest predicted end the step took in
+(the change that let it start happened then, not at the grid point, and a chain of starts does
+not accumulate the grid's rounding: dating at the grid point made estimates late); at most
 `batch_size` pods are tried per step; the replay stops after `horizon_s`. What has not started by
 then is "unknown", with the reason: beyond the horizon, or waiting for work with no predicted end.
 Quota preemption in the replay evicts its victims without requeueing them.
@@ -97,10 +99,15 @@ class Forecast:
             return ends.get(held.pod.uid)
 
         at = self.now
+        # When the step's changes happened: its latest predicted end (<= at). What starts in
+        # the step starts then, not at the grid point, so that the grid's rounding neither
+        # delays an estimate nor compounds along a chain of starts.
+        happened = self.now
         reason = NEVER_FITS
         while True:
             while heap and heap[0][0] <= at:  # 1. predicted ends
-                _, uid = heapq.heappop(heap)
+                end_at, uid = heapq.heappop(heap)
+                happened = max(happened, end_at)
                 held = snapshot.pods.held.get(uid)
                 if held is not None:
                     snapshot.forget(held.pod, held.placement)
@@ -147,8 +154,8 @@ class Forecast:
                     if left:
                         still.append(WaitingWork(work.key, left, None, work.runtime_s))
                         continue
-                    out[work.key] = at
-                    end = None if work.runtime_s is None else at + work.runtime_s
+                    out[work.key] = happened
+                    end = None if work.runtime_s is None else happened + work.runtime_s
                     for pod in work.pods:
                         ends[pod.uid] = end
                         owner_of[pod.uid] = work.key
@@ -161,8 +168,8 @@ class Forecast:
             if not heap:
                 reason = NO_PREDICTED_END
                 break
-            # The next predicted end, but no sooner than the grid allows: the relative error of
-            # an estimate stays within growth - 1.
+            # The next predicted end, but no sooner than the grid allows (the ends in between
+            # are taken in together).
             at = max(heap[0][0], at + max(self.min_step_s, (at - self.now) * (self.growth - 1)))
             if at - self.now > self.horizon_s:
                 reason = BEYOND_HORIZON.format(hours=self.horizon_s / 3600)
