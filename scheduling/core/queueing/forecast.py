@@ -15,7 +15,8 @@ the time since now after the previous one (a geometric grid: the number of steps
 log of the horizon); what starts in a step is dated at the latest predicted end the step took in
 (the change that let it start happened then, not at the grid point, and a chain of starts does
 not accumulate the grid's rounding: dating at the grid point made estimates late); at most
-`batch_size` pods are tried per step; the replay stops after `horizon_s`. What has not started by
+`batch_size` pods beyond what the free GPUs could hold are tried per step; the replay stops
+after `horizon_s`. What has not started by
 then is "unknown", with the reason: beyond the horizon, or waiting for work with no predicted end.
 Quota preemption in the replay evicts its victims without requeueing them.
 """
@@ -143,7 +144,7 @@ class Forecast:
                 unplaced += [by_key[key] for key in pending]
                 pending.clear()
             if unplaced and _may_place(snapshot, unplaced):  # 3. placement
-                pods = [p for w in unplaced for p in w.pods][: self.batch_size]
+                pods = self._batch(snapshot, unplaced)
                 policy = self.backfill(at, end_of) if self.backfill is not None else None
                 outcome = schedule_batch(self.framework, snapshot, pods, backfill=policy)
                 placed = {d.pod.uid for d in outcome.placed}
@@ -176,6 +177,28 @@ class Forecast:
                 break
         for work in self.waiting:
             out.setdefault(work.key, reason)
+        return out
+
+    def _batch(
+        self, snapshot: ClusterSnapshot, unplaced: Sequence[WaitingWork]
+    ) -> list[PodRequest]:
+        """The pods tried in a step, whole workloads in queue order: those the free GPUs could
+        hold, and up to `batch_size` pods of those that could not (a head that does not fit
+        must not stop what fits behind it). Free GPUs, not a fixed count, bound the batch: a
+        fixed count capped how fast the replay could drain a long queue of small jobs, and
+        made their estimates late."""
+        room = int(snapshot.full_free_count.sum())
+        extra = 0
+        out: list[PodRequest] = []
+        for work in unplaced:
+            need = sum(pod.gpus for pod in work.pods)
+            if 0 < need <= room:
+                room -= need
+            else:
+                extra += len(work.pods)
+                if extra > self.batch_size:
+                    break
+            out.extend(work.pods)
         return out
 
 

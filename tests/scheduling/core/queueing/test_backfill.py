@@ -233,3 +233,71 @@ def test_one_reservation_per_queue_its_head() -> None:
     ]
     outcome = schedule_batch(fw, snapshot, batch, backfill=policy)
     assert sorted(r.key for r in outcome.reservations) == ["first", "other"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    held=st.lists(
+        st.tuples(st.sampled_from([1, 2, 4]), st.floats(min_value=1, max_value=500)),
+        min_size=4,
+        max_size=10,
+    ),
+    batch=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),  # queue
+            st.sampled_from([1, 2]),  # pods (2: a gang)
+            st.sampled_from([1, 2, 4, 8]),  # GPUs per pod
+            st.floats(min_value=1, max_value=1000),  # predicted run time
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    shares=st.tuples(*[st.sampled_from([0.0, 0.2, 0.5])] * 3),
+)
+def test_a_reservation_holds_its_nodes_against_every_pod_that_would_delay_it(
+    held: list[tuple[int, float]],
+    batch: list[tuple[str, int, int, float]],
+    shares: tuple[float, float, float],
+) -> None:
+    """Property: reservations are disjoint and one per queue, and a pod tried after a
+    reservation was made lands on its nodes only if it is the owner, of a queue ahead of the
+    owner's in the fair order, or predicted to end before the reservation completes."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(2)])
+    running = [make_pod(f"old-{k}").gpus(g).build() for k, (g, _) in enumerate(held)]
+    schedule_batch(fw, snapshot, running)
+    ends = {p.uid: end for p, (_, end) in zip(running, held, strict=True)}
+    pods: list[PodRequest] = []
+    runtime: dict[str, float] = {}
+    for k, (queue, count, gpus, run) in enumerate(batch):
+        members = (
+            gang(f"w{k}", count, gpus) if count > 1 else [make_pod(f"w{k}").gpus(gpus).build()]
+        )
+        pods += in_queue(queue, members)
+        runtime.update({p.uid: run for p in members})
+    order = by_namespace(dict(zip("abc", shares, strict=True)))
+    policy = BackfillPolicy(
+        now=0.0,
+        ends_at=lambda h: ends.get(h.pod.uid),
+        runtime_s=lambda pod: runtime[pod.uid],
+        large_pod_gpus=4,
+        fair_order=order,
+    )
+    outcome = schedule_batch(fw, snapshot, pods, backfill=policy)
+    reserved = [set(r.nodes) for r in outcome.reservations]
+    assert sum(len(n) for n in reserved) == len(set().union(*reserved))
+    owners = {p.gang.name if p.gang else p.uid: p for p in pods}
+    queues = [order.queue_of(owners[r.key]) for r in outcome.reservations]
+    assert len(queues) == len(set(queues))
+    position = {p.uid: k for k, p in enumerate(pods)}
+    for r in outcome.reservations:
+        owner = owners[r.key]
+        placed = [*outcome.placed, *(d for g in outcome.gangs for d in g)]
+        for d in placed:
+            pod = d.pod
+            assert d.placement is not None
+            if d.placement.node not in r.nodes or position[pod.uid] < position[owner.uid]:
+                continue
+            own = (pod.gang.name if pod.gang else pod.uid) == r.key
+            ahead = order.rank(pod) < order.rank(owner)
+            assert own or ahead or runtime[pod.uid] <= r.complete_at
