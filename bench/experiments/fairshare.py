@@ -18,8 +18,11 @@ Two policies on the same simulated cluster and the same jobs:
 
 Jobs larger than one server become gangs of equal pods (minCount = count), placed all or nothing.
 Time advances from event to event (arrivals, ends), on a grid of `step_s`; after each event the
-admission cycle runs, then the admitted jobs' pods are placed. A job waits from its arrival until
-all its pods are placed; a preempted job starts over.
+admission cycle runs, then the admitted jobs' pods are placed, in the fair-share order (the
+queues' dominant shares, then arrival), with reservations for gangs and large pods that follow
+that order (both gpusched policies; scheduling.core.queueing.backfill). Run times are learnt
+from finished jobs only, starting with the trace's jobs that had finished before the window. A
+job waits from its arrival until all its pods are placed; a preempted job starts over.
 
 Measures, over the jobs that arrive in the window:
 - per tenant: jobs, started, p50/p95/mean wait (jobs not started by the end count their wait so
