@@ -16,8 +16,8 @@ log of the horizon); what starts in a step is dated at the latest predicted end 
 (the change that let it start happened then, not at the grid point, and a chain of starts does
 not accumulate the grid's rounding: dating at the grid point made estimates late); at most
 `batch_size` pods beyond what the free GPUs could hold are tried per step; the replay stops
-after `horizon_s`. What has not started by
-then is "unknown", with the reason: beyond the horizon, or waiting for work with no predicted end.
+after `horizon_s`. What has not started by then is "unknown", with the reason: beyond the
+horizon, or waiting for work with no predicted end.
 Quota preemption in the replay evicts its victims without requeueing them.
 """
 
