@@ -53,6 +53,7 @@ from scheduling.core.queueing.admission import admission_cycle
 from scheduling.core.queueing.backfill import (
     DEFAULT_HORIZON_S,
     BackfillPolicy,
+    FairOrder,
     ReleasedReservation,
     ReservationBook,
 )
@@ -232,7 +233,7 @@ class SchedulingCycle:
             [requests[pod.pk] for pod in pods],
             evictions_free_at_once=self.side.evictions_free_at_once,
             reclaim_gang=lambda members: self._gang_reclaim(members, cluster, by_uid),
-            backfill=self._backfill(cluster, list(requests.values()), now),
+            backfill=self._backfill(cluster, list(requests.values()), now, by_uid),
         )
         report.schedule_s = time.perf_counter() - started
         report.reserved = len(outcome.reservations)
@@ -492,10 +493,14 @@ class SchedulingCycle:
     # --- 7. reservations and backfill -----------------------------------------------------------
 
     def _backfill(
-        self, cluster: ClusterState, batch: Sequence[PodRequest], now: datetime
+        self,
+        cluster: ClusterState,
+        batch: Sequence[PodRequest],
+        now: datetime,
+        by_uid: dict[str, Pod],
     ) -> BackfillPolicy:
         """Predicted ends of what the nodes hold and run times of what waits, learnt from
-        finished workloads (scheduling.runtime_feed)."""
+        finished workloads (scheduling.runtime_feed); reservations in the fair-share order."""
         keys = {held.pod.workload for held in cluster.snapshot.pods.held.values()}
         keys |= {pod.workload for pod in batch}
         self.runtime_feed.refresh(sorted(k for k in keys if k))
@@ -506,6 +511,7 @@ class SchedulingCycle:
             runtime_s=self.runtime_feed.runtime_s(at),
             book=self.reservations,
             horizon_s=self.reservation_horizon_s,
+            fair_order=_fair_order(by_uid),
         )
 
     def _report_released(
@@ -728,3 +734,17 @@ def _online_beside_lent(snapshot: ClusterSnapshot, decision: Decision) -> bool:
         return False
     gpus = list(placement.gpu_indices)
     return bool(snapshot.gpu_lent[snapshot.index[placement.node], gpus].any())
+
+
+def _fair_order(by_uid: dict[str, Pod]) -> FairOrder:
+    """Each batch pod's ClusterQueue and the queues' dominant shares (DRS) now: reservations
+    follow the order fair sharing serves the queues in (scheduling.core.queueing.backfill)."""
+    queue_of_workload = dict(
+        Workload.objects.filter(pk__in={pod.workload_id for pod in by_uid.values()}).values_list(
+            "pk", "cluster_queue__name"
+        )
+    )
+    queues = {uid: queue_of_workload.get(pod.workload_id) or "" for uid, pod in by_uid.items()}
+    book = queue_state.quota_book(queue_state.queue_setup(), queue_state.admitted_workloads())
+    share = {name: float(book.dominant_resource_share(name)[0]) for name in book.queues}
+    return FairOrder(lambda pod: queues.get(pod.uid, ""), share)

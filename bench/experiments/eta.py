@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload
-from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
+from scheduling.core.queueing.backfill import BackfillPolicy, FairOrder, ReservationBook
 from scheduling.core.queueing.forecast import Forecast, Queues, WaitingWork
 from scheduling.core.queueing.preemption import AdmittedWorkload
-from scheduling.core.queueing.runtime import JobShape, RuntimePredictor
+from scheduling.core.queueing.runtime import JobShape, RuntimePredictor, spread
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import PodRequest
@@ -70,10 +70,7 @@ class Runtimes:
         """Predicted total run time (quantile q) of a job that ran `elapsed_s` so far."""
         bucket = (key, q, elapsed_s)
         if bucket not in self._cache:
-            prediction = self.predictor.predict(shape, elapsed_s)
-            self._cache[bucket] = (
-                None if prediction is None else (prediction.p50_s if q == P50 else prediction.p90_s)
-            )
+            self._cache[bucket] = self.predictor.quantile(shape, q, elapsed_s)
         return self._cache[bucket]
 
 
@@ -94,12 +91,19 @@ class QueueView:
     owner_of: Callable[[PodRequest], str]
     book: ReservationBook | None  # None: the policy does not reserve
     horizon_s: float
+    fair_order: FairOrder | None = None  # the order reservations follow
 
 
 def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, float] | None]:
     """Per waiting job: the estimated (p50, p90) start, or None (unknown)."""
     runs = {}
-    for q in (P50, P90):
+    for run in (P50, P90):
+        # The p50 run ends each job at its own quantile of its predicted run time (spread):
+        # the median start, as many ends come, not the start were every job to end at its
+        # median; the p90 run ends every job at its p90 (an upper bound that holds).
+        def q_of(key: str, run: float = run) -> float:
+            return spread(key) if run == P50 else P90
+
         held_ends: dict[str, float | None] = {}
         owners: dict[str, str] = {}
         for uid, held in view.snapshot.pods.held.items():
@@ -109,7 +113,7 @@ def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, floa
             total = (
                 None
                 if started is None
-                else runtimes.total(key, view.shape_of(key), q, view.now - started)
+                else runtimes.total(key, view.shape_of(key), q_of(key), view.now - started)
             )
             held_ends[uid] = None if total is None or started is None else started + total
         order = [*view.unplaced, *sorted(view.pending, key=lambda k: view.pending[k].created_at)]
@@ -118,7 +122,7 @@ def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, floa
                 key,
                 tuple(view.pods_of(key)),
                 view.pending.get(key),
-                runtimes.total(key, view.shape_of(key), q),
+                runtimes.total(key, view.shape_of(key), q_of(key)),
             )
             for key in order
         ]
@@ -129,7 +133,7 @@ def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, floa
             else ReservationBook(dict(real.since), dict(real.nodes), dict(real.released_at))
         )
 
-        runs[q] = Forecast(
+        runs[run] = Forecast(
             view.framework,
             view.snapshot,
             view.now,
@@ -163,7 +167,12 @@ def _replay_policy(
 
     def policy(at: float, ends_at: Callable[[HeldPod], float | None]) -> BackfillPolicy:
         return BackfillPolicy(
-            now=at, ends_at=ends_at, runtime_s=runtime, book=book, horizon_s=view.horizon_s
+            now=at,
+            ends_at=ends_at,
+            runtime_s=runtime,
+            book=book,
+            horizon_s=view.horizon_s,
+            fair_order=view.fair_order,
         )
 
     return policy

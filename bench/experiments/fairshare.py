@@ -18,8 +18,11 @@ Two policies on the same simulated cluster and the same jobs:
 
 Jobs larger than one server become gangs of equal pods (minCount = count), placed all or nothing.
 Time advances from event to event (arrivals, ends), on a grid of `step_s`; after each event the
-admission cycle runs, then the admitted jobs' pods are placed. A job waits from its arrival until
-all its pods are placed; a preempted job starts over.
+admission cycle runs, then the admitted jobs' pods are placed, in the fair-share order (the
+queues' dominant shares, then arrival), with reservations for gangs and large pods that follow
+that order (both gpusched policies; scheduling.core.queueing.backfill). Run times are learnt
+from finished jobs only, starting with the trace's jobs that had finished before the window. A
+job waits from its arrival until all its pods are placed; a preempted job starts over.
 
 Measures, over the jobs that arrive in the window:
 - per tenant: jobs, started, p50/p95/mean wait (jobs not started by the end count their wait so
@@ -57,7 +60,7 @@ from bench.experiments.fairness import FairnessMeter, jain, percentile
 from bench.experiments.philly import FLAVOR, Job, Trace, queues_for
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import QueuedWorkload, admission_cycle
-from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
+from scheduling.core.queueing.backfill import BackfillPolicy, FairOrder, ReservationBook
 from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
     ResourceFlavor,
@@ -184,6 +187,8 @@ def simulate(
 
     reclaims = policy == "gpusched"
     runtimes = Runtimes()
+    for old in trace.history:  # what the cluster had learnt before the window
+        runtimes.finished(_shape(old), old.duration_s)
     book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
     released = 0
     eta_due: list[str] = []
@@ -196,7 +201,15 @@ def simulate(
         total = runtimes.total(key, _shape(state.job), q, t - state.started_at)
         return None if total is None else state.started_at + total
 
-    def backfill_policy() -> BackfillPolicy | None:
+    def fair_order() -> FairOrder:
+        """The queues' dominant shares now (DRS), as the admission cycle ranks them."""
+        quota = QuotaBook(cluster_queues)
+        for a in admitted.values():
+            quota.charge(a.cluster_queue, a.usage)
+        share = {name: float(quota.dominant_resource_share(name)[0]) for name in quota.queues}
+        return FairOrder(lambda pod: queue_of[pod.tenant], share)
+
+    def backfill_policy(order: FairOrder) -> BackfillPolicy | None:
         if book is None:
             return None
         return BackfillPolicy(
@@ -207,6 +220,7 @@ def simulate(
             ),
             book=book,
             horizon_s=RESERVATION_HORIZON_S,
+            fair_order=order,
         )
 
     def reclaim(members: Sequence[PodRequest]) -> Eviction | None:
@@ -309,10 +323,18 @@ def simulate(
 
         # 4. Placement of admitted jobs, gangs all or nothing.
         if unplaced:
-            unplaced.sort(key=lambda key: (states[key].queued_at, key))
+            order = fair_order()
+            # In the fair-share order, then FIFO: the heads DRS serves first reserve first.
+            unplaced.sort(
+                key=lambda key: (
+                    order.share[queue_of[states[key].job.tenant]],
+                    states[key].queued_at,
+                    key,
+                )
+            )
             pods = [pod for key in unplaced for pod in _pods(states[key].job)]
             outcome = schedule_batch(
-                framework, snapshot, pods, reclaim_gang=reclaim, backfill=backfill_policy()
+                framework, snapshot, pods, reclaim_gang=reclaim, backfill=backfill_policy(order)
             )
             released += len(outcome.released)
             for eviction in outcome.evictions:  # the batch forgot the victims already
@@ -363,6 +385,7 @@ def simulate(
                         _job_of,
                         book,
                         RESERVATION_HORIZON_S,
+                        fair_order(),
                     ),
                     runtimes,
                 )

@@ -38,6 +38,9 @@ class Trace:
     shares: dict[str, float]  # tenant -> share of the whole trace's GPU time
     start: datetime
     days: float
+    # Jobs submitted before the window that had finished by its start (submission + run time):
+    # the history a running cluster has learnt run times from.
+    history: tuple[Job, ...] = ()
 
 
 def load_trace(
@@ -50,7 +53,8 @@ def load_trace(
     max_duration_s: float | None = None,
 ) -> Trace:
     """The jobs submitted in [start, start + days) (default: the first Monday with a full week of
-    jobs, 2017-10-02), and every tenant's share of the whole trace's GPU time."""
+    jobs, 2017-10-02), those that had finished before `start` (the history), and every tenant's
+    share of the whole trace's GPU time."""
     with path.open(newline="") as handle:
         rows = [row for row in csv.DictReader(handle) if row.get("timestamp")]
     gpu_time: dict[str, float] = defaultdict(float)
@@ -63,28 +67,31 @@ def load_trace(
     rng = random.Random(seed)
     usage = {tenant: rng.uniform(0.15, 0.9) for tenant in sorted(shares)}
     jobs = []
+    history = []
     for k, row in enumerate(sorted(rows, key=lambda r: (r["timestamp"], r["cluster"]))):
         at = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
-        if not start <= at < end:
+        if at >= end:
             continue
         gpus = max(1, int(row["num_gpus"]))
         pods = math.ceil(gpus / max_gpus_per_pod)
         duration = max(60.0, float(row["duration"]))
         if max_duration_s is not None:
             duration = min(duration, max_duration_s)
-        jobs.append(
-            Job(
-                key=f"job-{k:06d}",
-                tenant=row["cluster"],
-                arrival_s=(at - start).total_seconds(),
-                duration_s=duration,
-                gpus=gpus,
-                pods=pods,
-                per_pod=math.ceil(gpus / pods),
-                utilization=usage[row["cluster"]],
-            )
+        job = Job(
+            key=f"job-{k:06d}",
+            tenant=row["cluster"],
+            arrival_s=(at - start).total_seconds(),
+            duration_s=duration,
+            gpus=gpus,
+            pods=pods,
+            per_pod=math.ceil(gpus / pods),
+            utilization=usage[row["cluster"]],
         )
-    return Trace(tuple(jobs), shares, start, days)
+        if at >= start:
+            jobs.append(job)
+        elif job.arrival_s + job.duration_s <= 0:
+            history.append(job)
+    return Trace(tuple(jobs), shares, start, days, tuple(history))
 
 
 def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, int]:

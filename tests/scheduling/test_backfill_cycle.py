@@ -1,16 +1,18 @@
 """Reservations through the scheduling cycle on the database side (issue 18): the starvation case
 of the issue, one 8-GPU node, a 2-pod x 2-GPU gang at the head of the queue and 1-GPU pods behind
-it; the gang starts within a bounded number of cycles; and a reservation that cannot complete in
-its horizon is released with an event."""
+it; the gang starts within a bounded number of cycles; a reservation that cannot complete in
+its horizon is released with an event; and reservations follow the fair-share order."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 import pytest
+import yaml
 from django.utils import timezone
 
 from scheduling import events, services
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
 from scheduling.cycle import SchedulingCycle
@@ -23,10 +25,10 @@ from tests.scheduling import factories
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def submit(name: str, *, gpus: int, pods: int = 1) -> Workload:
+def submit(name: str, *, gpus: int, pods: int = 1, tenant: str = "t") -> Workload:
     template = PodTemplate(resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus))
     return services.workload_submit(
-        tenant=factories.tenant("t"),
+        tenant=factories.tenant(tenant),
         name=name,
         pod_sets=[
             services.PodSetSpec("main", pods, template, min_count=pods if pods > 1 else None)
@@ -38,11 +40,11 @@ def placed(name: str) -> int:
     return Pod.objects.filter(workload__name=name, phase__in=Pod.PLACED_PHASES).count()
 
 
-def busy_node(start: datetime) -> tuple[SchedulingCycle, list[Pod]]:
+def busy_node(start: datetime, tenant: str = "t") -> tuple[SchedulingCycle, list[Pod]]:
     """One 8-GPU node, full with eight 1-GPU pods that started running."""
     factories.nodes(1)
     for k in range(8):
-        submit(f"old-{k}", gpus=1)
+        submit(f"old-{k}", gpus=1, tenant=tenant)
     cycle = database_cycle(Framework(load_profile("topology")), identity="w1")
     cycle.clock = lambda: start
     cycle.run_once()
@@ -90,3 +92,34 @@ def test_a_reservation_past_its_horizon_is_released_with_an_event() -> None:
     assert placed("small") == 1  # the GPU freed goes to whoever fits
     (row,) = Event.objects.filter(type=events.ReservationReleased.TYPE)
     assert row.payload["name"] == "train" and "without starting" in row.payload["reason"]
+
+
+def test_a_borrowing_queue_s_reservation_leaves_the_node_to_a_queue_within_its_share() -> None:
+    """Cohort of two queues: `big` (nominal 2 GPUs) borrows for its 2 x 2-GPU gang, `small`
+    (nominal 14) is within its share. The gang reserves the node; the GPU the first end frees
+    goes to small's new pod all the same, as fair sharing serves small first."""
+    docs = ["kind: ResourceFlavor\nmetadata: {name: any}"]
+    for name, gpus in (("big", 2), ("small", 14)):
+        docs.append(
+            f"kind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n  cohortName: c\n"
+            "  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n"
+            f"    - name: any\n      resources: [{{name: nvidia.com/gpu, nominalQuota: {gpus}}}]"
+        )
+        docs.append(
+            f"kind: LocalQueue\nmetadata: {{name: default, namespace: {name}}}\n"
+            f"spec: {{clusterQueue: {name}}}"
+        )
+    factories.tenant("big")
+    factories.tenant("small")
+    services.queues_apply(config=parse_documents(list(yaml.safe_load_all("\n---\n".join(docs)))))
+    start = timezone.now()
+    cycle, old = busy_node(start, tenant="small")
+    submit("train", gpus=2, pods=2, tenant="big")
+    cycle.clock = lambda: start + timedelta(seconds=30)
+    assert cycle.run_once().reserved == 1
+    submit("late", gpus=1, tenant="small")
+    services.pods_finish(pods=[old[0]], now=start + timedelta(seconds=60))
+    cycle.clock = lambda: start + timedelta(seconds=60)
+    report = cycle.run_once()
+    assert placed("late") == 1 and placed("train") == 0
+    assert report.reserved == 1  # still held, against queues at or behind big's share

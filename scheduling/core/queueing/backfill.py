@@ -9,6 +9,13 @@ pods. Other pods may use a reserved node only if they are predicted (p90) to fin
 `complete_at` (backfill); pods with no prediction may not. The reservation is recomputed every
 batch from what is known then, so it follows the predictions as they change.
 
+With a fair-share order (`FairOrder`: each pod's queue and each queue's dominant share, as DRS
+ranks them), reservations follow it, as the issue asks of a queue's head: at most one per queue
+(the first of its owners to fail, so the batch should come in the fair-share order), and a
+reservation holds its nodes only against pods of queues at or behind its owner's in that order.
+A queue within its share (share 0) is not kept off nodes held for a queue that borrows: fair
+sharing serves it first, and a reservation must not undo that.
+
 Bounded: a reservation whose predicted completion lies beyond `horizon_s`, or that has been held
 for longer than `horizon_s` without its owner starting, is released and reported with the reason,
 and its owner may not reserve again for another `horizon_s` (idle capacity is never held
@@ -20,7 +27,7 @@ CPU, selectors) is always decided by the framework when they are tried.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +67,18 @@ class ReservationBook:
     active: dict[str, Reservation] = field(default_factory=dict)  # after the latest batch
 
 
+@dataclass(frozen=True)
+class FairOrder:
+    """The fair-share order reservations follow: the queue of a pod, and each queue's share
+    (lower: served first; a queue not listed counts as 0)."""
+
+    queue_of: Callable[[PodRequest], str]
+    share: Mapping[str, float]
+
+    def rank(self, pod: PodRequest) -> float:
+        return self.share.get(self.queue_of(pod), 0.0)
+
+
 @dataclass
 class BackfillPolicy:
     now: float
@@ -69,6 +88,7 @@ class BackfillPolicy:
     horizon_s: float = DEFAULT_HORIZON_S
     large_pod_gpus: int = 4
     max_reservations: int = 2
+    fair_order: FairOrder | None = None  # None: reservations go to the first owners that fail
 
 
 def hosts(decision: Decision) -> BoolArray:
@@ -153,7 +173,9 @@ class Reserver:
         self.released: list[ReleasedReservation] = []
         self.seen: set[str] = set()
         self._blocked: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)
-        self._block_until: list[tuple[BoolArray, float, str]] = []
+        # Per reservation: its nodes, when it completes, its owner and the owner's rank.
+        self._block_until: list[tuple[BoolArray, float, str, float]] = []
+        self._queues: set[str] = set()  # with a reservation in this batch (fair order only)
 
     def blocked_for(self, pod: PodRequest) -> BoolArray:
         """The reserved nodes this pod may not use: all of them, except its own reservation's
@@ -166,9 +188,11 @@ class Reserver:
             return np.zeros(len(self.snapshot), dtype=np.bool_)
         own = pod.gang.name if pod.gang is not None else pod.uid
         runtime = self.policy.runtime_s(pod)
+        order = self.policy.fair_order
+        rank = order.rank(pod) if order is not None else 0.0
         out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
-        for mask, complete_at, key in self._block_until:
-            if key == own:
+        for mask, complete_at, key, owner_rank in self._block_until:
+            if key == own or rank < owner_rank:  # its own, or ahead of it in the fair order
                 continue
             if runtime is None or self.policy.now + runtime > complete_at:
                 out |= mask
@@ -180,6 +204,10 @@ class Reserver:
         key = pod.gang.name if pod.gang is not None else pod.uid
         if pod.gang is None and pod.gpus < self.policy.large_pod_gpus:
             return
+        order = self.policy.fair_order
+        queue = order.queue_of(pod) if order is not None else ""
+        if queue in self._queues:
+            return  # one per queue, its head's: this one holds nothing (settle forgets it)
         self.seen.add(key)
         book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s
         if len(self.made) >= self.policy.max_reservations:
@@ -220,7 +248,11 @@ class Reserver:
         mask: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
         mask[[self.snapshot.index[n] for n in nodes]] = True
         self._blocked = self._blocked | mask
-        self._block_until.append((mask, complete_at, key))
+        self._block_until.append(
+            (mask, complete_at, key, order.rank(pod) if order is not None else 0.0)
+        )
+        if order is not None:
+            self._queues.add(queue)
 
     def _release(self, key: str, reason: str) -> None:
         book = self.policy.book

@@ -11,10 +11,13 @@ step at which all its pods are placed; a started workload ends after its predict
 Run it twice, once with p50 and once with p90 predictions, for an interval.
 
 Bounded cost: a step is the next predicted end, but at least `min_step_s` and `growth - 1` times
-the time since now after the previous one (a geometric grid: the relative error of an estimate
-stays within `growth - 1`, and the number of steps grows with the log of the horizon); at most
-`batch_size` pods are tried per step; the replay stops after `horizon_s`. What has not started by
-then is "unknown", with the reason: beyond the horizon, or waiting for work with no predicted end.
+the time since now after the previous one (a geometric grid: the number of steps grows with the
+log of the horizon); what starts in a step is dated at the latest predicted end the step took in
+(the change that let it start happened then, not at the grid point, and a chain of starts does
+not accumulate the grid's rounding: dating at the grid point made estimates late); at most
+`batch_size` pods beyond what the free GPUs could hold are tried per step; the replay stops
+after `horizon_s`. What has not started by then is "unknown", with the reason: beyond the
+horizon, or waiting for work with no predicted end.
 Quota preemption in the replay evicts its victims without requeueing them.
 """
 
@@ -97,10 +100,15 @@ class Forecast:
             return ends.get(held.pod.uid)
 
         at = self.now
+        # When the step's changes happened: its latest predicted end (<= at). What starts in
+        # the step starts then, not at the grid point, so that the grid's rounding neither
+        # delays an estimate nor compounds along a chain of starts.
+        happened = self.now
         reason = NEVER_FITS
         while True:
             while heap and heap[0][0] <= at:  # 1. predicted ends
-                _, uid = heapq.heappop(heap)
+                end_at, uid = heapq.heappop(heap)
+                happened = max(happened, end_at)
                 held = snapshot.pods.held.get(uid)
                 if held is not None:
                     snapshot.forget(held.pod, held.placement)
@@ -136,7 +144,7 @@ class Forecast:
                 unplaced += [by_key[key] for key in pending]
                 pending.clear()
             if unplaced and _may_place(snapshot, unplaced):  # 3. placement
-                pods = [p for w in unplaced for p in w.pods][: self.batch_size]
+                pods = self._batch(snapshot, unplaced)
                 policy = self.backfill(at, end_of) if self.backfill is not None else None
                 outcome = schedule_batch(self.framework, snapshot, pods, backfill=policy)
                 placed = {d.pod.uid for d in outcome.placed}
@@ -147,8 +155,8 @@ class Forecast:
                     if left:
                         still.append(WaitingWork(work.key, left, None, work.runtime_s))
                         continue
-                    out[work.key] = at
-                    end = None if work.runtime_s is None else at + work.runtime_s
+                    out[work.key] = happened
+                    end = None if work.runtime_s is None else happened + work.runtime_s
                     for pod in work.pods:
                         ends[pod.uid] = end
                         owner_of[pod.uid] = work.key
@@ -161,14 +169,36 @@ class Forecast:
             if not heap:
                 reason = NO_PREDICTED_END
                 break
-            # The next predicted end, but no sooner than the grid allows: the relative error of
-            # an estimate stays within growth - 1.
+            # The next predicted end, but no sooner than the grid allows (the ends in between
+            # are taken in together).
             at = max(heap[0][0], at + max(self.min_step_s, (at - self.now) * (self.growth - 1)))
             if at - self.now > self.horizon_s:
                 reason = BEYOND_HORIZON.format(hours=self.horizon_s / 3600)
                 break
         for work in self.waiting:
             out.setdefault(work.key, reason)
+        return out
+
+    def _batch(
+        self, snapshot: ClusterSnapshot, unplaced: Sequence[WaitingWork]
+    ) -> list[PodRequest]:
+        """The pods tried in a step, whole workloads in queue order: those the free GPUs could
+        hold, and up to `batch_size` pods of those that could not (a head that does not fit
+        must not stop what fits behind it). Free GPUs, not a fixed count, bound the batch: a
+        fixed count capped how fast the replay could drain a long queue of small jobs, and
+        made their estimates late."""
+        room = int(snapshot.full_free_count.sum())
+        extra = 0
+        out: list[PodRequest] = []
+        for work in unplaced:
+            need = sum(pod.gpus for pod in work.pods)
+            if 0 < need <= room:
+                room -= need
+            else:
+                extra += len(work.pods)
+                if extra > self.batch_size:
+                    break
+            out.extend(work.pods)
         return out
 
 

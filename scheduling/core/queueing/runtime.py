@@ -11,12 +11,14 @@ empirical quantiles (p50, p90) of its most recent durations, and says which grou
 A running job is predicted conditionally on how long it has run already: the quantiles of the
 similar jobs that ran longer than that. When it has outlived every similar job, what is left is
 taken to be as long as what it ran (the Lindy estimate, p50) to nine times that (p90), and the
-basis says so.
+basis says so. `quantile` gives any other quantile of the same distribution (the forecast spreads
+the ends of many jobs over it rather than putting them all at its median).
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -126,6 +128,37 @@ class RuntimePredictor:
     def predict(self, shape: JobShape, elapsed_s: float = 0.0) -> Prediction | None:
         """Total run time of a job of this shape that has run `elapsed_s` so far; None before any
         finished job was seen."""
+        basis = self._basis(shape, elapsed_s)
+        if basis is None:
+            return None
+        longer, reads = basis
+        if longer is None:
+            return Prediction(
+                _lindy(elapsed_s, 0.5),
+                _lindy(elapsed_s, 0.9),
+                0,
+                f"ran longer than every similar job ({reads}): as long again expected",
+            )
+        label = "similar jobs" if not elapsed_s else "similar jobs that ran longer"
+        return Prediction(
+            _quantile(longer, 0.5),
+            _quantile(longer, 0.9),
+            len(longer),
+            f"p50 of {len(longer)} {label} ({reads})",
+        )
+
+    def quantile(self, shape: JobShape, q: float, elapsed_s: float = 0.0) -> float | None:
+        """The q-quantile (0 < q < 1) of the total run time `predict` reads its p50 and p90
+        from; None when it has no prediction."""
+        basis = self._basis(shape, elapsed_s)
+        if basis is None:
+            return None
+        longer, _ = basis
+        return _lindy(elapsed_s, q) if longer is None else _quantile(longer, q)
+
+    def _basis(self, shape: JobShape, elapsed_s: float) -> tuple[list[float] | None, str] | None:
+        """The durations of the most specific group with enough of them that ran longer than
+        `elapsed_s`, and how it reads; (None, reads) when the job outlived every such group."""
         outlived = ""
         for key, reads in _groups(shape):
             samples = self._groups.get(key)
@@ -137,23 +170,28 @@ class RuntimePredictor:
             )
             needed = 1 if key == ("all",) else self.min_samples
             if len(longer) >= needed:
-                label = "similar jobs" if not elapsed_s else "similar jobs that ran longer"
-                return Prediction(
-                    _quantile(longer, 0.5),
-                    _quantile(longer, 0.9),
-                    len(longer),
-                    f"p50 of {len(longer)} {label} ({reads})",
-                )
+                return longer, reads
             if len(ordered) >= needed and not outlived:
                 outlived = reads
         if outlived and elapsed_s > 0:
-            return Prediction(
-                2 * elapsed_s,
-                10 * elapsed_s,
-                0,
-                f"ran longer than every similar job ({outlived}): as long again expected",
-            )
+            return None, outlived
         return None
+
+
+def spread(key: str) -> float:
+    """A quantile in (0, 1) fixed by a job's key and uniform over keys: a replay that ends each
+    of many jobs at its own quantile, rather than all at the median, keeps the spread of their
+    ends, so the first of them to end does so early and the last late, as they really do (the
+    k-th end among many jobs lies near their k/n quantile, not at their median)."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
+
+
+def _lindy(elapsed_s: float, q: float) -> float:
+    """A job that outlived every similar one: what is left is taken to be Pareto-distributed
+    with the time run so far as its scale, P(left > x) = elapsed / (elapsed + x), whose
+    quantile q is elapsed * q / (1 - q): the p50 is as long again, the p90 nine times as long."""
+    return round(elapsed_s / (1.0 - min(q, 0.99)), 6)  # (1 - 0.9 is not 0.1 in binary)
 
 
 def _quantile(ordered: list[float], q: float) -> float:

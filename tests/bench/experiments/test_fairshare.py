@@ -29,6 +29,7 @@ def write_trace(path: Path) -> Path:
     # History before the window gives "light" the larger share of GPU time.
     row(timedelta(days=-30), 1_000_000, 8, "light")
     row(timedelta(days=-30), 200_000, 8, "heavy")
+    row(timedelta(days=-1), 3 * 86400, 1, "heavy")  # still running at the start: no history
     for k in range(96):  # the flood: three times the cluster, one GPU each
         row(timedelta(seconds=k), 3600, 1, "heavy")
     for k in range(8):
@@ -55,6 +56,18 @@ def test_fair_sharing_serves_the_light_tenant_and_no_gang_is_split(tmp_path) -> 
     assert fifo.tenants["light"]["wait_p50_s"] >= 3000  # behind the flood
     assert fair.preemptions > 0
     assert fair.jain > fifo.jain
+
+
+def test_the_history_is_what_finished_before_the_window(tmp_path) -> None:
+    """Run times are learnt from the jobs that had finished by the window's start (submission
+    plus run time), as a running cluster has learnt them; a job still running then is not
+    history, and no job of the window is."""
+    trace = philly.load_trace(write_trace(tmp_path / "t.csv"), start=START, days=1)
+    assert sorted((j.tenant, j.duration_s) for j in trace.history) == [
+        ("heavy", 200_000.0),
+        ("light", 1_000_000.0),
+    ]
+    assert all(j.arrival_s >= 0 for j in trace.jobs) and len(trace.jobs) == 105
 
 
 def test_nominal_quotas_follow_shares_and_add_up() -> None:

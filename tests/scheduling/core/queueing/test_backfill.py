@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.pod_index import HeldPod
-from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook, plan
+from scheduling.core.queueing.backfill import BackfillPolicy, FairOrder, ReservationBook, plan
 from scheduling.core.queueing.batch import schedule_batch
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -35,8 +35,15 @@ def single(name: str) -> PodRequest:
 class World:
     """One node; pods end at known times; each cycle offers the same queue in the same order."""
 
-    def __init__(self, fw: Framework, runtime: dict[str, float], horizon_s: float = 3600.0):
+    def __init__(
+        self,
+        fw: Framework,
+        runtime: dict[str, float],
+        horizon_s: float = 3600.0,
+        fair_order: FairOrder | None = None,
+    ):
         self.fw, self.snapshot = fw, one_node()
+        self.fair_order = fair_order
         self.runtime = runtime  # predicted = true run time, by pod uid
         self.ends: dict[str, float] = {}
         self.running: dict[str, Decision] = {}
@@ -59,6 +66,7 @@ class World:
             runtime_s=lambda pod: self.runtime.get(pod.uid),
             book=self.book,
             horizon_s=self.horizon_s,
+            fair_order=self.fair_order,
         )
         pending = [p for p in queue if p.uid not in self.ends]
         outcome = schedule_batch(
@@ -178,3 +186,118 @@ def test_the_plan_completes_when_enough_gpus_are_predicted_free(
     assert found is not None
     assert found[0] == sorted(ends)[need - 1]
     assert found[1] == ("n0",)
+
+
+def by_namespace(shares: dict[str, float]) -> FairOrder:
+    return FairOrder(lambda pod: pod.namespace, shares)
+
+
+def in_queue(queue: str, pods: list[PodRequest]) -> list[PodRequest]:
+    return [replace(p, namespace=queue) for p in pods]
+
+
+def test_a_reservation_does_not_hold_nodes_against_queues_ahead_of_its_owner() -> None:
+    """The gang's queue borrows (share 0.5): a pod of a queue within its share (0) takes the
+    freed GPU on the reserved node, though it will not end before the gang needs it; a pod of
+    a queue further behind (0.7) is held back as before."""
+    world = World(framework(), {}, fair_order=by_namespace({"train": 0.5, "mine": 0.0, "far": 0.7}))
+    busy_node(world)
+    queue = [
+        *in_queue("train", gang("train", 2, 2)),
+        *in_queue("far", [single("behind")]),
+        *in_queue("mine", [single("ahead")]),
+    ]
+    world.runtime.update({p.uid: 1000.0 for p in queue})
+    assert world.cycle(queue, 10.0) == ["ahead"]
+    assert "train" in world.book.active
+
+
+def test_one_reservation_per_queue_its_head() -> None:
+    """Two gangs of one queue and one of another fail: the first gang of each queue holds a
+    reservation, the second gang of the first queue none."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(2)])
+    running = [single(f"old-{k}") for k in range(16)]
+    schedule_batch(fw, snapshot, running)
+    ends = {p.uid: 10.0 * (k + 1) for k, p in enumerate(running)}
+    policy = BackfillPolicy(
+        now=0.0,
+        ends_at=lambda held: ends.get(held.pod.uid),
+        runtime_s=lambda pod: 1000.0,
+        fair_order=by_namespace({"a": 0.0, "b": 0.1}),
+    )
+    batch = [
+        *in_queue("a", gang("first", 2, 4)),
+        *in_queue("a", gang("second", 2, 4)),
+        *in_queue("b", gang("other", 2, 4)),
+    ]
+    outcome = schedule_batch(fw, snapshot, batch, backfill=policy)
+    assert sorted(r.key for r in outcome.reservations) == ["first", "other"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    held=st.lists(
+        st.tuples(st.sampled_from([1, 2, 4]), st.floats(min_value=1, max_value=500)),
+        min_size=4,
+        max_size=10,
+    ),
+    batch=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),  # queue
+            st.sampled_from([1, 2]),  # pods (2: a gang)
+            st.sampled_from([1, 2, 4, 8]),  # GPUs per pod
+            st.floats(min_value=1, max_value=1000),  # predicted run time
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    shares=st.tuples(*[st.sampled_from([0.0, 0.2, 0.5])] * 3),
+)
+def test_a_reservation_holds_its_nodes_against_every_pod_that_would_delay_it(
+    held: list[tuple[int, float]],
+    batch: list[tuple[str, int, int, float]],
+    shares: tuple[float, float, float],
+) -> None:
+    """Property: reservations are disjoint and one per queue, and a pod tried after a
+    reservation was made lands on its nodes only if it is the owner, of a queue ahead of the
+    owner's in the fair order, or predicted to end before the reservation completes."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(2)])
+    running = [make_pod(f"old-{k}").gpus(g).build() for k, (g, _) in enumerate(held)]
+    schedule_batch(fw, snapshot, running)
+    ends = {p.uid: end for p, (_, end) in zip(running, held, strict=True)}
+    pods: list[PodRequest] = []
+    runtime: dict[str, float] = {}
+    for k, (queue, count, gpus, run) in enumerate(batch):
+        members = (
+            gang(f"w{k}", count, gpus) if count > 1 else [make_pod(f"w{k}").gpus(gpus).build()]
+        )
+        pods += in_queue(queue, members)
+        runtime.update({p.uid: run for p in members})
+    order = by_namespace(dict(zip("abc", shares, strict=True)))
+    policy = BackfillPolicy(
+        now=0.0,
+        ends_at=lambda h: ends.get(h.pod.uid),
+        runtime_s=lambda pod: runtime[pod.uid],
+        large_pod_gpus=4,
+        fair_order=order,
+    )
+    outcome = schedule_batch(fw, snapshot, pods, backfill=policy)
+    reserved = [set(r.nodes) for r in outcome.reservations]
+    assert sum(len(n) for n in reserved) == len(set().union(*reserved))
+    owners = {p.gang.name if p.gang else p.uid: p for p in pods}
+    queues = [order.queue_of(owners[r.key]) for r in outcome.reservations]
+    assert len(queues) == len(set(queues))
+    position = {p.uid: k for k, p in enumerate(pods)}
+    for r in outcome.reservations:
+        owner = owners[r.key]
+        placed = [*outcome.placed, *(d for g in outcome.gangs for d in g)]
+        for d in placed:
+            pod = d.pod
+            assert d.placement is not None
+            if d.placement.node not in r.nodes or position[pod.uid] < position[owner.uid]:
+                continue
+            own = (pod.gang.name if pod.gang else pod.uid) == r.key
+            ahead = order.rank(pod) < order.rank(owner)
+            assert own or ahead or runtime[pod.uid] <= r.complete_at

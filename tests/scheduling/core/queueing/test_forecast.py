@@ -59,3 +59,20 @@ def test_unknown_with_the_reason() -> None:
     }
     far = Forecast(fw, snapshot, 0.0, {held.uid: 1e7}, [], waiting, horizon_s=3600.0).run()
     assert far == {"next": BEYOND_HORIZON.format(hours=1)}
+
+
+def test_a_start_is_dated_at_the_end_that_made_room_not_at_the_grid_point() -> None:
+    """Two 4-GPU pods end at 100 and 110; the grid's step after 100 is 160. The 8-GPU pod starts
+    at 110, when the second end frees the node, and the next one at 110 + its run time: the
+    grid's rounding neither delays an estimate nor adds up along a chain of starts."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node("n0").topology("dgx-h100").build()])
+    held = pods("a", 2, 4)
+    schedule_batch(fw, snapshot, held)
+    ends = {held[0].uid: 100.0, held[1].uid: 110.0}
+    waiting = [
+        WaitingWork("first", tuple(pods("first", 1, 8)), None, 50.0),
+        WaitingWork("second", tuple(pods("second", 1, 8)), None, 50.0),
+    ]
+    starts = Forecast(fw, snapshot, 0.0, ends, [], waiting, min_step_s=60.0).run()
+    assert starts == {"first": 110.0, "second": 160.0}

@@ -3,10 +3,12 @@ its basis says which, a running job is predicted from the similar jobs that ran 
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core.queueing.runtime import JobShape, RuntimePredictor, name_pattern
+from scheduling.core.queueing.runtime import JobShape, RuntimePredictor, name_pattern, spread
 
 
 def shape(tenant: str = "vision", name: str = "train-001", gpus: int = 8) -> JobShape:
@@ -58,3 +60,32 @@ def test_quantiles_lie_within_what_was_seen_and_p50_le_p90(durations: list[float
     p = predictor.predict(shape())
     assert p is not None
     assert min(durations) <= p.p50_s <= p.p90_s <= max(durations)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    durations=st.lists(st.floats(min_value=1, max_value=1e6), min_size=5, max_size=40),
+    elapsed=st.floats(min_value=0, max_value=2e6),
+)
+def test_quantiles_are_those_the_prediction_reads_and_grow_with_q(
+    durations: list[float], elapsed: float
+) -> None:
+    """Property: `quantile` at 0.5 and 0.9 is the prediction's p50 and p90 (Lindy included,
+    for a job that outlived them all), and higher quantiles are never shorter."""
+    predictor = RuntimePredictor()
+    for d in durations:
+        predictor.observe(shape(), d)
+    prediction = predictor.predict(shape(), elapsed)
+    assert prediction is not None
+    assert predictor.quantile(shape(), 0.5, elapsed) == prediction.p50_s
+    assert predictor.quantile(shape(), 0.9, elapsed) == prediction.p90_s
+    qs = [predictor.quantile(shape(), q, elapsed) for q in (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)]
+    assert all(a is not None and b is not None and a <= b for a, b in pairwise(qs))
+
+
+def test_spread_is_fixed_per_key_and_uniform_over_keys() -> None:
+    values = [spread(f"job-{k:06d}") for k in range(4000)]
+    assert values[:3] == [spread(f"job-{k:06d}") for k in range(3)]
+    assert all(0.0 < v < 1.0 for v in values)
+    for q in (0.1, 0.5, 0.9):  # the share below q is about q
+        assert abs(sum(v < q for v in values) / len(values) - q) < 0.03
