@@ -492,9 +492,14 @@ class Fragmentation:
         rows: IntArray,
     ) -> None:
         if pod.gpu_milli:
-            # One hypothetical per GPU with room (fully free ones included).
+            # One hypothetical per GPU with room (fully free ones included), and per node only
+            # the lowest-index GPU of each free amount: F after the share depends on the amount
+            # alone, so the others score exactly the same and lose the tie on GPU index.
             free = snapshot.gpu_free[rows]
-            local, gpu = np.nonzero(snapshot.gpu_shareable[rows] & (free >= pod.gpu_milli))
+            room = snapshot.gpu_shareable[rows] & (free >= pod.gpu_milli)
+            earlier = np.tri(free.shape[1], k=-1, dtype=np.bool_)  # [j, i]: GPU i before j
+            same = (free[:, :, None] == free[:, None, :]) & room[:, None, :] & earlier
+            local, gpu = np.nonzero(room & ~same.any(axis=2))
             old = free[local, gpu]
             new = old - pod.gpu_milli
             times = np.ones(len(local), dtype=np.int64)
