@@ -138,7 +138,15 @@ def typical_mix(
     """The paper's target workload: count pods per task type (CPU-only types included), sort by
     count (ties: cpu, per-GPU milli, GPU count, models, all descending), keep types until they cover
     `popularity` of all pods, and weight each kept type by its count."""
-    counts = Counter(t if isinstance(t, TaskType) else TaskType.of(t) for t in tasks)
+    return mix_of_counts(
+        Counter(t if isinstance(t, TaskType) else TaskType.of(t) for t in tasks), popularity
+    )
+
+
+def mix_of_counts(
+    counts: Mapping[TaskType, int], popularity: float = DEFAULT_POPULARITY
+) -> list[tuple[TaskType, float]]:
+    """typical_mix of pods already counted per task type."""
     total = sum(counts.values())
     ordered = sorted(
         counts.items(),
@@ -416,6 +424,9 @@ class Fragmentation:
         self.refresh_every = refresh_every
         self.max_drift = max_drift
         self._recent: deque[TaskType] = deque(maxlen=max(1, recent_pods))
+        # `_recent` counted per type, kept as pods come and go (counting 2,000 pods at each
+        # refresh cost a millisecond)
+        self._recent_counts: Counter[TaskType] = Counter()
         self._seen_since_refresh = 0
         self._measure: FragmentationMeasure | None = None
         self._shapes: OrderedDict[tuple[int, int, int], _ShapeScores] = OrderedDict()
@@ -428,11 +439,18 @@ class Fragmentation:
         self.mix.update(weighted)
 
     def _learn(self, pod: PodRequest) -> None:
-        self._recent.append(TaskType.of(pod))
+        task, recent, counts = TaskType.of(pod), self._recent, self._recent_counts
+        if len(recent) == recent.maxlen:
+            leaving = recent[0]
+            counts[leaving] -= 1
+            if not counts[leaving]:
+                del counts[leaving]
+        recent.append(task)
+        counts[task] += 1
         self._seen_since_refresh += 1
         if len(self.mix) == 0 or self._seen_since_refresh >= self.refresh_every:
             self._seen_since_refresh = 0
-            fresh = typical_mix(self._recent, self.popularity)
+            fresh = mix_of_counts(counts, self.popularity)
             # Installing a mix drops every cached score: only when it has drifted.
             if len(self.mix) == 0 or drift(self.mix, fresh) > self.max_drift:
                 self.mix.update(fresh)

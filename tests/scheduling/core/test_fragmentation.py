@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import AllocationDraft
@@ -362,3 +364,31 @@ def test_learned_mix_is_installed_only_when_it_drifts() -> None:
     assert plugin.mix.version > version
     assert set(plugin.mix.types) == {TaskType(4000, 500, 1), TaskType(8000, 1000, 1)}
     assert fragmentation.drift(plugin.mix, plugin.mix.items()) == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shapes=st.lists(
+        st.sampled_from([(4000, 500), (2000, 0), (8000, 1), (2000, 250)]), max_size=60
+    ),
+    recent=st.integers(1, 12),
+)
+def test_learned_mix_is_the_typical_mix_of_the_recent_window(
+    shapes: list[tuple[int, int]], recent: int
+) -> None:
+    """The window's counts are kept as pods come and go; at every look they are the counts of
+    exactly the last `recentPods` pods."""
+    plugin = fragmentation.new({"recentPods": recent, "refreshEvery": 1, "maxDrift": 0.0})
+    snapshot = ClusterSnapshot([node("A", "G2", 4, 32_000)])
+    pods = [
+        make_pod("w").gpus(1).cpu(cpu).memory(0).build()
+        if milli == 1
+        else share(milli, cpu)
+        if milli
+        else make_pod("c").cpu(cpu).memory(0).build()
+        for cpu, milli in shapes
+    ]
+    for k, pod in enumerate(pods):
+        plugin.score(CycleState(), pod, snapshot, np.array([0]))
+        expected = WorkloadMix(typical_mix(pods[max(0, k + 1 - recent) : k + 1]))
+        assert plugin.mix.items() == expected.items()
