@@ -83,6 +83,9 @@ class DefaultPreemption:
             (name, plugin, isinstance(plugin, PreFilterPlugin), isinstance(plugin, RowFilterPlugin))
             for name, plugin in self.filters
         ]
+        self._fit_filtered = any(
+            isinstance(plugin, node_resources_fit.NodeResourcesFit) for _, plugin in self.filters
+        )
 
     def post_filter(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, verdicts: NodeVerdicts
@@ -193,6 +196,9 @@ class DefaultPreemption:
             promoted: set[int] = set()
             for held in important_first:
                 kept = _as_kept(snapshot, i, held.placement, promoted)
+                if self._fit_filtered and _too_full_with(pod, snapshot, i, held.pod, kept):
+                    victims.append(held)  # NodeResourcesFit would refuse: no need to try
+                    continue
                 snapshot.assume(held.pod, kept)
                 if self._fits(pod, snapshot, i):
                     if kept is not held.placement:  # back as the cluster holds it
@@ -241,6 +247,23 @@ class DefaultPreemption:
         if not all(snapshot.pods.evictable(uid) for uid in out):
             return None
         return sorted(out.values(), key=lambda h: h.sequence)
+
+
+def _too_full_with(
+    pod: PodRequest, snapshot: ClusterSnapshot, i: int, other: PodRequest, placement: Placement
+) -> bool:
+    """With `other` back on node i as `placement`, the node would lack the CPU, memory or fully
+    free GPUs `pod` asks for: NodeResourcesFit's conditions, read without assuming anything."""
+    if (
+        snapshot.cpu_free[i] - other.cpu_milli < pod.cpu_milli
+        or snapshot.memory_free[i] - other.memory_mib < pod.memory_mib
+    ):
+        return True
+    if not pod.gpus or placement.reclaimed or not placement.gpu_indices:
+        return False  # a lent share lives outside gpu_free and takes no whole GPU
+    free = snapshot.gpu_free[i]
+    taken = sum(1 for gpu in placement.gpu_indices if free[gpu] == MILLI_PER_GPU)
+    return int(snapshot.full_free_count[i]) - taken < pod.gpus
 
 
 def new(args: Mapping[str, Any] | None) -> DefaultPreemption:
