@@ -225,6 +225,14 @@ class ClusterSnapshot:
         rows = np.arange(len(self)) if rows is None else rows
         ranks = np.zeros(len(rows), dtype=np.int64)
         topology_of_row = self.topology_id[rows]
+        if len(rows) < len(self.choosers):
+            # A few rows (a warm cache's stale nodes, one preemption trial): one lookup per row
+            # beats one pass per topology.
+            for j, (i, topology) in enumerate(zip(rows.tolist(), topology_of_row.tolist())):
+                chooser = self.choosers[topology]
+                if k <= chooser.gpu_count:
+                    ranks[j] = chooser.ranks(masks[i : i + 1], k, requirement)[0]
+            return ranks
         for topology, chooser in enumerate(self.choosers):
             if k > chooser.gpu_count:
                 continue

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduling.core.columns import ScoreColumns, ShapeCache
+from scheduling.core.columns import Columns, ScoreColumns, ShapeCache
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import (
     MAX_NODE_SCORE,
@@ -66,6 +66,17 @@ class _PodTopology:
         return f"topology policy {self.policy}, scope {self.requirement.scope}{default}"
 
 
+class _FilterColumns(Columns):
+    """Per node, for one (GPU count, requirement, CPU on the GPUs' NUMA node) shape: which of the
+    filter's conditions the node fails."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.no_set: npt.NDArray[np.bool_] = np.zeros(size, dtype=np.bool_)  # of all its GPUs
+        self.no_free_set: npt.NDArray[np.bool_] = np.zeros(size, dtype=np.bool_)
+        self.cpu_elsewhere: npt.NDArray[np.bool_] = np.zeros(size, dtype=np.bool_)
+
+
 class GPUTopology:
     def __init__(
         self,
@@ -81,6 +92,7 @@ class GPUTopology:
         self._state_key = "PreFilter" + name
         # Per (GPU count, requirement): each node's best set rank, kept between cycles.
         self._ranks = ShapeCache(ScoreColumns)
+        self._filters = ShapeCache(_FilterColumns)
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot) -> Status:
         if pod.gpus == 0:
@@ -93,12 +105,15 @@ class GPUTopology:
         wanted = self._wanted(state, pod)
         if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
             return NodeVerdicts.all_pass(len(snapshot))
+        columns = self._filters.get(_filter_key(pod, wanted), snapshot)
+        stale = columns.stale(snapshot)
+        if len(stale):
+            self._refresh_filter(columns, pod, wanted, snapshot, stale)
         verdicts = VerdictBuilder(len(snapshot))
-        for masks, unresolvable, what in (
-            (snapshot.whole_gpu_mask, True, "GPUs"),
-            (snapshot.full_free_mask, False, "free GPUs"),
+        for masks, failing, unresolvable, what in (
+            (snapshot.whole_gpu_mask, columns.no_set, True, "GPUs"),
+            (snapshot.full_free_mask, columns.no_free_set, False, "free GPUs"),
         ):
-            failing = snapshot.best_set_rank(masks, pod.gpus, wanted.requirement) == 0
             if wanted.one_numa_node:
                 _fail_by_numa_counts(verdicts, failing, masks, snapshot, pod.gpus, what, wanted)
             verdicts.fail(
@@ -106,32 +121,37 @@ class GPUTopology:
                 f"{what} do not form a set for {wanted.describe()}",
                 unresolvable=unresolvable,
             )
-        free = snapshot.full_free_mask
         if wanted.cpu_on_gpu_numa:
-            aligned = np.zeros(len(snapshot), dtype=np.bool_)
-            for numa in range(snapshot.max_numa):
-                local = free & snapshot.numa_gpu_mask[:, numa]
-                fits = snapshot.best_set_rank(local, pod.gpus, wanted.requirement) > 0
-                aligned |= fits & (snapshot.numa_cpu_free[:, numa] >= pod.cpu_milli)
-            verdicts.fail(~aligned, "not enough free CPU on the NUMA node of the free GPUs")
+            verdicts.fail(
+                columns.cpu_elsewhere, "not enough free CPU on the NUMA node of the free GPUs"
+            )
         return verdicts.build()
+
+    @staticmethod
+    def _refresh_filter(
+        columns: _FilterColumns,
+        pod: PodRequest,
+        wanted: _PodTopology,
+        snapshot: ClusterSnapshot,
+        rows: IntArray,
+    ) -> None:
+        no_set, no_free_set, cpu_elsewhere = _failing_conditions(pod, wanted, snapshot, rows)
+        columns.no_set[rows], columns.no_free_set[rows] = no_set, no_free_set
+        if cpu_elsewhere is not None:
+            columns.cpu_elsewhere[rows] = cpu_elsewhere
+        columns.mark(snapshot, rows)
 
     def filter_rows(
         self, state: CycleState, pod: PodRequest, snapshot: ClusterSnapshot, rows: IntArray
     ) -> npt.NDArray[np.bool_]:
         wanted = self._wanted(state, pod)
-        passed = np.ones(len(rows), dtype=np.bool_)
         if pod.gpus == 0 or wanted.requirement == NO_REQUIREMENT:
-            return passed
-        for masks in (snapshot.whole_gpu_mask, snapshot.full_free_mask):
-            passed &= snapshot.best_set_rank(masks, pod.gpus, wanted.requirement, rows) > 0
-        if wanted.cpu_on_gpu_numa:
-            aligned = np.zeros(len(rows), dtype=np.bool_)
-            for numa in range(snapshot.max_numa):
-                local = snapshot.full_free_mask & snapshot.numa_gpu_mask[:, numa]
-                fits = snapshot.best_set_rank(local, pod.gpus, wanted.requirement, rows) > 0
-                aligned |= fits & (snapshot.numa_cpu_free[rows, numa] >= pod.cpu_milli)
-            passed &= aligned
+            return np.ones(len(rows), dtype=np.bool_)
+        no_set, no_free_set, cpu_elsewhere = _failing_conditions(pod, wanted, snapshot, rows)
+        failing = no_set | no_free_set
+        if cpu_elsewhere is not None:
+            failing |= cpu_elsewhere
+        passed: npt.NDArray[np.bool_] = ~failing
         return passed
 
     def pre_score(
@@ -215,6 +235,31 @@ class GPUTopology:
             wanted = _PodTopology(requirement, policy, defaulted, aligned)
             state.write(self._state_key, wanted)
         return wanted
+
+
+def _failing_conditions(
+    pod: PodRequest, wanted: _PodTopology, snapshot: ClusterSnapshot, rows: IntArray
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+    """For `rows`: no k-GPU set meeting the requirement among all of the node's GPUs, none among
+    its free GPUs, and (when the pod's CPU must be on the GPUs' NUMA node; else None) no NUMA
+    node with both such a free set and the pod's CPU."""
+    k, requirement, free = pod.gpus, wanted.requirement, snapshot.full_free_mask
+    no_set = snapshot.best_set_rank(snapshot.whole_gpu_mask, k, requirement, rows) == 0
+    no_free_set = snapshot.best_set_rank(free, k, requirement, rows) == 0
+    if not wanted.cpu_on_gpu_numa:
+        return no_set, no_free_set, None
+    aligned = np.zeros(len(rows), dtype=np.bool_)
+    for numa in range(snapshot.max_numa):
+        local = free & snapshot.numa_gpu_mask[:, numa]
+        fits = snapshot.best_set_rank(local, k, requirement, rows) > 0
+        aligned |= fits & (snapshot.numa_cpu_free[rows, numa] >= pod.cpu_milli)
+    return no_set, no_free_set, ~aligned
+
+
+def _filter_key(pod: PodRequest, wanted: _PodTopology) -> tuple[object, ...]:
+    """Everything of the pod the filter's conditions read."""
+    cpu = pod.cpu_milli if wanted.cpu_on_gpu_numa else 0
+    return (pod.gpus, wanted.requirement, wanted.cpu_on_gpu_numa, cpu)
 
 
 def _fail_by_numa_counts(

@@ -23,7 +23,7 @@ def test_warm_columns_match_a_cold_plugin(seed: int) -> None:
     rng = random.Random(seed)
     snapshot = ClusterSnapshot(build_nodes(synthetic_pools(12, "mixed")))
     framework = Framework(load_profile("gpusched"))
-    warm = (node_resources_fit.new(None), load_aware.new(None), gpu_topology.new(None))
+    warm = _plugins()
     decisions = []
     for pod in synthetic_pods(120, seed=seed):
         decision = framework.schedule_one(pod, snapshot)
@@ -38,24 +38,44 @@ def test_warm_columns_match_a_cold_plugin(seed: int) -> None:
                 np.where(np.arange(len(snapshot)) % 3 == 0, 900.0, 1.0),
                 60.0,
             )
-        cold = (node_resources_fit.new(None), load_aware.new(None), gpu_topology.new(None))
+        cold = _plugins()
         everyone = np.arange(len(snapshot))
         answers = []
-        for fit, load, topology in (warm, cold):
+        for fit, load, topology, seeds in (warm, cold):
             state = CycleState()
             verdicts = fit.filter(state, pod, snapshot)
+            by_topology = topology.filter(state, pod, snapshot)
+            by_seeds = seeds.filter(CycleState(), pod, snapshot)
             answers.append(
                 (
                     [verdicts.status(i, "fit").message() for i in range(len(snapshot))],
                     load.score(state, pod, snapshot, everyone).tolist(),
                     topology.score(state, pod, snapshot, everyone).tolist(),
+                    [by_topology.status(i, "t").message() for i in range(len(snapshot))],
+                    [by_seeds.status(i, "s").message() for i in range(len(snapshot))],
                     topology.filter_rows(state, pod, snapshot, everyone).tolist(),
-                    topology.filter(state, pod, snapshot).passed.tolist(),
+                    by_topology.passed.tolist(),
                     fit.filter_rows(state, pod, snapshot, everyone).tolist(),
                     verdicts.passed.tolist(),
                 )
             )
         warm_answer, cold_answer = answers
-        assert warm_answer[:3] == cold_answer[:3]
-        assert warm_answer[3] == warm_answer[4]  # the row form agrees with the whole filter
-        assert warm_answer[5] == warm_answer[6]
+        assert warm_answer[:5] == cold_answer[:5]
+        assert warm_answer[5] == warm_answer[6]  # the row form agrees with the whole filter
+        assert warm_answer[7] == warm_answer[8]
+
+
+def _plugins() -> tuple[
+    node_resources_fit.NodeResourcesFit,
+    load_aware.LoadAware,
+    gpu_topology.GPUTopology,
+    gpu_topology.GPUTopology,
+]:
+    """Fit, LoadAware, GPUTopology, and GPUTopology under the seeds' name (every multi-GPU pod
+    on one NUMA node)."""
+    return (
+        node_resources_fit.new(None),
+        load_aware.new(None),
+        gpu_topology.new(None),
+        gpu_topology.new(None, name=gpu_topology.SEEDS_NAME),
+    )
