@@ -9,7 +9,11 @@ scheduling cycle every `every_s` seconds (never per request) and recorded for th
   "now".
 
 Bounded: the first `max_workloads` waiting workloads in queue order are replayed (the others
-are unknown, "behind the first N in the queue"), on the forecast's geometric grid and horizon.
+are unknown, "behind the first N in the queue"), on the forecast's geometric grid and horizon. And
+the estimates take at most `max_share` of the worker's time: a run that took d seconds is followed
+by the next no sooner than d / max_share seconds after it started (a replay of a deep backlog on
+thousands of nodes takes seconds; measured, issue 21, it was most of the worker's time at 5,000
+nodes).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from scheduling.models import Pod, Workload
 from scheduling.runtime_feed import RuntimeFeed
 
 EVERY_S = 30.0
+MAX_SHARE = 0.1  # of the worker's time
 MAX_WORKLOADS = 200
 NO_PREDICTION = "no finished workload to predict from yet"
 
@@ -39,10 +44,15 @@ class StartEstimator:
     every_s: float = EVERY_S
     max_workloads: int = MAX_WORKLOADS
     monotonic: Callable[[], float] = time.monotonic
+    max_share: float | None = MAX_SHARE  # None: every `every_s` whatever a run costs
     _ran_at: float = field(default=-float("inf"), init=False)
+    _took_s: float = field(default=0.0, init=False)
 
     def due(self) -> bool:
-        return self.monotonic() - self._ran_at >= self.every_s
+        wait = self.every_s
+        if self.max_share:
+            wait = max(wait, self._took_s / self.max_share)
+        return self.monotonic() - self._ran_at >= wait
 
     def run(
         self,
@@ -57,6 +67,22 @@ class StartEstimator:
     ) -> int:
         """Estimate and record; returns how many workloads were estimated."""
         self._ran_at = self.monotonic()
+        try:
+            return self._run(framework, cluster, feed, book, horizon_s, now, admits=admits)
+        finally:
+            self._took_s = self.monotonic() - self._ran_at
+
+    def _run(
+        self,
+        framework: Framework,
+        cluster: ClusterState,
+        feed: RuntimeFeed,
+        book: ReservationBook,
+        horizon_s: float,
+        now: datetime,
+        *,
+        admits: bool,
+    ) -> int:
         at = now.timestamp()
         setup = selectors.queue_setup()
         managed = admits and setup.managed
@@ -92,15 +118,18 @@ class StartEstimator:
         feed.refresh(sorted(k for k in keys if k))
         predictions = {w.pk: feed.prediction(f"{w.tenant.name}/{w.name}", at) for w in order}
         queued_of = {w.pk: q for w, q in queued}
+        # Predicted ends (p50, p90) per workload of the held pods: thousands of pods, few workloads
+        held_ends: dict[str, tuple[float, float] | None] = {}
+        for key in {h.pod.workload for h in held.values()}:
+            p = feed.prediction(key, at)
+            started = feed.started_at(key) or at  # bound, starting now
+            held_ends[key] = None if p is None else (started + p.p50_s, started + p.p90_s)
         starts = {}
         for quantile in ("p50", "p90"):
 
             def end(h: HeldPod, quantile: str = quantile) -> float | None:
-                p = feed.prediction(h.pod.workload, at)
-                if p is None:
-                    return None
-                started = feed.started_at(h.pod.workload) or at  # bound, starting now
-                return started + (p.p50_s if quantile == "p50" else p.p90_s)
+                ends = held_ends[h.pod.workload]
+                return None if ends is None else ends[0 if quantile == "p50" else 1]
 
             waiting = []
             for w in order:

@@ -43,7 +43,7 @@ class Run:
             Framework(load_profile("topology")), identity="w1"
         )
         self.cycle.clock = lambda: self.now
-        self.cycle.estimator = StartEstimator(every_s=0)
+        self.cycle.estimator = StartEstimator(every_s=0, max_share=None)
         self.cycle.runtime_feed = RuntimeFeed(refresh_every_s=0)
 
     def step(self, seconds: float = 0.0) -> None:
@@ -98,3 +98,27 @@ def test_without_any_finished_job_the_start_is_unknown_with_the_reason() -> None
     assert waiting.start_p50 is None and waiting.start_p90 is None
     assert "no predicted end" in waiting.start_unknown_reason
     assert "no finished workload" in waiting.start_unknown_reason
+
+
+def test_estimates_take_at_most_their_share_of_the_worker() -> None:
+    """A run that took 2 s waits 20 s (a tenth of the time) before the next, even though
+    `every_s` is 1 s; a cheap run waits `every_s`."""
+    clock = [100.0]
+    estimator = StartEstimator(every_s=1.0, max_share=0.1, monotonic=lambda: clock[0])
+    took = [2.0]
+
+    def replay(*args: object, **kwargs: object) -> int:
+        clock[0] += took[0]
+        return 0
+
+    estimator._run = replay  # type: ignore[method-assign]
+    assert estimator.due()
+    estimator.run(None, None, None, None, 0.0, timezone.now(), admits=False)  # type: ignore[arg-type]
+    clock[0] = 100.0 + 19.0
+    assert not estimator.due()
+    clock[0] = 100.0 + 20.0
+    assert estimator.due()
+    took[0] = 0.01
+    estimator.run(None, None, None, None, 0.0, timezone.now(), admits=False)  # type: ignore[arg-type]
+    clock[0] += 1.0
+    assert estimator.due()
