@@ -114,6 +114,7 @@ class CycleReport:
     snapshot_s: float = 0.0
     schedule_s: float = 0.0
     commit_s: float = 0.0
+    estimate_s: float = 0.0  # estimated starts (every few seconds, not every cycle)
     side_counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -146,7 +147,9 @@ class SchedulingCycle:
         try:
             report = self._cycle()
             if report.synced and self.estimator.due():
+                started = time.perf_counter()
                 report.estimated = self._estimate()
+                report.estimate_s = time.perf_counter() - started
             return report
         except Exception:
             # Whatever the snapshot assumed in this cycle may not be committed: start afresh.

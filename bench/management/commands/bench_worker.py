@@ -96,7 +96,7 @@ class Command(BaseCommand):
         return {"side": "database", **self._time(worker, options)}
 
     def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:
-        phases = ("admission_s", "snapshot_s", "schedule_s", "commit_s")
+        phases = ("admission_s", "snapshot_s", "schedule_s", "commit_s", "estimate_s")
         totals: dict[str, float] = {"cycles": 0, **dict.fromkeys(phases, 0.0)}
         started = time.perf_counter()
         while True:
