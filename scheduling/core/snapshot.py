@@ -228,7 +228,9 @@ class ClusterSnapshot:
         if len(rows) < len(self.choosers):
             # A few rows (a warm cache's stale nodes, one preemption trial): one lookup per row
             # beats one pass per topology.
-            for j, (i, topology) in enumerate(zip(rows.tolist(), topology_of_row.tolist())):
+            for j, (i, topology) in enumerate(
+                zip(rows.tolist(), topology_of_row.tolist(), strict=True)
+            ):
                 chooser = self.choosers[topology]
                 if k <= chooser.gpu_count:
                     ranks[j] = chooser.ranks(masks[i : i + 1], k, requirement)[0]

@@ -368,9 +368,7 @@ def test_learned_mix_is_installed_only_when_it_drifts() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(
-    shapes=st.lists(
-        st.sampled_from([(4000, 500), (2000, 0), (8000, 1), (2000, 250)]), max_size=60
-    ),
+    shapes=st.lists(st.sampled_from([(4000, 500), (2000, 0), (8000, 1), (2000, 250)]), max_size=60),
     recent=st.integers(1, 12),
 )
 def test_learned_mix_is_the_typical_mix_of_the_recent_window(
