@@ -247,21 +247,34 @@ class ClusterSnapshot:
         GPUs only); what is lent already is subtracted."""
         if lendable.shape != self.gpu_lendable.shape:
             raise ValueError("lendable milli must cover every node and GPU slot of the snapshot")
-        self.gpu_lendable = np.maximum(lendable, 0)
+        lendable = np.maximum(lendable, 0)
+        changed = (lendable != self.gpu_lendable).any(axis=1)
+        self.gpu_lendable = lendable
         self._refresh_gpu_columns(slice(None))
-        self.generation += 1  # every node's reclaimable capacity may have changed
+        # Only the nodes whose lendable capacity changed: a cycle's columns stay warm elsewhere.
+        self.generation[changed] += 1
 
     def refresh_load(self, load: FloatArray, age_s: FloatArray, fresh_for_s: float) -> None:
         """Replace the load estimate with measurements (see scheduling.core.load), which count as
-        fresh for `fresh_for_s` (the one freshness window telemetry uses too)."""
+        fresh for `fresh_for_s` (the one freshness window telemetry uses too). The arrays are
+        new ones (the snapshot's own are compared with them to find the nodes that changed)."""
         if load.shape != self.gpu_load.shape or age_s.shape != self.load_age_s.shape:
             raise ValueError("load arrays must cover every node and GPU slot of the snapshot")
+        node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
+        was_stale = self.load_stale
+        changed = (
+            (load != self.gpu_load).any(axis=1)
+            | (node_load != self.node_load)
+            | (age_s != self.load_age_s)
+        )
         self.gpu_load = load
-        self.node_load = np.where(self.gpu_free >= 0, load, 0.0).sum(axis=1)
+        self.node_load = node_load
         self.load_age_s = age_s
         self.load_fresh_for_s = fresh_for_s
         self._count_stale_load()
-        self.generation += 1  # every node's load may have changed
+        # Only the nodes whose load, age or staleness changed: the others' columns stay warm
+        # (without telemetry, or with nodes that report nothing new, that is most of them).
+        self.generation[changed | (self.load_stale != was_stale)] += 1
 
     def _count_stale_load(self) -> None:
         self.load_stale: BoolArray = self.load_age_s > self.load_fresh_for_s

@@ -79,3 +79,19 @@ def _plugins() -> tuple[
         gpu_topology.new(None),
         gpu_topology.new(None, name=gpu_topology.SEEDS_NAME),
     )
+
+
+def test_refreshed_measurements_touch_only_the_nodes_they_change() -> None:
+    snapshot = ClusterSnapshot(build_nodes(synthetic_pools(6, "mixed")))
+    before = snapshot.generation.copy()
+    snapshot.refresh_load(snapshot.gpu_load.copy(), snapshot.load_age_s.copy(), 60.0)
+    snapshot.refresh_reclaimable(snapshot.gpu_lendable.copy())
+    assert snapshot.generation.tolist() == before.tolist()
+    load, age = snapshot.gpu_load.copy(), snapshot.load_age_s.copy()
+    load[2, 0] = 0.5
+    age[4] = 1.0  # node 4 measured now: fresh, no longer stale
+    snapshot.refresh_load(load, age, 60.0)
+    lendable = snapshot.gpu_lendable.copy()
+    lendable[1, 3] = 300
+    snapshot.refresh_reclaimable(lendable)
+    assert np.flatnonzero(snapshot.generation != before).tolist() == [1, 2, 4]
