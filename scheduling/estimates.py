@@ -8,9 +8,9 @@ scheduling cycle every `every_s` seconds (never per request) and recorded for th
   p90 predictions. What cannot be placed in the replay gets "unknown" with the reason, never
   "now".
 
-Bounded: the first `max_workloads` waiting workloads in queue order are replayed (the others
-are unknown, "behind the first N in the queue"), on the forecast's geometric grid and horizon. And
-the estimates take at most `max_share` of the worker's time: a run that took d seconds is followed
+Bounded: of the waiting workloads in queue order, the first `max_workloads`, and no more of them
+than hold `max_pods` pending pods together (the first always), are replayed (the others are not
+estimated this time), on the forecast's geometric grid and horizon. And the estimates take at most `max_share` of the worker's time: a run that took d seconds is followed
 by the next no sooner than d / max_share seconds after it started (a replay of a deep backlog on
 thousands of nodes takes seconds; measured, issue 21, it was most of the worker's time at 5,000
 nodes).
@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from django.db.models import Count
 
 from scheduling import cluster_state, selectors, services
 from scheduling.cluster_state import ClusterState
@@ -36,6 +38,7 @@ from scheduling.runtime_feed import RuntimeFeed
 EVERY_S = 30.0
 MAX_SHARE = 0.1  # of the worker's time
 MAX_WORKLOADS = 200
+MAX_PODS = 2000
 NO_PREDICTION = "no finished workload to predict from yet"
 
 
@@ -43,6 +46,7 @@ NO_PREDICTION = "no finished workload to predict from yet"
 class StartEstimator:
     every_s: float = EVERY_S
     max_workloads: int = MAX_WORKLOADS
+    max_pods: int = MAX_PODS
     monotonic: Callable[[], float] = time.monotonic
     max_share: float | None = MAX_SHARE  # None: every `every_s` whatever a run costs
     _ran_at: float = field(default=-float("inf"), init=False)
@@ -72,6 +76,23 @@ class StartEstimator:
         finally:
             self._took_s = self.monotonic() - self._ran_at
 
+    def _within_pod_budget(self, order: list[Workload]) -> list[Workload]:
+        """The first workloads of `order` whose pending pods add up to at most `max_pods` (the
+        first always): the replay costs a placement per pod and grid step."""
+        pending = dict(
+            Pod.objects.filter(workload__in=order, phase=Pod.Phase.PENDING)
+            .values_list("workload_id")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        kept, pods = [], 0
+        for w in order:
+            pods += pending.get(w.pk, 0)
+            if kept and pods > self.max_pods:
+                break
+            kept.append(w)
+        return kept
+
     def _run(
         self,
         framework: Framework,
@@ -97,7 +118,7 @@ class StartEstimator:
             .select_related("tenant")
             .order_by("-priority", "created_at", "id")[: self.max_workloads]
         )
-        order = [*unplaced, *(w for w, _ in queued)]
+        order = self._within_pod_budget([*unplaced, *(w for w, _ in queued)])
         if not order:
             return 0
         pods: dict[int, list[PodRequest]] = {w.pk: [] for w in order}

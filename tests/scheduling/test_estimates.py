@@ -122,3 +122,20 @@ def test_estimates_take_at_most_their_share_of_the_worker() -> None:
     estimator.run(None, None, None, None, 0.0, timezone.now(), admits=False)  # type: ignore[arg-type]
     clock[0] += 1.0
     assert estimator.due()
+
+
+def test_the_replay_stops_at_the_pod_budget_in_queue_order() -> None:
+    """Three 8-GPU workloads wait behind a running one; with room for two pods in the replay,
+    the first two in queue order are estimated and the third is left for a later run."""
+    factories.nodes(1)
+    run = Run(timezone.now())
+    run.cycle.estimator = StartEstimator(every_s=0, max_share=None, max_pods=2)
+    submit("running", duration_s=600)
+    run.step(1)
+    for name in ("wait-1", "wait-2", "wait-3"):
+        submit(name, duration_s=600)
+    run.step(1)
+    estimated = set(
+        Workload.objects.filter(estimated_at__isnull=False).values_list("name", flat=True)
+    )
+    assert estimated == {"wait-1", "wait-2"}
