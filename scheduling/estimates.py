@@ -85,7 +85,8 @@ class StartEstimator:
             .annotate(n=Count("id"))
             .order_by()
         )
-        kept, pods = [], 0
+        kept: list[Workload] = []
+        pods = 0
         for w in order:
             pods += pending.get(w.pk, 0)
             if kept and pods > self.max_pods:
