@@ -64,7 +64,7 @@ from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import PodRequest, ServiceClass
+from scheduling.core.types import NodeSpec, PodRequest, ServiceClass
 from scheduling.estimates import StartEstimator
 from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
@@ -137,8 +137,9 @@ class SchedulingCycle:
     reservations: ReservationBook = field(default_factory=ReservationBook)
     estimator: StartEstimator = field(default_factory=StartEstimator)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
-    # Feasibility over the emptied cluster, kept while the snapshot it was built from is current.
-    _feasibility: tuple[ClusterSnapshot, EmptyClusterFeasibility] | None = field(
+    # Feasibility over the emptied cluster, kept while the nodes it was built from are current
+    # (a rebuilt snapshot, or a cordon set or lifted in place, gives a new list of them).
+    _feasibility: tuple[list[NodeSpec], EmptyClusterFeasibility] | None = field(
         default=None, init=False, repr=False
     )
 
@@ -394,9 +395,9 @@ class SchedulingCycle:
         cluster = self.cache.state()
         if not cluster.snapshot.nodes:
             return None
-        if self._feasibility is None or self._feasibility[0] is not cluster.snapshot:
+        if self._feasibility is None or self._feasibility[0] is not cluster.snapshot.nodes:
             self._feasibility = (
-                cluster.snapshot,
+                cluster.snapshot.nodes,
                 EmptyClusterFeasibility(
                     self.framework, cluster.snapshot.nodes, cluster.quarantined
                 ),
