@@ -23,6 +23,7 @@ from dashboard.selectors import node as node_docs
 from dashboard.selectors import placements as placement_docs
 from dashboard.selectors import queues as queue_docs
 from dashboard.selectors import tenants as tenant_docs
+from scheduling.cache import ClusterCache
 from scheduling.events import (
     EVENT_TYPES,
     AllocationPromoted,
@@ -150,12 +151,18 @@ class ClusterView(LiveView):
     sample_every = 5.0
     HANDLES = NODE_EVENTS | QUEUE_EVENTS  # the stranded count depends on the whole queue
 
+    def __init__(self, param: str = "") -> None:
+        super().__init__(param)
+        # The scheduler's snapshot, kept current from the outbox as the scheduler keeps its own:
+        # what the stranded count is judged on.
+        self.cluster = ClusterCache()
+
     def build(self) -> State:
         docs = cluster_docs.cluster_nodes()
         return {
             "nodes": docs.nodes,
             "topologies": docs.topologies,
-            "summary": {"all": cluster_docs.cluster_summary(docs.nodes, docs.topologies)},
+            "summary": {"all": cluster_docs.cluster_summary(docs.nodes, self.cluster)},
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
@@ -174,7 +181,7 @@ class ClusterView(LiveView):
             _put(changes, "topologies", diff(topologies, wanted))
             topologies = wanted
         # Any change may move the totals (the stranded count depends on the whole queue).
-        summary = {"all": cluster_docs.cluster_summary(nodes, topologies)}
+        summary = {"all": cluster_docs.cluster_summary(nodes, self.cluster)}
         _put(changes, "summary", diff(state["summary"], summary))
         return changes
 

@@ -34,9 +34,9 @@ RESYNC_S = 300.0
 
 
 class ClusterCache:
-    # What moves the snapshot: a node change rebuilds it (as an unknown event does), and so do
-    # GPU ids corrected to what pods really hold (rare); the rest of the outbox concerns queues
-    # and pages, not what nodes hold.
+    # What moves the snapshot: a node change rebuilds it (as an unknown event does), but for a
+    # cordon set or lifted, applied in place; so do GPU ids corrected to what pods really hold
+    # (rare); the rest of the outbox concerns queues and pages, not what nodes hold.
     REBUILDS_ON: EventTypes = frozenset({NodeChanged, GpusObserved, UnknownEvent})
     # A release on a quarantined node may have made it consistent: that also rebuilds.
     HANDLES: EventTypes = frozenset({AllocationReleased, AllocationPromoted, PodBound})
@@ -70,7 +70,7 @@ class ClusterCache:
     def _apply_new_events(self, state: ClusterState) -> bool:
         """False when an event needs a rebuild."""
         new = events.read_after(self._cursor)
-        if any(type(event) in self.REBUILDS_ON for _, event in new):
+        if any(_rebuilds(event, state) for _, event in new):
             return False
         if state.quarantined and any(
             isinstance(event, AllocationReleased) and event.node in state.quarantined
@@ -90,7 +90,9 @@ class ClusterCache:
         bound_elsewhere: list[str] = []
         for event_id, event in new:
             self._cursor = event_id
-            if isinstance(event, AllocationReleased):
+            if isinstance(event, NodeChanged):  # cordon only (_rebuilds)
+                state.snapshot.cordon(event.node, event.cordoned)
+            elif isinstance(event, AllocationReleased):
                 held = state.held.pop(event.pod_uid, None)
                 if held is not None:
                     state.snapshot.forget(*held)
@@ -127,3 +129,9 @@ class ClusterCache:
         self._built_at = self.monotonic()
         self.rebuilds += 1
         return self._state
+
+
+def _rebuilds(event: events.EventPayload, state: ClusterState) -> bool:
+    if isinstance(event, NodeChanged) and event.cordon_only:
+        return event.node not in state.snapshot.index
+    return type(event) in ClusterCache.REBUILDS_ON

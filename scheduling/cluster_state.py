@@ -8,9 +8,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import reduce
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from scheduling import pod_resources
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
@@ -22,6 +23,7 @@ from scheduling.core.types import (
     NodeSpec,
     Placement,
     PodRequest,
+    Resources,
     ServiceClass,
     SharingMode,
     Taint,
@@ -37,6 +39,7 @@ from scheduling.models import (
     Node,
     NodeNuma,
     Pod,
+    Workload,
 )
 
 
@@ -189,35 +192,36 @@ def topology_to_json(topology: NodeTopology) -> dict[str, Any]:
 
 
 def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRequest, Placement]]:
-    """Reserved and bound allocations (of the given pods, or all) as (request, placement) pairs."""
+    """Reserved and bound allocations (of the given pods, or all) as (request, placement) pairs.
+    Read as plain rows of the columns used: a rebuild reads every allocation of the cluster."""
     # In bind order, so the snapshot's pod index knows which pods started most recently.
-    allocations = (
-        Allocation.objects.filter(active=True)
-        .select_related("pod__workload__tenant", "node")
-        .order_by("id")
-    )
-    assignment_rows = GpuAssignment.objects.filter(active=True).select_related("gpu")
+    allocations = Allocation.objects.filter(active=True).order_by("id")
+    assignment_rows = GpuAssignment.objects.filter(active=True)
     if pod_uids is not None:
         allocations = allocations.filter(pod__uid__in=pod_uids)
         assignment_rows = assignment_rows.filter(allocation__in=allocations)
-    assignments: dict[int, list[GpuAssignment]] = defaultdict(list)
-    for assignment in assignment_rows:
-        assignments[assignment.allocation_id].append(assignment)
-    for allocation in allocations:
-        gpus = assignments[allocation.id]
-        whole_or_shared = [a for a in gpus if a.mig_slot is None]
+    # Per allocation: (GPU index, MIG slot or None, milli, reclaimed) of each GPU it holds.
+    assignments: dict[int, list[tuple[int, int | None, int, bool]]] = defaultdict(list)
+    for allocation_id, index, slot, milli, reclaimed in assignment_rows.values_list(
+        "allocation_id", "gpu__index", "mig_slot", "milli", "reclaimed"
+    ):
+        assignments[allocation_id].append((index, slot, milli, reclaimed))
+    pod_columns = [f"pod__{column}" for column in _POD_ROW]
+    for allocation_id, node, numa_cpu_milli, scope, *pod in allocations.values_list(
+        "id", "node__name", "numa_cpu_milli", "scope", *pod_columns
+    ):
+        gpus = assignments[allocation_id]
+        whole_or_shared = [g for g in gpus if g[1] is None]
         yield (
-            pod_request(allocation.pod),
+            _pod_request_of_row(pod),
             Placement(
-                node=allocation.node.name,
-                gpu_indices=tuple(sorted(a.gpu.index for a in whole_or_shared)),
-                milli_per_gpu=whole_or_shared[0].milli if whole_or_shared else 0,
-                mig_slots=tuple(
-                    sorted((a.gpu.index, a.mig_slot) for a in gpus if a.mig_slot is not None)
-                ),
-                numa_cpu_milli=tuple(allocation.numa_cpu_milli),
-                scope=TopologyScope(allocation.scope) if allocation.scope else None,
-                reclaimed=any(a.reclaimed for a in whole_or_shared),
+                node=node,
+                gpu_indices=tuple(sorted(g[0] for g in whole_or_shared)),
+                milli_per_gpu=whole_or_shared[0][2] if whole_or_shared else 0,
+                mig_slots=tuple(sorted((g[0], g[1]) for g in gpus if g[1] is not None)),
+                numa_cpu_milli=tuple(numa_cpu_milli),
+                scope=TopologyScope(scope) if scope else None,
+                reclaimed=any(g[3] for g in whole_or_shared),
             ),
         )
 
@@ -225,32 +229,117 @@ def active_placements(pod_uids: list[str] | None = None) -> Iterable[tuple[PodRe
 def pod_request(pod: Pod) -> PodRequest:
     """The pod as the core sees it. An admitted workload's flavors add their node labels to the
     pod's node selector and their tolerations to its tolerations."""
-    workload = pod.workload
-    selector = dict(pod.node_selector)
-    if workload.node_selector:
-        selector.update(workload.node_selector)
-    tolerations = list(pod.tolerations) + list(workload.tolerations or [])
-    return PodRequest.of(
-        pod_resources.resources_of(pod),
-        uid=str(pod.uid),
-        name=pod.name,
-        namespace=pod.workload.tenant.namespace,
-        tenant=pod.workload.tenant.name,
-        priority=pod.priority,
-        service_class=ServiceClass(pod.service_class),
-        gpu_models=frozenset(pod.gpu_models),
-        topology_policy=TopologyPolicy(pod.topology_policy) if pod.topology_policy else None,
-        topology_scope=TopologyScope(pod.topology_scope) if pod.topology_scope else None,
-        node_selector=selector,
-        tolerations=tolerations_from_json(tolerations),
-        gang=GangRef(f"{pod.workload_id}/{pod.pod_set}", pod.gang_min_count)
-        if pod.gang_min_count
-        else None,
-        workload=f"{workload.tenant.name}/{workload.name}",
-        created_at=pod.created_at.timestamp() if pod.created_at else 0.0,
-        can_preempt=workload.preemption_policy != "Never",
-        nominated_node=pod.nominated_node,
+    return _pod_request_of_row([reduce(getattr, path.split("__"), pod) for path in _POD_ROW])
+
+
+# What the filters read of a pod besides its resources (its identity aside), as Pod columns in
+# _request's order; the last two are its workload's flavors'.
+_CONSTRAINTS = (
+    "service_class",
+    "gpu_models",
+    "topology_policy",
+    "topology_scope",
+    "node_selector",
+    "tolerations",
+    "workload__node_selector",
+    "workload__tolerations",
+)
+# Who the pod is, in _pod_request_of_row's order.
+_IDENTITY = (
+    "uid",
+    "name",
+    "workload__tenant__namespace",
+    "workload__tenant__name",
+    "workload__name",
+    "workload_id",
+    "pod_set",
+    "gang_min_count",
+    "priority",
+    "created_at",
+    "workload__preemption_policy",
+    "nominated_node",
+)
+# Everything pod_request reads of a Pod row (a values_list of these, or the same paths walked on
+# a Pod object).
+_POD_ROW = (*pod_resources.COLUMNS, *_CONSTRAINTS, *_IDENTITY)
+
+
+def _pod_request_of_row(values: Sequence[Any]) -> PodRequest:
+    width, constraints = len(pod_resources.COLUMNS), len(_CONSTRAINTS)
+    (
+        uid,
+        name,
+        namespace,
+        tenant,
+        workload,
+        workload_id,
+        pod_set,
+        gang_min_count,
+        priority,
+        created_at,
+        preemption_policy,
+        nominated_node,
+    ) = values[width + constraints :]
+    return _request(
+        pod_resources.from_values(values[:width]),
+        *values[width : width + constraints],
+        uid=str(uid),
+        name=name,
+        namespace=namespace,
+        tenant=tenant,
+        priority=priority,
+        gang=GangRef(f"{workload_id}/{pod_set}", gang_min_count) if gang_min_count else None,
+        workload=f"{tenant}/{workload}",
+        created_at=created_at.timestamp() if created_at else 0.0,
+        can_preempt=preemption_policy != "Never",
+        nominated_node=nominated_node,
     )
+
+
+def _request(
+    resources: Resources,
+    service_class: str,
+    gpu_models: Iterable[str],
+    topology_policy: str,
+    topology_scope: str,
+    node_selector: Mapping[str, str],
+    tolerations: Iterable[Mapping[str, Any]],
+    flavor_selector: Mapping[str, str] | None,
+    flavor_tolerations: Iterable[Mapping[str, Any]] | None,
+    **identity: Any,
+) -> PodRequest:
+    return PodRequest.of(
+        resources,
+        service_class=ServiceClass(service_class),
+        gpu_models=frozenset(gpu_models),
+        topology_policy=TopologyPolicy(topology_policy) if topology_policy else None,
+        topology_scope=TopologyScope(topology_scope) if topology_scope else None,
+        node_selector={**node_selector, **(flavor_selector or {})},
+        tolerations=tolerations_from_json([*tolerations, *(flavor_tolerations or [])]),
+        **identity,
+    )
+
+
+def waiting_shapes() -> list[PodRequest]:
+    """One pod of each distinct shape (resources and what the filters read) among the pods that
+    wait, for quota or for a node, and ask for whole or shared GPUs; the most common shape first."""
+    width = len(pod_resources.COLUMNS)
+    rows = (
+        Pod.objects.filter(phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES)
+        .filter(Q(gpus__gt=0) | Q(gpu_milli__gt=0))
+        .values_list(*pod_resources.COLUMNS, *_CONSTRAINTS)
+        .annotate(pods=Count("id"))
+        .order_by("-pods")
+    )
+    return [
+        _request(
+            pod_resources.from_values(row[:width]),
+            *row[width:-1],
+            uid=f"shape-{k}",
+            name=f"shape-{k}",
+        )
+        for k, row in enumerate(rows)
+    ]
 
 
 def tolerations_from_json(docs: Iterable[Mapping[str, Any]]) -> tuple[Toleration, ...]:

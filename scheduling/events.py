@@ -39,6 +39,9 @@ class NodeChanged(EventPayload):
     cordoned: bool
     gpus: int
     labels: dict[str, str] = field(default_factory=dict)
+    # Only `cordoned` changed (a reader may apply it in place); False: anything about the node
+    # may have (capacity, GPUs, labels, taints), and so for rows written before this field.
+    cordon_only: bool = False
 
 
 @dataclass(frozen=True)

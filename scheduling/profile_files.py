@@ -16,6 +16,7 @@ from scheduling.core.profiles import Profile, load_profiles
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 CONFIG_MAP_KEY = "profile.yaml"
+DEFAULT = "gpusched"  # what runscheduler runs unless told otherwise
 
 
 def available() -> list[str]:

@@ -3,6 +3,7 @@ count, and per-node telemetry."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter, defaultdict
@@ -11,31 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.selectors import Doc, iso
-from scheduling.cluster_state import topology_from_json
-from scheduling.core.gpu_sets import GpuSetChooser, Requirement
-from scheduling.core.topology import uniform
-from scheduling.core.types import (
-    MILLI_PER_GPU,
-    PodRequest,
-    SharingMode,
-    TopologyPolicy,
-    TopologyScope,
-)
-from scheduling.models import (
-    Gpu,
-    GpuAssignment,
-    Node,
-    Pod,
-    Workload,
-)
+from scheduling import cluster_state, profile_files
+from scheduling.cache import ClusterCache
+from scheduling.core.scheduler import Framework
+from scheduling.core.stranded import stranded_gpus
+from scheduling.core.types import MILLI_PER_GPU, SharingMode
+from scheduling.models import Gpu, GpuAssignment, Node
 from telemetry import selectors as telemetry
-
-SHAREABLE = frozenset(mode.value for mode in SharingMode if mode.shareable)
 
 
 def topology_key(doc: dict[str, Any]) -> str:
@@ -131,90 +117,28 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
     return result
 
 
-@dataclass(frozen=True)
-class _Demand:
-    """One distinct shape among the pending pods (what the stranded count is measured against)."""
-
-    gpus: int
-    gpu_milli: int
-    cpu_milli: int
-    memory_mib: int
-    models: frozenset[str]
-    requirement: Requirement
-
-
-def _pending_demands() -> list[_Demand]:
-    rows = (
-        Pod.objects.filter(
-            phase=Pod.Phase.PENDING,
-            workload__state__in=Workload.ACTIVE_STATES,
-        )
-        .filter(Q(gpus__gt=0) | Q(gpu_milli__gt=0))
-        .order_by()
-        .values_list(
-            "gpus",
-            "gpu_milli",
-            "cpu_milli",
-            "memory_mib",
-            "gpu_models",
-            "topology_policy",
-            "topology_scope",
-        )
-        .distinct()
-    )
-    demands = set()
-    for gpus, milli, cpu, mem, models, policy, scope in rows:
-        request = PodRequest(
-            uid="",
-            gpus=gpus,
-            gpu_milli=milli,
-            topology_policy=TopologyPolicy(policy) if policy else None,
-            topology_scope=TopologyScope(scope) if scope else None,
-        )
-        demands.add(
-            _Demand(gpus, milli, cpu, mem, frozenset(models or ()), Requirement.of(request))
-        )
-    return sorted(demands, key=repr)
-
-
-def cluster_summary(nodes: Mapping[str, Doc], topologies: Mapping[str, Doc]) -> Doc:
+def cluster_summary(nodes: Mapping[str, Doc], cluster: ClusterCache | None = None) -> Doc:
     """Totals for the Cluster page, computed from the node docs of `cluster_nodes()`, with the
-    stranded count: whole GPUs free on schedulable nodes where no pending GPU pod fits (too few
-    GPUs close enough together for its topology policy, too little CPU or memory left beside
-    them, or the wrong model). Only the pending pods' shapes are read here."""
-    demands = _pending_demands()
-    total = used_milli = mig_gpus = free = cordoned_free = stranded = stranded_nodes = 0
-    cordoned = 0
+    stranded count: whole GPUs free on schedulable nodes where no waiting GPU pod fits, judged by
+    the scheduler's own filters (scheduling.core.stranded) on the scheduler's snapshot, read
+    through `cluster` (a live view keeps one current from the outbox) or afresh."""
+    total = used_milli = mig_gpus = free = cordoned_free = cordoned = 0
     for node in nodes.values():
-        free_mask = share_free = 0
+        free_here = 0
         for gpu in node["gpus"]:
             total += 1
-            if gpu.get("mig"):
+            if gpu["sharing"] == SharingMode.MIG:  # its slices, or none yet: never a whole GPU
                 mig_gpus += 1
                 continue
             used_milli += gpu["used"]
-            if gpu["used"] == 0:
-                free_mask |= 1 << gpu["i"]
-            if gpu["sharing"] in SHAREABLE:
-                share_free = max(share_free, MILLI_PER_GPU - gpu["used"])
-        free_here = free_mask.bit_count()
+            free_here += gpu["used"] == 0
         if node["cordoned"]:
             cordoned += 1
             cordoned_free += free_here
-            continue
-        free += free_here
-        if not free_here or not demands:
-            continue
-        chooser = _chooser(node["topology"], topologies.get(node["topology"] or ""), node["gpus"])
-        room = (
-            share_free,
-            node["cpu"][1] - node["cpu"][0],
-            node["memory"][1] - node["memory"][0],
-            node["model"],
-        )
-        if not any(_fits(demand, chooser, free_mask, *room) for demand in demands):
-            stranded += free_here
-            stranded_nodes += 1
+        else:
+            free += free_here
+    state = cluster.state() if cluster is not None else cluster_state.cluster_state()
+    stranded = stranded_gpus(_filters(), state.snapshot, cluster_state.waiting_shapes())
     return {
         "nodes": len(nodes),
         "cordoned": cordoned,
@@ -223,56 +147,19 @@ def cluster_summary(nodes: Mapping[str, Doc], topologies: Mapping[str, Doc]) -> 
         "in_use": round(used_milli / MILLI_PER_GPU, 2),
         "free": free,
         "cordoned_free": cordoned_free,
-        "stranded": stranded,
-        "stranded_nodes": stranded_nodes,
-        "pending_shapes": len(demands),
+        "stranded": stranded.gpus,
+        "stranded_nodes": stranded.nodes,
+        "pending_shapes": stranded.shapes,
+        "shapes_judged": stranded.judged,
     }
 
 
-# One chooser per kind of node, kept across calls: its GPU-set tables are built on first use.
-_CHOOSERS: dict[str, GpuSetChooser] = {}
-
-
-def _chooser(key: str | None, topology: Doc | None, gpus: list[Doc]) -> GpuSetChooser:
-    if key is None or topology is None:
-        key, topology = f"uniform-{len(gpus)}", None
-    chooser = _CHOOSERS.get(key)
-    if chooser is None:
-        chooser = GpuSetChooser(
-            uniform(len(gpus))
-            if topology is None
-            else topology_from_json(
-                {
-                    "gpu_numa": topology["numa"],
-                    "gpu_switch": topology["switch"],
-                    "links": topology["links"],
-                    "numa_cpus": topology["numa_cpus"],
-                }
-            )
-        )
-        _CHOOSERS[key] = chooser
-    return chooser
-
-
-def _fits(
-    demand: _Demand,
-    chooser: GpuSetChooser,
-    free_mask: int,
-    share_free: int,
-    cpu_free: int,
-    memory_free: int,
-    model: str,
-) -> bool:
-    if demand.cpu_milli > cpu_free or demand.memory_mib > memory_free:
-        return False
-    if demand.models and model not in demand.models:
-        return False
-    if demand.gpu_milli:
-        return share_free >= demand.gpu_milli
-    if demand.gpus > chooser.gpu_count:
-        return False
-    masks = np.array([free_mask], dtype=np.int64)
-    return bool(chooser.ranks(masks, demand.gpus, demand.requirement)[0] > 0)
+@functools.cache
+def _filters() -> Framework:
+    """The default profile's PreFilter and Filter phases: every shipped profile filters with
+    NodeResourcesFit (and GPUTopology), so the count does not depend on which one the scheduler
+    runs."""
+    return Framework(profile_files.load_profile(profile_files.DEFAULT))
 
 
 def cluster_telemetry(now: datetime | None = None, nodes: Iterable[str] = ()) -> dict[str, Doc]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 
 from dashboard.selectors import Doc, iso
-from scheduling import queue_selectors, why_pending
+from scheduling import pod_resources, queue_selectors, why_pending
 from scheduling import selectors as scheduling_selectors
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -192,25 +192,19 @@ def _asks(workload_ids: list[int]) -> dict[int, Doc]:
         Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
         .order_by("workload_id", "id")
         .values_list(
-            "workload_id",
-            "phase",
-            "gpus",
-            "gpu_milli",
-            "mig_profile",
-            "mig_count",
-            "last_reason",
-            "pending_explanation",
+            "workload_id", "phase", "last_reason", "pending_explanation", *pod_resources.COLUMNS
         )
     )
-    for wid, phase, gpus, milli, profile, mig, reason, explained in rows:
+    for wid, phase, reason, explained, *columns in rows:
+        resources = pod_resources.from_values(columns)
         doc = result.setdefault(
             wid,
             {"pods": 0, "pending": 0, "milli": 0, "mig": Counter(), "detail": "", "fit": None},
         )
         doc["pods"] += 1
-        doc["milli"] += gpus * MILLI_PER_GPU + milli
-        if mig:
-            doc["mig"][profile] += mig
+        doc["milli"] += resources.gpus * MILLI_PER_GPU + resources.gpu_milli
+        if resources.mig_count:
+            doc["mig"][resources.mig_profile] += resources.mig_count
         if phase == Pod.Phase.PENDING:
             doc["pending"] += 1
             if not doc["detail"] and reason:

@@ -10,7 +10,7 @@ cycles (scheduling.core.columns).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -322,6 +322,18 @@ class ClusterSnapshot:
             mask = np.isin(self.model_id, allowed)
             self._mask_cache[key] = mask
         return mask
+
+    def cordon(self, node: str, cordoned: bool) -> None:
+        """The node's cordon set or lifted, nothing else about it changed. `nodes` becomes a new
+        list, so what was built from the old one (and copies sharing it) can tell."""
+        i = self.index[node]
+        self.nodes = [
+            *self.nodes[:i],
+            replace(self.nodes[i], cordoned=cordoned),
+            *self.nodes[i + 1 :],
+        ]
+        self.cordoned[i] = cordoned
+        self.generation[i] += 1
 
     def quarantine(self, node: str) -> None:
         i = self.index[node]

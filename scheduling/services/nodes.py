@@ -95,6 +95,7 @@ def node_set_cordoned(*, node: Node, cordoned: bool) -> Node:
                 cordoned=cordoned,
                 gpus=node.gpus.filter(present=True).count(),
                 labels=node.labels,
+                cordon_only=True,
             )
         )
     return node

@@ -3,7 +3,9 @@ the page data that is more than a query (the stranded-GPU count)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -11,11 +13,14 @@ from django.utils import timezone
 
 from dashboard.live import view_for
 from dashboard.selectors import cluster as cluster_docs
+from scheduling import services
 from scheduling.core.scheduler import Framework
-from scheduling.core.types import TopologyPolicy
+from scheduling.core.types import NodeSpec, Resources, SharingMode, Taint, TopologyPolicy
 from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from sim.cluster import build_nodes, synthetic_pools
 from telemetry.models import GpuMinute, PodMinute
 from telemetry.services import source_status_record
 from tests.dashboard.conftest import make_admin
@@ -165,7 +170,7 @@ def test_signing_in_and_out() -> None:
 
 def summary() -> dict:
     docs = cluster_docs.cluster_nodes()
-    return cluster_docs.cluster_summary(docs.nodes, docs.topologies)
+    return cluster_docs.cluster_summary(docs.nodes)
 
 
 def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:
@@ -185,9 +190,64 @@ def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:
     assert summary()["stranded"] == 0
 
 
-def test_cordoned_nodes_count_apart() -> None:
-    from scheduling import services
+def waiting(name: str, *, gpus: int = 1, cpu_milli: int = 1000, **template: Any) -> None:
+    """A workload of one pod with the template's constraints."""
+    services.workload_submit(
+        tenant=factories.tenant(),
+        name=name,
+        pod_sets=[
+            services.PodSetSpec(
+                name="main",
+                count=1,
+                template=PodTemplate(
+                    resources=Resources(cpu_milli=cpu_milli, memory_mib=1024, gpus=gpus),
+                    **template,
+                ),
+            )
+        ],
+    )
 
+
+def registered(spec: NodeSpec, **changes: Any) -> None:
+    services.node_register(spec=replace(spec, **changes))
+
+
+def test_free_gpus_on_a_tainted_node_the_waiting_pods_do_not_tolerate_are_stranded() -> None:
+    spec = build_nodes(synthetic_pools(1, "dgx-h100"))[0]
+    registered(spec, taints=(Taint("dedicated", "inference"),))
+    waiting("no-toleration")
+    assert (summary()["free"], summary()["stranded"], summary()["stranded_nodes"]) == (8, 8, 1)
+
+    waiting("tolerates", tolerations=({"key": "dedicated", "operator": "Exists"},))
+    assert summary()["stranded"] == 0
+
+
+def test_free_gpus_on_nodes_no_waiting_pod_selects_are_stranded() -> None:
+    a, b = build_nodes(synthetic_pools(2, "dgx-h100"))
+    registered(a, labels={**a.labels, "pool": "train"})
+    registered(b, labels={**b.labels, "pool": "serve"})
+    waiting("train-only", node_selector={"pool": "train"})
+    doc = summary()
+    assert (doc["free"], doc["stranded"], doc["stranded_nodes"]) == (16, 8, 1)
+
+
+def test_gpus_in_mig_mode_are_not_free_whole_gpus() -> None:
+    spec = build_nodes(synthetic_pools(1, "dgx-a100"))[0]
+    # MIG enabled, no instances created yet: nothing can be placed on these GPUs.
+    registered(spec, gpus=tuple(replace(g, sharing=SharingMode.MIG) for g in spec.gpus))
+    waiting("one-gpu")
+    doc = summary()
+    assert (doc["mig_gpus"], doc["free"], doc["stranded"]) == (8, 0, 0)
+
+
+def test_a_numa_node_without_the_cpu_a_single_numa_pod_asks_strands_its_gpus() -> None:
+    factories.nodes(1, "dgx-h100")  # two NUMA nodes of four GPUs and 112 cores each
+    # 150 cores beside four GPUs: the node has 224 cores, but no NUMA node has 150.
+    waiting("wide", gpus=4, cpu_milli=150_000, topology_policy=TopologyPolicy.SINGLE_NUMA_NODE)
+    assert (summary()["free"], summary()["stranded"]) == (8, 8)
+
+
+def test_cordoned_nodes_count_apart() -> None:
     nodes = factories.nodes(2, "dgx-h100")
     services.node_set_cordoned(node=nodes[0], cordoned=True)
     doc = summary()

@@ -1,5 +1,7 @@
 """The cache kept current from the outbox always equals a snapshot rebuilt from the database."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from django.utils import timezone
@@ -47,12 +49,20 @@ def test_cache_follows_binds_releases_and_foreign_binds() -> None:
     assert ours.cache.rebuilds == rebuilds  # all of it incremental
 
 
-def test_a_node_change_rebuilds_the_cache() -> None:
+def test_a_cordon_is_applied_in_place_and_any_other_node_change_rebuilds() -> None:
     (node,) = factories.nodes(1)
     cache = ClusterCache()
-    cache.state()
+    nodes = cache.state().snapshot.nodes
     services.node_set_cordoned(node=node, cordoned=True)
-    assert cache.state().snapshot.cordoned.tolist() == [True]
+    snapshot = cache.state().snapshot
+    assert snapshot.cordoned.tolist() == [True] and snapshot.nodes[0].cordoned
+    assert snapshot.nodes is not nodes  # what was built from the old list can tell
+    assert cache.rebuilds == 1
+    assert_same_as_fresh(cache)
+
+    spec = cluster_state.node_spec(node, list(node.gpus.all()), None)
+    services.node_register(spec=replace(spec, labels={"pool": "serve"}))
+    assert cache.state().snapshot.nodes[0].labels == {"pool": "serve"}
     assert cache.rebuilds == 2
 
 

@@ -10,7 +10,10 @@ whose event id covers it. Prints one JSON object (latency percentiles per layer)
 The cluster is `--nodes` servers of the mixed fleet with about half their GPUs held (pods placed
 by the scheduler, so every card has holders to draw). `--page` also times the Cluster page in
 headless Chromium (Debian's chromium, driven by Playwright): navigation start to every node card
-drawn, cold (the web process builds the view first) and warm.
+drawn, cold (the web process builds the view first) and warm. `--waiting N` then submits N more
+pods and leaves them waiting (what the stranded-GPU count is judged against); `--views` times the
+Cluster page's live view in this process: its build (what the first visitor's snapshot waits for)
+and the delta of one cordon (what every watching dashboard waits for).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test import Client
 
+from dashboard.live import ClusterView, apply
 from dashboard.selectors import head_event_id
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
-from scheduling.models import Node
+from scheduling.events import read_after
+from scheduling.models import Node, Pod, Tenant
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from sim.cluster import build_nodes, synthetic_pools
@@ -87,6 +92,10 @@ class Command(BaseCommand):
             or "redis://127.0.0.1:6379/0",
         )
         parser.add_argument("--page", action="store_true", help="also time the Cluster page")
+        parser.add_argument("--waiting", type=int, default=0, help="pods left waiting")
+        parser.add_argument(
+            "--views", action="store_true", help="time the Cluster view's build and deltas"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if shutil.which("daphne") is None and not _module_available("daphne"):
@@ -110,6 +119,7 @@ class Command(BaseCommand):
         for spec in build_nodes(synthetic_pools(options["nodes"], "mixed")):
             services.node_register(spec=spec)
         _fill(options["nodes"])
+        _leave_waiting(options["waiting"])
         cookie = _admin_cookie()
         layers = {"both": ["memory", "redis"], "none": []}.get(options["layer"], [options["layer"]])
         result: dict[str, Any] = {
@@ -120,8 +130,11 @@ class Command(BaseCommand):
             "nodes": options["nodes"],
             "changes": options["changes"],
             "interval_s": options["interval"],
+            "waiting_pods": Pod.objects.filter(phase=Pod.Phase.PENDING).count(),
             "latency_ms": {},
         }
+        if options["views"]:
+            result["cluster_view_ms"] = _time_cluster_view()
         for layer in layers:
             redis_url = options["redis_url"] if layer == "redis" else None
             with _web_server(redis_url) as base:
@@ -278,6 +291,51 @@ def _fill(nodes: int) -> None:
         report = worker.run_once()
         if not report.more and not report.admitted:
             break
+
+
+def _leave_waiting(count: int) -> None:
+    """Submit `count` more pods (other shapes' mix than the fill's) without scheduling them."""
+    tenants = list(Tenant.objects.order_by("name"))
+    pods = list(synthetic_pods(count, seed=11))
+    for start in range(0, len(pods), 100):
+        services.workload_submit(
+            tenant=tenants[(start // 100) % len(tenants)],
+            name=f"waiting-{start // 100:05d}",
+            pod_sets=[
+                services.PodSetSpec(
+                    name=f"p{k}", count=1, template=PodTemplate(resources=pod.resources)
+                )
+                for k, pod in enumerate(pods[start : start + 100])
+            ],
+        )
+
+
+def _time_cluster_view(builds: int = 3, cordons: int = 10) -> dict[str, Any]:
+    """The Cluster view built `builds` times afresh, then the delta of each of `cordons`
+    cordons set or lifted (each committed, then read from the outbox as the tailer reads it)."""
+    built = []
+    for _ in range(builds):
+        started = time.perf_counter()
+        view = ClusterView()
+        state = view.build()
+        built.append((time.perf_counter() - started) * 1000)
+    cursor = head_event_id()
+    node = Node.objects.order_by("name").first()
+    assert node is not None
+    deltas = []
+    for _ in range(cordons):
+        node = services.node_set_cordoned(node=node, cordoned=not node.cordoned)
+        new = read_after(cursor)
+        cursor = new[-1][0]
+        started = time.perf_counter()
+        apply(state, view.changes(state, new) or {})
+        deltas.append((time.perf_counter() - started) * 1000)
+    return {
+        "build": [round(ms, 1) for ms in built],
+        "cordon_delta_p50": round(statistics.median(deltas), 1),
+        "cordon_delta_max": round(max(deltas), 1),
+        "summary": state["summary"]["all"],
+    }
 
 
 def _time_page(

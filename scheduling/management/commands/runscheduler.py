@@ -22,7 +22,7 @@ from scheduling import metrics
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import CycleReport
 from scheduling.database_side import LEASE_NAME, database_cycle
-from scheduling.profile_files import command_profile
+from scheduling.profile_files import DEFAULT, command_profile
 
 logger = logging.getLogger(__name__)
 cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
@@ -34,7 +34,7 @@ class Command(LoopCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         self.add_loop_arguments(parser)
-        parser.add_argument("--profile", default="gpusched", help="profile name or YAML path")
+        parser.add_argument("--profile", default=DEFAULT, help="profile name or YAML path")
         parser.add_argument("--batch", type=int, default=500, help="pods per cycle")
         parser.add_argument("--lease-seconds", type=float, default=15.0)
         parser.add_argument(
