@@ -51,6 +51,13 @@ pytestmark = [
 ]
 
 
+def sign_in(page: Any) -> None:
+    """Fill in and send the login form the page shows, as the staff user of the tests."""
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "e2e-password-1")
+    page.click("button[type=submit]")
+
+
 @pytest.fixture
 def artifacts(tmp_path: Path) -> Path:
     where = Path(os.environ.get("GPUSCHED_E2E_ARTIFACTS") or tmp_path / "screenshots")
@@ -161,9 +168,7 @@ def test_admin_watches_a_placement_appear_live(browser: Any, artifacts: Path) ->
         page.goto(f"{base}/")
         assert "/login/" in page.url
         page.screenshot(path=str(artifacts / "01-login.png"))
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "e2e-password-1")
-        page.click("button[type=submit]")
+        sign_in(page)
 
         # The node map: every node drawn as its topology, live.
         page.wait_for_selector("article.node-card svg.topo")
@@ -247,9 +252,7 @@ def test_the_cluster_page_of_5000_nodes_arrives_through_daphne(
             lambda socket: socket.on("framereceived", lambda frame: frames.append(len(frame))),
         )
         page.goto(f"{base}/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "e2e-password-1")
-        page.click("button[type=submit]")
+        sign_in(page)
         page.wait_for_function(
             "document.querySelectorAll('article.node-card').length === 5000", timeout=120_000
         )

@@ -17,7 +17,7 @@ from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from tests.builders import make_node
 from tests.dashboard.servers import web_server
-from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark  # noqa: F401
+from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark, sign_in  # noqa: F401
 from tests.scheduling import factories
 
 MIG_LAYOUT = ("3g.40gb", "1g.10gb", "1g.10gb")
@@ -95,9 +95,7 @@ def test_mig_bars_numbers_and_switches_read_clearly(
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(f"{base}/login/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "e2e-password-1")
-        page.click("button[type=submit]")
+        sign_in(page)
         page.wait_for_selector("article.node-card svg.topo")
 
         # The MIG node: no "0/0" GPU bar, its slices per profile instead.

@@ -26,7 +26,7 @@ from scheduling.models import Allocation, Event, Node, Pod, Tenant, Workload
 from scheduling.profile_files import load_profile
 from telemetry.models import GpuMinute, PodMinute
 from tests.dashboard.servers import web_server
-from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark  # noqa: F401
+from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark, sign_in  # noqa: F401
 from tests.scheduling import factories
 
 MINUTES = 6
@@ -89,9 +89,7 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
         page.goto(f"{base}/login/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "e2e-password-1")
-        page.click("button[type=submit]")
+        sign_in(page)
         page.wait_for_selector("article.node-card svg.topo")
         page.screenshot(path=str(shots / "dashboard-cluster.png"), full_page=True)
 
@@ -183,9 +181,7 @@ def test_an_admin_changes_a_tenants_quota_from_the_tenants_page(
 
         page.on("dialog", answer)
         page.goto(f"{base}/login/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "e2e-password-1")
-        page.click("button[type=submit]")
+        sign_in(page)
         page.goto(f"{base}/tenants/")
         row = page.locator('#tenants tr[data-tenant="vision"]')
         row.wait_for()
