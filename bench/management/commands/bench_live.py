@@ -25,15 +25,11 @@ import os
 import platform
 import secrets
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +42,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test import Client
 
+from bench.web_process import web_server
 from dashboard.live import ClusterView, apply
 from dashboard.selectors import head_event_id
 from scheduling import services
@@ -58,7 +55,6 @@ from scheduling.profile_files import load_profile
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 
-ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -137,7 +133,7 @@ class Command(BaseCommand):
             result["cluster_view_ms"] = _time_cluster_view()
         for layer in layers:
             redis_url = options["redis_url"] if layer == "redis" else None
-            with _web_server(redis_url) as base:
+            with _web_process(redis_url) as base:
                 samples, missing, dropped = asyncio.run(
                     _measure(
                         base, cookie, options["clients"], options["changes"], options["interval"]
@@ -160,7 +156,7 @@ class Command(BaseCommand):
             from playwright.sync_api import sync_playwright
         except ImportError:
             return {"skipped": "playwright is not installed"}
-        with _web_server(None) as base, tempfile.TemporaryDirectory() as profile:
+        with _web_process(None) as base, tempfile.TemporaryDirectory() as profile:
             return _in_thread(_time_page, sync_playwright, chromium, profile, base, password, nodes)
 
 
@@ -389,66 +385,14 @@ def _admin_cookie() -> str:
     return f"{name}={client.cookies[name].value}"
 
 
-def _database_url() -> str:
-    db: dict[str, Any] = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @contextmanager
-def _web_server(redis_url: str | None) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "GPUSCHED_DEBUG": "1",
-        "GPUSCHED_SECRET_KEY": str(settings.SECRET_KEY),
-        "GPUSCHED_LOG_LEVEL": "WARNING",
-    }
-    env.pop("REDIS_URL", None)
-    if redis_url:
-        env["REDIS_URL"] = redis_url
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-v",
-            "0",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "gpusched.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
+def _web_process(redis_url: str | None) -> Iterator[str]:
+    """bench/web_process.py's daphne, with its failure to start said as the command's error."""
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise CommandError(f"the web process exited with {process.returncode}")
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=1):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if time.monotonic() > deadline:
-                    raise CommandError("the web process did not answer within 30 s") from None
-                time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        with web_server(redis_url=redis_url) as base:
+            yield base
+    except RuntimeError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _in_thread(fn: Any, *args: Any) -> Any:

@@ -63,13 +63,13 @@ from bench.loopback import process_cpu_seconds, process_rss_mib, scratch_postgre
 from bench.management.commands.bench_live import (
     _admin_cookie,
     _commit_changes,
-    _database_url,
     _machine,
     _measure,
     _summary,
 )
 from bench.stack import NativeStack
 from bench.tenant_load import SHAPES, Recorder, TenantLoad, reaper, submitter
+from bench.web_process import database_url as connected_database_url
 from scheduling.models import Node, Pod
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
@@ -206,7 +206,7 @@ class Command(BaseCommand):
             settings.SECRET_KEY  # noqa: B018
         except ImproperlyConfigured:
             settings.SECRET_KEY = secrets.token_urlsafe(32)
-        server_url = _database_url()
+        server_url = connected_database_url()
         with ExitStack() as stack:
             workdir = (
                 Path(options["workdir"])

@@ -1,0 +1,105 @@
+"""A real web process: daphne serving gpusched.asgi on a free loopback port, on the database the
+caller is connected to (a test's or a benchmark's throwaway one), with the in-memory channel
+layer or Redis. Used by the dashboard tests and by `bench_live`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def database_url() -> str:
+    """The URL of the database this process is connected to (a test's database, not the
+    configured one)."""
+    db: dict[str, Any] = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+        return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    raise RuntimeError(f"no URL for {db['ENGINE']}")
+
+
+@contextmanager
+def web_server(
+    *,
+    redis_url: str | None = None,
+    log: Path | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """A daphne process; yields its base URL once /healthz answers. `environment` adds to or
+    overrides its variables (e.g. GPUSCHED_DEBUG=0 for production mode)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "GPUSCHED_DEBUG": "1",  # serves the static files
+        "GPUSCHED_SECRET_KEY": str(settings.SECRET_KEY),  # sessions made by the tests are valid
+        "GPUSCHED_LOG_LEVEL": "WARNING",
+    }
+    env.pop("REDIS_URL", None)
+    if redis_url:
+        env["REDIS_URL"] = redis_url
+    env.update(environment or {})
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "gpusched.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"daphne exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("daphne did not answer within 30 s")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if log:
+            out.close()  # type: ignore[union-attr]
