@@ -4,6 +4,7 @@ share sliver in dark text on the light frame, and every PCIe switch carries its 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,4 +143,6 @@ def test_mig_bars_numbers_and_switches_read_clearly(
         page.goto(f"{base}/nodes/mig-0/")
         page.wait_for_selector("#mig-slices")
         assert "1g.10gb 3/4 · 3g.40gb 0/2" in page.inner_text("#mig-slices")
+        held = [int(n) for n in re.findall(r"(\d)/3 slices", page.inner_text("#gpus"))]
+        assert len(held) == 2 and sum(held) == 3  # each GPU's Allocated is its slices held
         assert not errors, errors

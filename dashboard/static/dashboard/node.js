@@ -69,8 +69,10 @@
       const size = gpu.mig ? node.gpu_memory_mib : t.fb_free_mib !== null && t.fb_free_mib !== undefined ? t.fb_used_mib + t.fb_free_mib : null;
       const fb = t.fb_used_mib !== undefined && t.fb_used_mib !== null ? `${mib(t.fb_used_mib)}${size ? ` / ${mib(size)}` : ""}` : "—";
       const mig = gpu.mig ? `<div class="note">MIG: ${gpu.mig.map(GS.esc).join(", ")}</div>` : "";
+      // MIG slices are not GPU milli: a MIG GPU's allocation is its slices held.
+      const allocated = gpu.mig ? `${gpu.holders.filter((h) => h[4] !== null && h[4] !== undefined).length}/${gpu.mig.length} slices` : `${gpu.used / 1000}`;
       const age = t.at ? `${GS.ago(t.at)}${t.stale ? ' <span class="badge warn">stale</span>' : ""}` : "—";
-      return `<tr><td class="num">${gpu.i}</td><td>${GS.esc(gpu.sharing)}${mig}</td><td>${holders}</td><td class="num">${gpu.used / 1000}</td><td class="num">${busy}</td><td class="num">${fb}</td>
+      return `<tr><td class="num">${gpu.i}</td><td>${GS.esc(gpu.sharing)}${mig}</td><td>${holders}</td><td class="num">${allocated}</td><td class="num">${busy}</td><td class="num">${fb}</td>
         <td class="num">${t.power_w ?? "—"}</td><td class="num">${t.temp_c ?? "—"}</td><td class="num">${t.xid ?? "—"}</td><td>${age}</td></tr>`;
     });
     $("gpus").innerHTML = `<table class="grid"><thead><tr><th class="num">GPU</th><th>Sharing</th><th>Held by</th><th class="num">Allocated</th><th class="num">Busy</th><th class="num">Framebuffer</th><th class="num">Power W</th><th class="num">Temp °C</th><th class="num">XID</th><th>Reading</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
