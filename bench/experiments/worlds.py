@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from django.utils import timezone
 from kubernetes import client
 
 from kube.api import KubeApi
@@ -41,10 +42,11 @@ KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 
 
 class SimClock:
-    """One simulated clock for the cluster, the telemetry worker and the scheduler."""
+    """One simulated clock for the cluster, the telemetry worker and the scheduler (and the
+    tests' settable clock): it moves only when advanced or set."""
 
-    def __init__(self, start: datetime) -> None:
-        self.start = self.now = start
+    def __init__(self, start: datetime | None = None) -> None:
+        self.start = self.now = start or timezone.now()
 
     def __call__(self) -> datetime:
         return self.now

@@ -6,12 +6,13 @@ pods-ready timeout and its backoff, deactivated), status.admission.podSetAssignm
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from bench.experiments.worlds import SimClock as Clock
 from scheduling import services
 from scheduling.core.queueing.config import LocalQueue, QueueConfig
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
@@ -138,14 +139,6 @@ def test_preempted_is_evicted_and_requeued_then_admitted_again(quota_16, cluster
     c = conditions(quota_16, "job")
     assert c["QuotaReserved"]["status"] == "True"
     assert c["Evicted"]["status"] == "False" and c["Evicted"]["reason"] == "QuotaReserved"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timezone.now()
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def test_pods_ready_timeout_is_evicted_backs_off_and_is_requeued(quota_16, cluster) -> None:

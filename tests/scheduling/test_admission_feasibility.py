@@ -5,12 +5,12 @@ evicted back to its queue with its quota released and requeued with exponential 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import yaml
-from django.utils import timezone
 
+from bench.experiments.worlds import SimClock as Clock
 from scheduling import selectors, services
 from scheduling.core.queueing.admission import INADMISSIBLE, PODS_READY_TIMEOUT
 from scheduling.core.queueing.kueue_objects import parse_documents
@@ -29,17 +29,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timezone.now()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def worker(clock: Clock, timeout_s: float = 300.0) -> SchedulingCycle:

@@ -2,11 +2,9 @@
 free capacity when their lenders leave, and evicted in simulated time when the owners' use comes
 back and stays back for the grace period."""
 
-from datetime import datetime, timedelta
-
 import pytest
-from django.utils import timezone
 
+from bench.experiments.worlds import SimClock as Clock
 from scheduling import cluster_state, services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
@@ -20,17 +18,6 @@ from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 NODE = "t4-2gpu-0000"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timezone.now()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def measure(clock: Clock, busy: float) -> None:

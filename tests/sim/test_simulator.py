@@ -1,10 +1,10 @@
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.experiments.worlds import SimClock as Clock
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
 from scheduling.models import Gpu, Node, Pod, Workload
@@ -47,14 +47,6 @@ SPEC = {
         ],
     },
 }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timezone.now()
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def metrics(simulator: Simulator) -> list[tuple[str, dict[str, str], float]]:

@@ -6,7 +6,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from io import StringIO
 
 import pytest
@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
+from bench.experiments.worlds import SimClock as Clock
 from telemetry import selectors
 from telemetry.management.commands import ingesttelemetry
 from telemetry.management.commands.ingesttelemetry import Command
@@ -23,17 +24,6 @@ from tests.telemetry.conftest import PrometheusSetup
 from tests.telemetry.servers import FakeExporter, FaultyProxy, closed_port_url
 
 pytestmark = pytest.mark.django_db
-
-
-class Clock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def command(source: TelemetrySource, clock: Callable[[], datetime] | None = None) -> Command:
