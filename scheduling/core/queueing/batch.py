@@ -157,11 +157,12 @@ class _Batch:
         self.placed_here: set[str] = set()  # reserved in this batch, not bound: never victims
         # Node index -> (uid, priority) of the preemptor it is being emptied for, until placed.
         self.preemptors: dict[int, tuple[str, int]] = {}
+        self._unblocked: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)
 
     def _respect_reservations(self, pod: PodRequest) -> None:
-        blocked = self._held_for_preemptors(pod)
-        if self.reserver is not None:
-            blocked |= self.reserver.blocked_for(pod)
+        blocked = self.reserver.blocked_for(pod) if self.reserver is not None else self._unblocked
+        if self.preemptors:  # only while a preemptor waits: most batches have none
+            blocked = blocked | self._held_for_preemptors(pod)
         self.snapshot.reservation_blocked = blocked
 
     def _held_for_preemptors(self, pod: PodRequest) -> BoolArray:
