@@ -144,17 +144,19 @@ def _put(changes: Changes, name: str, change: dict[str, Any]) -> None:
 
 
 class ClusterView(LiveView):
-    """Cluster page: every node with its topology and GPU holders, totals with the stranded count,
-    and per-node telemetry (sampled)."""
+    """Cluster page: every node with its topology and GPU holders and the totals (from the
+    outbox); the stranded count and per-node telemetry (sampled)."""
 
     name = "cluster"
     sample_every = 5.0
-    HANDLES = NODE_EVENTS | QUEUE_EVENTS  # the stranded count depends on the whole queue
+    HANDLES = NODE_EVENTS
 
     def __init__(self, param: str = "") -> None:
         super().__init__(param)
         # The scheduler's snapshot, kept current from the outbox as the scheduler keeps its own:
-        # what the stranded count is judged on.
+        # what the stranded count is judged on. Sampled rather than pushed with every delta: it
+        # depends on the whole queue, and its first read (the whole snapshot) would otherwise
+        # hold up a first visitor's page.
         self.cluster = ClusterCache()
 
     def build(self) -> State:
@@ -162,7 +164,7 @@ class ClusterView(LiveView):
         return {
             "nodes": docs.nodes,
             "topologies": docs.topologies,
-            "summary": {"all": cluster_docs.cluster_summary(docs.nodes, self.cluster)},
+            "summary": {"all": cluster_docs.cluster_summary(docs.nodes)},
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
@@ -180,13 +182,13 @@ class ClusterView(LiveView):
             wanted = {key: docs.topologies.get(key) or topologies[key] for key in in_use}
             _put(changes, "topologies", diff(topologies, wanted))
             topologies = wanted
-        # Any change may move the totals (the stranded count depends on the whole queue).
-        summary = {"all": cluster_docs.cluster_summary(nodes, self.cluster)}
+        summary = {"all": cluster_docs.cluster_summary(nodes)}
         _put(changes, "summary", diff(state["summary"], summary))
         return changes
 
     def sample(self) -> State:
         return {
+            "stranded": {"all": cluster_docs.cluster_stranded(self.cluster)},
             "telemetry": cluster_docs.cluster_telemetry(),
             "sources": cluster_docs.telemetry_sources(),
         }

@@ -235,12 +235,16 @@ class Tailer:
         self.lives[key] = live
         return live
 
-    async def _build(self, view: LiveView) -> Live:
-        def read() -> tuple[int, State, State]:
-            cursor = head_event_id()  # first the id, then the state: nothing is missed
-            return cursor, view.build(), view.sample()
+    async def _build(self, view: LiveView, sampled: State | None = None) -> Live:
+        """The view's outbox slices, read afresh. Its sampled slices (`sampled`: what a rebuilt
+        view had) are not read here but at the next step, after the snapshot has gone out: they
+        are the costlier reads, and a first visitor's page can draw without them."""
 
-        cursor, state, sampled = await self._db(read)
+        def read() -> tuple[int, State]:
+            cursor = head_event_id()  # first the id, then the state: nothing is missed
+            return cursor, view.build()
+
+        cursor, state = await self._db(read)
         self._epochs += 1
         live = Live(
             view=view,
@@ -249,11 +253,9 @@ class Tailer:
             cursor=cursor,
             base=cursor,
             state=state,
-            sampled=sampled,
+            sampled=dict(sampled or {}),
             idle_since=time.monotonic(),
         )
-        if view.sample_every:
-            live.next_sample_at = time.monotonic() + view.sample_every
         return live
 
     # --- the loop -------------------------------------------------------------------------
@@ -340,7 +342,7 @@ class Tailer:
         return True
 
     async def _rebuild(self, live: Live) -> None:
-        fresh = await self._build(live.view)
+        fresh = await self._build(live.view, live.sampled)
         fresh.subscribers, fresh.idle_since = live.subscribers, live.idle_since
         self.lives[live.view.key] = fresh
         await self._send(fresh.group, {"type": "live.reset", "epoch": fresh.epoch})

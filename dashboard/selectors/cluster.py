@@ -1,5 +1,5 @@
-"""Cluster page: every node with its topology and GPU holders, the totals with the stranded
-count, and per-node telemetry."""
+"""Cluster page: every node with its topology and GPU holders, the totals, the stranded count and
+per-node telemetry."""
 
 from __future__ import annotations
 
@@ -117,11 +117,8 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
     return result
 
 
-def cluster_summary(nodes: Mapping[str, Doc], cluster: ClusterCache | None = None) -> Doc:
-    """Totals for the Cluster page, computed from the node docs of `cluster_nodes()`, with the
-    stranded count: whole GPUs free on schedulable nodes where no waiting GPU pod fits, judged by
-    the scheduler's own filters (scheduling.core.stranded) on the scheduler's snapshot, read
-    through `cluster` (a live view keeps one current from the outbox) or afresh."""
+def cluster_summary(nodes: Mapping[str, Doc]) -> Doc:
+    """Totals for the Cluster page, computed from the node docs of `cluster_nodes()`."""
     total = used_milli = mig_gpus = free = cordoned_free = cordoned = 0
     for node in nodes.values():
         free_here = 0
@@ -137,8 +134,6 @@ def cluster_summary(nodes: Mapping[str, Doc], cluster: ClusterCache | None = Non
             cordoned_free += free_here
         else:
             free += free_here
-    state = cluster.state() if cluster is not None else cluster_state.cluster_state()
-    stranded = stranded_gpus(_filters(), state.snapshot, cluster_state.waiting_shapes())
     return {
         "nodes": len(nodes),
         "cordoned": cordoned,
@@ -147,6 +142,16 @@ def cluster_summary(nodes: Mapping[str, Doc], cluster: ClusterCache | None = Non
         "in_use": round(used_milli / MILLI_PER_GPU, 2),
         "free": free,
         "cordoned_free": cordoned_free,
+    }
+
+
+def cluster_stranded(cluster: ClusterCache | None = None) -> Doc:
+    """The stranded count: whole GPUs free on schedulable nodes where no waiting GPU pod fits,
+    judged by the scheduler's own filters (scheduling.core.stranded) on the scheduler's snapshot,
+    read through `cluster` (a live view keeps one current from the outbox) or afresh."""
+    state = cluster.state() if cluster is not None else cluster_state.cluster_state()
+    stranded = stranded_gpus(_filters(), state.snapshot, cluster_state.waiting_shapes())
+    return {
         "stranded": stranded.gpus,
         "stranded_nodes": stranded.nodes,
         "pending_shapes": stranded.shapes,

@@ -180,7 +180,7 @@ async def connect(
 def outbox_only(state: State, view: str) -> State:
     """The outbox-backed slices of a view's state (sampled telemetry left out)."""
     sampled = {
-        "cluster": {"telemetry", "sources"},
+        "cluster": {"stranded", "telemetry", "sources"},
         "node": {"telemetry", "series"},
         "tenants": {"series", "efficiency", "advice", "window"},
         "queues": {"starts"},

@@ -77,6 +77,10 @@ async def test_a_new_client_gets_a_snapshot_then_deltas(layer: str) -> None:
     assert snapshot["type"] == "snapshot"
     assert sorted(snapshot["state"]["nodes"]) == sorted(names)
     assert snapshot["state"]["summary"]["all"]["nodes"] == 2
+    # The sampled slices follow the snapshot rather than holding it up.
+    assert "stranded" not in snapshot["state"]
+    await client.until(lambda c: "stranded" in c.state)
+    assert client.state["stranded"]["all"]["stranded"] == 0  # nothing waits
 
     event_id = await sync_to_async(cordon)(names[0])
     deltas = await client.until_id(event_id)
@@ -92,7 +96,7 @@ async def test_a_burst_of_commits_arrives_as_few_deltas(layer: str) -> None:
     window = 0.3
     with override_settings(DASHBOARD_COALESCE_SECONDS=window):
         client = await connect("ws/live/cluster/", await admin_cookie())
-        await client.receive()
+        await client.until(lambda c: "stranded" in c.state)  # the snapshot, then its samples
 
         def burst() -> tuple[int, float]:
             started = time.monotonic()

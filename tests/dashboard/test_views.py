@@ -170,7 +170,7 @@ def test_signing_in_and_out() -> None:
 
 def summary() -> dict:
     docs = cluster_docs.cluster_nodes()
-    return cluster_docs.cluster_summary(docs.nodes)
+    return {**cluster_docs.cluster_summary(docs.nodes), **cluster_docs.cluster_stranded()}
 
 
 def test_free_gpus_no_pending_pod_can_use_are_stranded() -> None:

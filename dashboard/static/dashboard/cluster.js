@@ -147,18 +147,22 @@
     const nodes = Object.keys(state.nodes || {});
     const stale = nodes.filter((name) => telemetry[name] && telemetry[name].state !== "fresh").length;
     const missing = nodes.filter((name) => !telemetry[name]).length;
-    const stranded = summary.stranded;
-    let strandedHint = "nothing is waiting for GPUs";
-    if (summary.pending_shapes && stranded) {
-      strandedHint = `free on ${summary.stranded_nodes} node(s) where no waiting pod fits (topology, fragmentation, CPU/memory left)`;
-    } else if (summary.pending_shapes) {
+    // Sampled a moment after the page's first data (it reads the scheduler's whole snapshot).
+    const judged = (state.stranded || {}).all;
+    const stranded = judged ? judged.stranded : "…";
+    let strandedHint = "being judged";
+    if (judged && judged.pending_shapes && judged.stranded) {
+      strandedHint = `free on ${judged.stranded_nodes} node(s) where no waiting pod fits (taints, node selectors, topology, fragmentation, CPU/memory left)`;
+    } else if (judged && judged.pending_shapes) {
       strandedHint = "every free GPU fits some waiting pod";
+    } else if (judged) {
+      strandedHint = "nothing is waiting for GPUs";
     }
     stats.innerHTML = `
       <div class="stat"><div class="label">Nodes</div><div class="value">${summary.nodes}</div><div class="hint">${summary.cordoned} cordoned</div></div>
       <div class="stat"><div class="label">GPUs in use</div><div class="value">${GS.gpus(summary.in_use)}</div><div class="hint">of ${summary.gpus - summary.mig_gpus} whole GPUs${summary.mig_gpus ? ` (+${summary.mig_gpus} MIG)` : ""}</div></div>
       <div class="stat"><div class="label">Free GPUs</div><div class="value">${summary.free}</div><div class="hint">on schedulable nodes${summary.cordoned_free ? `; ${summary.cordoned_free} more cordoned` : ""}</div></div>
-      <div class="stat${stranded ? " warn" : ""}" id="stranded"><div class="label">Stranded GPUs</div><div class="value">${stranded}</div><div class="hint">${strandedHint}</div></div>
+      <div class="stat${judged && judged.stranded ? " warn" : ""}" id="stranded"><div class="label">Stranded GPUs</div><div class="value">${stranded}</div><div class="hint">${strandedHint}</div></div>
       <div class="stat"><div class="label">Telemetry</div><div class="value">${nodes.length - stale - missing}<span class="hint"> fresh</span></div><div class="hint">${stale} stale · ${missing} without metrics</div></div>`;
   }
 
