@@ -132,7 +132,7 @@
         card = document.createElement("div");
         card.className = "chart-card";
         card.dataset.tenant = tenant.name;
-        card.innerHTML = `<h3>${GS.chip(tenant.name)}</h3><div class="plot"></div>`;
+        card.innerHTML = `<h3>${GS.chip(tenant.name)}</h3><div class="note borrowing"></div><div class="plot"></div>`;
         charts.appendChild(card);
       }
       const plot = card.querySelector(".plot");
@@ -151,7 +151,13 @@
         { label: "busy (avg)", values: points.busy, color, width: 2, fill: `${color}33` },
         { label: "busy (peak)", values: points.peak, color, width: 1, dash: [4, 3] },
       ];
-      if (tenant.quota) lines.push({ label: "quota", values: points.t.map(() => tenant.quota.gpus), color: "#c6362b", width: 1.5, dash: [8, 4] });
+      if (tenant.quota) lines.push({ label: "nominal quota", values: points.t.map(() => tenant.quota.gpus), color: "#c6362b", width: 1.5, dash: [8, 4] });
+      // Held above the nominal quota is not an overrun: Kueue-style borrowing of what the
+      // cohort's other queues leave unused, which they can reclaim.
+      const peakHeld = Math.max(...points.held);
+      card.querySelector(".borrowing").textContent = tenant.quota && peakHeld > tenant.quota.gpus
+        ? `Held up to ${GS.gpus(peakHeld)} GPUs, over its nominal quota of ${GS.gpus(tenant.quota.gpus)}: borrowed from its cohort's unused quota (it can be reclaimed when the lending queues need it).`
+        : "";
       GS.lineChart(plot, { times: points.t, series: lines, yLabel: "GPUs" });
     }
     for (const card of [...charts.children]) {
