@@ -19,9 +19,10 @@ from django.db import connection
 from scheduling.bulk import insert_rows
 from scheduling.models import Event, Pod
 
-# PostgreSQL hands out ids before commit, so two concurrent writers could commit ids out of order;
-# one transaction-scoped advisory lock makes outbox writers take turns (SQLite writers already do).
-_OUTBOX_LOCK_KEY = 0x6770_7573  # "gpus"
+# PostgreSQL hands out ids before commit, so two concurrent writers could commit ids out of order.
+# A deferred trigger (migration 0013) gives each row its final id at COMMIT, under one
+# transaction-scoped advisory lock, so ids grow in commit order while the lock is held only inside
+# the database's commit, never across a writer's round trips (SQLite writers are serialized anyway).
 
 
 @dataclass(frozen=True)
@@ -279,15 +280,13 @@ def read_rows(rows: Iterable[tuple[int, str, Mapping[str, Any]]]) -> list[tuple[
     return [(event_id, read(kind, payload)) for event_id, kind, payload in rows]
 
 
-def publish(*payloads: EventPayload) -> list[Event]:
-    """Write outbox rows in the caller's transaction (services only)."""
+def publish(*payloads: EventPayload) -> None:
+    """Write outbox rows in the caller's transaction (services only). On PostgreSQL their ids are
+    final only once it commits (migration 0013), so none are returned."""
     if not payloads:
-        return []
+        return
     if not connection.in_atomic_block:
         raise RuntimeError(
             "events are published inside the transaction of the change they describe"
         )
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_OUTBOX_LOCK_KEY])
-    return insert_rows([Event(type=p.TYPE, payload=p.as_json()) for p in payloads])
+    insert_rows([Event(type=p.TYPE, payload=p.as_json()) for p in payloads])

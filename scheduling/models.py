@@ -560,7 +560,8 @@ class GpuAssignment(models.Model):
 
 class Event(models.Model):
     """The outbox: one row per state change, written in the transaction that made the change. Ids
-    grow in commit order (services.publish serializes writers), so readers tail by id."""
+    grow in commit order (on PostgreSQL a deferred trigger gives each row its id at COMMIT, one
+    writer at a time: migration 0013), so readers tail by id."""
 
     type = models.CharField(max_length=64)
     payload = models.JSONField()
