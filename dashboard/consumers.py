@@ -1,12 +1,13 @@
-"""Dashboard websockets: one read-only consumer per view group.
+"""Dashboard websockets: one read-only consumer per view.
 
 A socket is accepted only for a signed-in staff user (the dashboard is for platform admins) and,
 through AllowedHostsOriginValidator in gpusched/asgi.py, only from the site's own origin. On
-connect it joins its view's group in this process, then asks the tailer for what it missed since
-`?since=<event id>&epoch=<epoch>` (or a snapshot). After that it forwards the tailer's deltas as
-they come, each serialized once for every socket (in frames of bounded size, dashboard/frames.py),
-skipping what the first message already covered;
-a gap (a dropped message) or a rebuilt view makes it send a fresh snapshot instead.
+connect it joins its user's group on the channel layer (signing out closes it, in every process),
+then subscribes to its view in this process's tailer with what it missed since
+`?since=<event id>&epoch=<epoch>` (or a snapshot). After that the tailer hands it the deltas as
+they come (`deliver`), each serialized once for every socket (in frames of bounded size,
+dashboard/frames.py); it skips what the first message already covered, and a gap or a rebuilt
+view makes it send a fresh snapshot instead.
 
 Async on purpose: a delta fans out to hundreds of sockets per process, and the consumer never
 touches the database itself (the tailer does, on its own thread).
@@ -14,6 +15,7 @@ touches the database itself (the tailer does, on its own thread).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
@@ -48,6 +50,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
     cursor: int = -1
     counted: bool = False  # in the gpusched_websocket_clients gauge
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # One message at a time on the socket: the catch-up on connect, then each delivered one,
+        # so the frames of two messages never interleave.
+        self._sending = asyncio.Lock()
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated or not user.is_staff:
@@ -64,9 +72,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         epoch = query.get("epoch", [""])[0] or None
 
         self.tailer = Tailer.for_running_loop()
-        self.group = self.tailer.group_for(key)
         try:
-            await self._layer("group_add", self.group)
             await self._layer("group_add", user_group(user.pk))
         except LAYER_ERRORS as exc:  # the channel layer's Redis is away: come back later
             logger.warning("dashboard socket: channel layer unavailable: %s", exc)
@@ -77,9 +83,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         await self.accept()
         websocket_clients.labels(view=self.view).inc()
         self.counted = True
-        live, messages = await self.tailer.attach(key, since, epoch)
-        self.key = key
-        await self._sent(live, messages)
+        async with self._sending:
+            live, messages = await self.tailer.attach(key, since, epoch, self)
+            self.key = key
+            await self._sent(live, messages)
 
     def view_key(self, kwargs: dict[str, Any]) -> str:
         return self.view
@@ -104,13 +111,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         user = self.scope.get("user")
         try:
-            await self._layer("group_discard", self.group)
             if user is not None and user.is_authenticated:
                 await self._layer("group_discard", user_group(user.pk))
         except LAYER_ERRORS as exc:  # the groups expire in Redis by themselves
             logger.info("dashboard socket: leaving its groups failed: %s", exc)
         if self.key is not None:
-            self.tailer.detach(self.key)
+            self.tailer.detach(self.key, self)
             self.key = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -118,16 +124,23 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if text_data == "ping":
             await self.send(text_data="pong")
 
-    # --- group messages from the tailer ---------------------------------------------------
+    # --- messages from the tailer (and live.close from the user's group) --------------------
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        """tailer.Subscriber: the tailer's live.delta, live.sample and live.reset."""
+        async with self._sending:
+            await self._handle(message)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler, through a thread hop;
-        # the live.* handlers never touch the database, and with hundreds of sockets per process
-        # those hops were most of a delta's fan-out cost.
+        # the live.* handlers never touch the database.
         if message["type"].startswith("live."):
-            await getattr(self, message["type"].replace(".", "_"))(message)
+            await self._handle(message)
             return
         await super().dispatch(message)
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        await getattr(self, message["type"].replace(".", "_"))(message)
 
     async def live_delta(self, message: dict[str, Any]) -> None:
         if self.key is None or message["epoch"] != self.epoch or message["to"] <= self.cursor:

@@ -3,20 +3,23 @@ websocket, shared by all of them.
 
 It keeps, for each view someone watches, that view's state as of an outbox cursor (an Event id).
 Each step reads the outbox rows after the lowest cursor, turns them into one delta per view
-(`live.LiveView.changes`), applies it to the kept state, remembers it in a short buffer and
-`group_send`s it, serialized once, to the view's group. After a push it waits the coalescing
-window before the next read, so a burst of commits reaches a browser as one delta.
+(`live.LiveView.changes`), applies it to the kept state, remembers it in a short buffer and hands
+it, serialized once, to each of the view's sockets in this process. After a push it waits the
+coalescing window before the next read, so a burst of commits reaches a browser as one delta.
 
 A client connecting with the last id it saw (and the `epoch` of the state it came from) gets the
 buffered deltas after that id; one that is unknown, from another process or view epoch, or more
 than DASHBOARD_MAX_BEHIND_EVENTS behind gets a fresh snapshot, served from the kept state. Because
 snapshots and deltas come from the same kept state, snapshot + deltas == that state, always.
 
-Group names carry a per-process token: every web replica tails the outbox itself and fans out only
-to its own sockets, so N replicas never deliver a change N times, on the in-memory layer and on
-channels-redis alike. Database work runs on one thread of the tailer's own (one connection kept
-open); a database error is logged and retried with backoff, and a view whose update fails for any
-other reason is rebuilt and its clients are sent a fresh snapshot.
+Every web replica tails the outbox itself and fans out only to its own sockets, so N replicas never
+deliver a change N times. The fan-out stays in the process: the sockets a tailer serves are on its
+own event loop, so a delta goes straight to them (`Subscriber.deliver`), not through the channel
+layer (with channels-redis that was a serialization, four Redis round trips and a wake-up of every
+socket's receive loop per delta, for sockets of this very process). Database work runs on one
+thread of the tailer's own (one connection kept open); a database error is logged and retried
+with backoff, and a view whose update fails for any other reason is rebuilt and its clients are
+sent a fresh snapshot.
 """
 
 from __future__ import annotations
@@ -32,10 +35,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from hashlib import sha1
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from channels.layers import get_channel_layer
 from django.db import DatabaseError, InterfaceError, connections
 
 from dashboard import conf
@@ -47,6 +48,13 @@ from scheduling.events import event_type, read_after
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Subscriber(Protocol):
+    """A socket watching a view (dashboard.consumers.LiveConsumer)."""
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        """Handle one live.* message: a delta, a sample or a reset of the view."""
 
 
 @dataclass
@@ -64,14 +72,13 @@ class Live:
     """One view's state in this process, and who watches it."""
 
     view: LiveView
-    group: str
     epoch: str
     cursor: int
     state: State
     sampled: State = field(default_factory=dict)
     base: int = 0  # the buffer replays from here: entries cover (base, cursor]
     entries: deque[Entry] = field(default_factory=deque)
-    subscribers: int = 0
+    subscribers: set[Subscriber] = field(default_factory=set)
     idle_since: float | None = None
     next_sample_at: float = 0.0
     broken: bool = False
@@ -183,25 +190,20 @@ class Tailer:
 
     # --- subscribers ----------------------------------------------------------------------
 
-    def group_for(self, key: str) -> str:
-        """Channel-layer group of one view in this process (names: ASCII, < 100 characters)."""
-        name, _, param = key.partition(":")
-        suffix = f".{sha1(param.encode()).hexdigest()[:16]}" if param else ""
-        return f"live.{name}{suffix}.{self.token}"
-
     async def attach(
-        self, key: str, since: int | None, epoch: str | None
+        self, key: str, since: int | None, epoch: str | None, subscriber: Subscriber
     ) -> tuple[Live, list[str]]:
-        """Count a new subscriber of view `key`; returns the view and what to send it first."""
+        """Add a subscriber of view `key`; returns the view and what to send it first. It gets
+        every message after that: nothing is awaited between the catch-up and joining."""
         live = await self._live(key)
-        live.subscribers += 1
+        live.subscribers.add(subscriber)
         live.idle_since = None
         return live, live.catch_up(since, epoch, self.max_behind)
 
-    def detach(self, key: str) -> None:
+    def detach(self, key: str, subscriber: Subscriber) -> None:
         live = self.lives.get(key)
         if live is not None:
-            live.subscribers = max(live.subscribers - 1, 0)
+            live.subscribers.discard(subscriber)
             if not live.subscribers:
                 live.idle_since = time.monotonic()
 
@@ -248,7 +250,6 @@ class Tailer:
         self._epochs += 1
         live = Live(
             view=view,
-            group=self.group_for(view.key),
             epoch=f"{self.token}.{self._epochs}",
             cursor=cursor,
             base=cursor,
@@ -330,7 +331,7 @@ class Tailer:
         while len(live.entries) > self.buffered:
             live.base = live.entries.popleft().last
         await self._send(
-            live.group,
+            live,
             {
                 "type": "live.delta",
                 "epoch": live.epoch,
@@ -345,7 +346,7 @@ class Tailer:
         fresh = await self._build(live.view, live.sampled)
         fresh.subscribers, fresh.idle_since = live.subscribers, live.idle_since
         self.lives[live.view.key] = fresh
-        await self._send(fresh.group, {"type": "live.reset", "epoch": fresh.epoch})
+        await self._send(fresh, {"type": "live.reset", "epoch": fresh.epoch})
 
     async def _sample_due(self) -> bool:
         now = time.monotonic()
@@ -371,7 +372,7 @@ class Tailer:
                 apply(live.sampled, changes)
                 live._sample_version += 1
                 await self._send(
-                    live.group, {"type": "live.sample", "frames": live.sample_frames(changes)}
+                    live, {"type": "live.sample", "frames": live.sample_frames(changes)}
                 )
                 pushed = True
         return pushed
@@ -384,10 +385,14 @@ class Tailer:
 
     # --- plumbing -------------------------------------------------------------------------
 
-    async def _send(self, group: str, message: dict[str, Any]) -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            await layer.group_send(group, message)
+    async def _send(self, live: Live, message: dict[str, Any]) -> None:
+        """To every socket of the view, in turn: one message at a time, in the tailer's order.
+        A socket's failure is its own (it is closing, or its handler has a bug)."""
+        for subscriber in list(live.subscribers):
+            try:
+                await subscriber.deliver(message)
+            except Exception:
+                logger.warning("dashboard: delivering %s failed", message["type"], exc_info=True)
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
