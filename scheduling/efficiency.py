@@ -21,11 +21,14 @@ measured minutes, and overRequest = held / busy p95 (scheduling.core.efficiency)
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Max, Min, Q, Sum
 from django.utils import timezone
 
@@ -302,6 +305,27 @@ def tenant_efficiency(
 def usage_ratios(*, now: datetime | None = None) -> dict[str, float]:
     """Each tenant's p95 busy / held GPUs over the default window (1 when unknown)."""
     return {name: e.usage_ratio for name, e in tenant_efficiency(now=now).items()}
+
+
+_recent_lock = threading.Lock()
+_recent: tuple[float, dict[str, float]] | None = None  # (monotonic time read, ratios)
+
+
+def recent_usage_ratios() -> dict[str, float]:
+    """usage_ratios() as read at most USAGE_RATIOS_MAX_AGE_S ago (default 10 s) in this process.
+    The queue status (the Queues view, the API) is read per request, and the ratios read every GPU
+    assignment of the hour (1-2 s with telemetry): an hour of closed minutes seen a few seconds
+    late differs from it by nothing a reader could act on. The scheduler keeps its own
+    (load_feed.LoadFeed.usage_ratios)."""
+    global _recent
+    max_age = float(getattr(settings, "USAGE_RATIOS_MAX_AGE_S", 10.0))
+    with _recent_lock:
+        if _recent is not None and time.monotonic() - _recent[0] < max_age:
+            return dict(_recent[1])
+    ratios = usage_ratios()  # outside the lock: a slow read holds no other reader back
+    with _recent_lock:
+        _recent = (time.monotonic(), ratios)
+    return dict(ratios)
 
 
 def workload_advice(

@@ -19,7 +19,7 @@ from scheduling.core.queueing.config import (
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import format_quantity
-from scheduling.efficiency import usage_ratios
+from scheduling.efficiency import recent_usage_ratios
 from scheduling.models import (
     Pod,
     Workload,
@@ -63,7 +63,7 @@ class ClusterQueueStatus:
 def cluster_queue_status() -> list[ClusterQueueStatus]:
     """Each cluster queue's quota, use, borrowing and fair share, like Kueue's status."""
     setup = queue_setup()
-    admitted = admitted_workloads(usage_ratios())
+    admitted = admitted_workloads(recent_usage_ratios())
     book = quota_book(setup, admitted)
     pending: dict[str, int] = defaultdict(int)
     for _, queued in queued_workloads(setup):

@@ -12,6 +12,9 @@ except ImproperlyConfigured:
 # files: no redirect to HTTPS, plain static names, no static files middleware (it would warn about
 # the missing STATIC_ROOT). tests/security/ checks those production parts in real processes.
 settings.SECURE_SSL_REDIRECT = False
+# Every read of the queue status computes the usage ratios afresh
+# (tests/scheduling/test_efficiency.py checks the cache the default enables).
+settings.USAGE_RATIOS_MAX_AGE_S = 0.0
 settings.STORAGES = {
     **settings.STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
-from scheduling.efficiency import tenant_efficiency, workload_advice
+from scheduling.efficiency import recent_usage_ratios, tenant_efficiency, workload_advice
 from scheduling.models import Allocation, Pod
 from scheduling.profile_files import load_profile
 from telemetry.models import GpuMinute, PodMinute
@@ -77,3 +77,23 @@ def test_no_telemetry_means_no_index_and_a_pessimistic_ratio() -> None:
     factories.tenant("quiet")
     report = tenant_efficiency()["quiet"]
     assert (report.over_request, report.usage_ratio) == (None, 1.0)
+
+
+def test_the_queue_status_reads_the_ratios_once_per_max_age(settings) -> None:
+    """recent_usage_ratios: readers within USAGE_RATIOS_MAX_AGE_S share one read, later ones see
+    what changed."""
+    factories.nodes(2)
+    nlp = factories.tenant("nlp")
+    factories.workload(nlp, "big", pods=1, gpus=8)
+    database_cycle(Framework(load_profile("topology"))).run_once()
+    Allocation.objects.update(bound_at=timezone.now() - timedelta(hours=1))
+    settings.USAGE_RATIOS_MAX_AGE_S = 0.0
+    assert recent_usage_ratios() == {"nlp": 1.0}  # no telemetry yet: pessimistic
+
+    settings.USAGE_RATIOS_MAX_AGE_S = 3600.0
+    assert recent_usage_ratios() == {"nlp": 1.0}
+    minutes("nlp", Pod.objects.get(workload__name="big").name, used=1.6)
+    assert recent_usage_ratios() == {"nlp": 1.0}  # read within the max age: the same
+
+    settings.USAGE_RATIOS_MAX_AGE_S = 0.0
+    assert recent_usage_ratios()["nlp"] == pytest.approx(0.2, rel=0.01)
