@@ -17,9 +17,9 @@ deliver a change N times. The fan-out stays in the process: the sockets a tailer
 own event loop, so a delta goes straight to them (`Subscriber.deliver`), not through the channel
 layer (with channels-redis that was a serialization, four Redis round trips and a wake-up of every
 socket's receive loop per delta, for sockets of this very process). Database work runs on one
-thread of the tailer's own (one connection kept open); a database error is logged and retried
-with backoff, and a view whose update fails for any other reason is rebuilt and its clients are
-sent a fresh snapshot.
+thread of the tailer's own (one connection kept open), the sampled slices' reads on another, so a
+slow sample never holds deltas back; a database error is logged and retried with backoff, and a
+view whose update fails for any other reason is rebuilt and its clients are sent a fresh snapshot.
 """
 
 from __future__ import annotations
@@ -126,7 +126,12 @@ class Tailer:
         self.lives: dict[str, Live] = {}
         self._building: dict[str, asyncio.Task[Live]] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-tailer")
+        # The sampled slices are read on a thread (and connection) of their own, beside the loop:
+        # a sample (the stranded count, the telemetry) took up to 700 ms on a busy machine, and
+        # every delta behind it waited that long every few seconds.
+        self._sampler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-sampler")
         self._task: asyncio.Task[None] | None = None
+        self._sampling: asyncio.Task[None] | None = None
         self._epochs = 0
         self.poll_s = conf.value("DASHBOARD_POLL_SECONDS")
         self.coalesce_s = conf.value("DASHBOARD_COALESCE_SECONDS")
@@ -158,14 +163,16 @@ class Tailer:
             )
 
     async def stop(self) -> None:
-        """Stop the loop and close the tailer thread's database connection."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self._db(connections.close_all)
-        self._executor.shutdown(wait=False)
+        """Stop the loop and the sampling, and close their threads' database connections."""
+        for task in (self._task, self._sampling):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._sampling = None
+        for executor in (self._executor, self._sampler):
+            await self._on(executor, connections.close_all)
+            executor.shutdown(wait=False)
         loop = asyncio.get_running_loop()
         if self._by_loop.get(loop) is self:
             del self._by_loop[loop]
@@ -212,7 +219,7 @@ class Tailer:
         browser is still loading its scripts, so its socket finds the view ready."""
         if key in self.lives or key in self._building:
             return
-        task = asyncio.get_running_loop().create_task(self._live(key))
+        task = asyncio.get_running_loop().create_task(self._live(key), name=f"preparing {key}")
         task.add_done_callback(_log_failure)
 
     async def snapshot(self, key: str) -> Live:
@@ -281,7 +288,8 @@ class Tailer:
             await asyncio.sleep(delay)
 
     async def step(self) -> tuple[bool, bool]:
-        """One read of the outbox and the sampled parts; returns (pushed anything, more waiting)."""
+        """One read of the outbox (and the sampling started, if due and not running); returns
+        (pushed anything, more waiting)."""
         self._drop_idle()
         pushed = more = False
         if self.lives:
@@ -305,7 +313,7 @@ class Tailer:
                     live.broken = True
                     continue
                 pushed = await self._advance(live, mine, changes) or pushed
-            pushed = await self._sample_due() or pushed
+            self._start_sampling()
         self.steps += 1
         return pushed, more
 
@@ -348,20 +356,33 @@ class Tailer:
         self.lives[live.view.key] = fresh
         await self._send(fresh, {"type": "live.reset", "epoch": fresh.epoch})
 
-    async def _sample_due(self) -> bool:
+    def _start_sampling(self) -> None:
+        if self._sampling is None or self._sampling.done():
+            self._sampling = asyncio.get_running_loop().create_task(
+                self._sample_due(), name="dashboard sampling"
+            )
+            self._sampling.add_done_callback(_log_failure)
+
+    async def _sample_due(self) -> None:
+        """Read the sampled slices that are due, each on the sampler thread, and push what
+        changed. The views' states are only ever changed here, on the loop, between reads."""
         now = time.monotonic()
-        pushed = False
-        for live in list(self.lives.values()):
-            every = live.view.sample_every
-            if not every or now < live.next_sample_at:
+        for key, due in list(self.lives.items()):
+            every = due.view.sample_every
+            if not every or now < due.next_sample_at:
                 continue
-            live.next_sample_at = now + every
+            due.next_sample_at = now + every
             try:
-                fresh = await self._db(live.view.sample)
+                fresh = await self._on(self._sampler, due.view.sample)
             except Exception as exc:
-                if _is_database_error(exc):
-                    raise
-                logger.exception("dashboard view %s: sampling failed", live.view.key)
+                if _is_database_error(exc):  # tried again when next due, on a fresh connection
+                    logger.warning("dashboard view %s: sampling failed", key, exc_info=True)
+                    await self._reset_connection(self._sampler)
+                else:
+                    logger.exception("dashboard view %s: sampling failed", key)
+                continue
+            live = self.lives.get(key)  # rebuilt meanwhile: its successor keeps the samples
+            if live is None:
                 continue
             changes: Changes = {}
             for name, docs in fresh.items():
@@ -374,8 +395,6 @@ class Tailer:
                 await self._send(
                     live, {"type": "live.sample", "frames": live.sample_frames(changes)}
                 )
-                pushed = True
-        return pushed
 
     def _drop_idle(self) -> None:
         now = time.monotonic()
@@ -395,19 +414,22 @@ class Tailer:
                 logger.warning("dashboard: delivering %s failed", message["type"], exc_info=True)
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(fn, *args))
+        return await self._on(self._executor, fn, *args)
 
-    async def _reset_connection(self) -> None:
+    async def _on(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(executor, partial(fn, *args))
+
+    async def _reset_connection(self, executor: ThreadPoolExecutor | None = None) -> None:
         try:
-            await self._db(connections.close_all)
+            await self._on(executor or self._executor, connections.close_all)
         except Exception:
             logger.debug("closing the tailer's connection failed", exc_info=True)
 
 
-def _log_failure(task: asyncio.Task[Live]) -> None:
+def _log_failure(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        logger.warning("dashboard: preparing a view failed", exc_info=task.exception())
+        logger.warning("dashboard: %s failed", task.get_name(), exc_info=task.exception())
 
 
 def _is_database_error(exc: BaseException) -> bool:

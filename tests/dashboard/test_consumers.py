@@ -256,3 +256,35 @@ async def test_a_view_that_fails_to_update_is_rebuilt_and_resent(
     assert message["epoch"] != first["epoch"]
     assert message["state"]["nodes"][names[0]]["cordoned"] is True
     await client.socket.disconnect()
+
+
+async def test_a_slow_sample_does_not_hold_deltas_back(
+    layer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sampled slices are read beside the loop: a delta committed while a sample is being
+    read arrives before that read ends."""
+    import threading
+
+    from dashboard.live import ClusterView
+
+    names = await node_names()
+    client = await connect("ws/live/cluster/", await admin_cookie())
+    await client.until(lambda c: "stranded" in c.state)  # the first sample is in
+    real = ClusterView.sample
+    reading, release = threading.Event(), threading.Event()
+
+    def slow(self: ClusterView) -> dict:
+        reading.set()
+        release.wait(20)
+        return real(self)
+
+    monkeypatch.setattr(ClusterView, "sample", slow)
+    monkeypatch.setattr(ClusterView, "sample_every", 0.05)
+    try:
+        assert await asyncio.to_thread(reading.wait, 20)  # a sample is being read now
+        event_id = await sync_to_async(cordon)(names[0])
+        await client.until_id(event_id)
+        assert not release.is_set()
+    finally:
+        release.set()
+    await client.socket.disconnect()
