@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 
 from scheduling import pod_resources
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
@@ -354,12 +354,22 @@ def tolerations_from_json(docs: Iterable[Mapping[str, Any]]) -> tuple[Toleration
     )
 
 
+def batch_pods() -> QuerySet[Pod]:
+    """Pods as a cycle reads them, with their workload and tenant; without the columns it never
+    reads of them, which parsing would cost most of the read: the workload's pod sets (every
+    template of the workload, once per pod) and quota usage, the pod's simulation."""
+    return Pod.objects.select_related("workload__tenant").defer(*_UNREAD)
+
+
+_UNREAD = ("simulation", "workload__pod_sets", "workload__quota_usage")
+
+
 def pending_pods(now: datetime, limit: int) -> list[Pod]:
     """Pods waiting for a node whose backoff has passed, highest priority first, then oldest."""
     return list(
-        Pod.objects.filter(phase=Pod.Phase.PENDING, workload__state__in=("Admitted", "Running"))
+        batch_pods()
+        .filter(phase=Pod.Phase.PENDING, workload__state__in=("Admitted", "Running"))
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        .select_related("workload__tenant")
         .order_by("-priority", "created_at", "id")[:limit]
     )
 
@@ -373,10 +383,10 @@ def with_gang_members(pods: list[Pod]) -> list[Pod]:
     have = {p.pk for p in pods}
     extra = [
         p
-        for p in Pod.objects.filter(
+        for p in batch_pods()
+        .filter(
             phase=Pod.Phase.PENDING, workload_id__in={w for w, _ in gangs}, gang_min_count__gt=0
         )
-        .select_related("workload__tenant")
         .order_by("id")
         if (p.workload_id, p.pod_set) in gangs and p.pk not in have
     ]

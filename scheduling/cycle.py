@@ -148,10 +148,12 @@ class SchedulingCycle:
     def _cycle(self) -> CycleReport:
         report = CycleReport(side=self.side.name)
         now = self.clock()
+        started = time.perf_counter()
 
         # 1. Lead, or stand by.
         leadership = self.elector.lead(now)
         if not leadership.leading:
+            report.sync_s = time.perf_counter() - started
             return report
         report.leading = True
         if leadership.new_term:
@@ -162,9 +164,11 @@ class SchedulingCycle:
         synced = self.side.sync(now)
         report.side_counts = dict(synced.counts)
         if not synced.ready:
+            report.sync_s = time.perf_counter() - started
             return report  # nothing is decided on a partial view
         report.synced = True
         report.quarantined = len(self._quarantine())
+        report.sync_s = time.perf_counter() - started
 
         # 3. Admit.
         started = time.perf_counter()
@@ -172,13 +176,17 @@ class SchedulingCycle:
         report.admission_s = time.perf_counter() - started
 
         # 4. Reclaim.
+        started = time.perf_counter()
         report.reclaimed = self._reclaim(now, report)
+        report.reclaim_s = time.perf_counter() - started
 
         # 5. The next batch.
+        started = time.perf_counter()
         pods = self.side.placeable(
             cluster_state.with_gang_members(cluster_state.pending_pods(now, self.batch_size))
         )
         if not pods:
+            report.select_s = time.perf_counter() - started
             return report
         requests = {pod.pk: self.load_feed.estimate(cluster_state.pod_request(pod)) for pod in pods}
         if self.framework.queue_sort is not None:
@@ -186,6 +194,7 @@ class SchedulingCycle:
             pods.sort(
                 key=cmp_to_key(lambda a, b: -1 if less(requests[a.pk], requests[b.pk]) else 1)
             )
+        report.select_s = time.perf_counter() - started
 
         # 6. Snapshot with load; what the side protects, and what is terminating, is no victim.
         started = time.perf_counter()
@@ -212,6 +221,7 @@ class SchedulingCycle:
         report.reservations_released = self._report_released(outcome.released, by_uid, now)
 
         # 8. Evictions: asked of the side, then committed.
+        started = time.perf_counter()
         report.preempted += self._evictions().carry_out(
             outcome.evictions, cluster, by_uid, now, report
         )
@@ -227,6 +237,7 @@ class SchedulingCycle:
         # An online share just placed beside lent pods gets its GPU to itself within this cycle.
         if any(_online_beside_lent(cluster.snapshot, decision) for _, decision in placed):
             report.reclaimed += self._reclaim(now, report, force=True)
+        report.commit_s = time.perf_counter() - started
 
         # 11. Why the others wait.
         started = time.perf_counter()
@@ -241,7 +252,7 @@ class SchedulingCycle:
         report.reported += self.side.report(
             [Waiting(pod, pod.last_reason, pod.nominated_node) for pod, _ in failed], now
         )
-        report.commit_s += time.perf_counter() - started
+        report.waiting_s = time.perf_counter() - started
         report.attempted = len(pods)
         report.unschedulable = len(failed)
         report.more = len(pods) >= self.batch_size
@@ -362,7 +373,6 @@ class SchedulingCycle:
         forgotten (the seeds' Unreserve). True when everything was bound."""
         if not placed:
             return True
-        started = time.perf_counter()
         result = services.placements_commit(
             cluster=cluster,
             placed=placed,
@@ -375,7 +385,6 @@ class SchedulingCycle:
         for pod, reason in result.conflicts:
             logger.warning("bind of %s refused: %s", pod.name, reason)
         rejected = self.side.bind(committed, now)
-        report.commit_s += time.perf_counter() - started
         report.conflicts += len(result.conflicts) + sum(r.conflict for r in rejected)
         report.requeued += len(rejected)
         report.bound += len(committed) - len(rejected)

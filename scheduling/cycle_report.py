@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The phases of a cycle, in order (CycleReport's `<phase>_s`): together the whole cycle but for its
+# bookkeeping; the estimated starts run after it, every few seconds (`estimate_s`).
+PHASES = ("sync", "admission", "reclaim", "select", "snapshot", "schedule", "commit", "waiting")
+
 
 @dataclass
 class CycleReport:
@@ -29,9 +33,17 @@ class CycleReport:
     reported: int = 0  # reports the side sent out (Kubernetes: events and conditions)
     quarantined: int = 0  # nodes whose recorded state contradicts their capacity
     more: bool = False
+    # Seconds per phase (PHASES).
+    sync_s: float = 0.0  # leadership, the side's sync, the cluster state's refresh and quarantine
     admission_s: float = 0.0
+    reclaim_s: float = 0.0
+    select_s: float = 0.0  # reading the next batch of pending pods, in queue order
     snapshot_s: float = 0.0
     schedule_s: float = 0.0
-    commit_s: float = 0.0
+    commit_s: float = 0.0  # evictions, the commit and the bind
+    waiting_s: float = 0.0  # why the others wait (step 11)
     estimate_s: float = 0.0  # estimated starts (every few seconds, not every cycle)
     side_counts: dict[str, int] = field(default_factory=dict)
+
+    def phase_seconds(self) -> dict[str, float]:
+        return {phase: getattr(self, f"{phase}_s") for phase in PHASES}

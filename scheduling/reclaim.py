@@ -99,35 +99,32 @@ class ReclaimFeed:
     def lendings(self, state: ClusterState, now: datetime) -> dict[GpuKey, GpuLending]:
         """Every shared GPU that holds something, as reclaim sees it."""
         holders: dict[GpuKey, _Holders] = defaultdict(_Holders)
-        rows = (
-            GpuAssignment.objects.filter(
-                active=True,
-                mig_slot__isnull=True,
-                gpu__sharing__in=[m.value for m in SharingMode if m.shareable],
-            )
-            .select_related("gpu__node", "allocation__pod__workload")
-            .only(
-                "milli",
-                "reclaimed",
-                "gpu__index",
-                "gpu__node__name",
-                "allocation__bound_at",
-                "allocation__pod__uid",
-                "allocation__pod__workload__service_class",
-            )
+        # Plain rows of the columns used: this reads every shared GPU's holders, each refresh.
+        rows = GpuAssignment.objects.filter(
+            active=True,
+            mig_slot__isnull=True,
+            gpu__sharing__in=[m.value for m in SharingMode if m.shareable],
+        ).values_list(
+            "milli",
+            "reclaimed",
+            "gpu__index",
+            "gpu__node__name",
+            "allocation__bound_at",
+            "allocation__pod__uid",
+            "allocation__pod__workload__service_class",
         )
-        for row in rows:
-            held = holders[(row.gpu.node.name, row.gpu.index)]
-            pod, bound_at = row.allocation.pod, row.allocation.bound_at or now
-            uid = str(pod.uid)
-            if row.reclaimed:
+        online = ServiceClass.ONLINE.value
+        for milli, reclaimed, index, node, bound, pod_uid, service_class in rows:
+            held = holders[(node, index)]
+            bound_at, uid = bound or now, str(pod_uid)
+            if reclaimed:
                 request = state.held.get(uid)
-                expected = request[0].expected_load if request else row.milli / MILLI_PER_GPU
-                held.lent.append(LentPod(uid, row.milli, expected, bound_at.timestamp()))
-            elif pod.workload.service_class == ServiceClass.ONLINE.value:
+                expected = request[0].expected_load if request else milli / MILLI_PER_GPU
+                held.lent.append(LentPod(uid, milli, expected, bound_at.timestamp()))
+            elif service_class == online:
                 held.online = True
             else:
-                held.owner_milli += row.milli
+                held.owner_milli += milli
                 held.owners.append(uid)
                 if held.newest_owner_bound is None or bound_at > held.newest_owner_bound:
                     held.newest_owner_bound = bound_at

@@ -10,7 +10,7 @@ import numpy as np
 from django.db import transaction
 
 from scheduling import events
-from scheduling.bulk import insert_rows
+from scheduling.bulk import insert_rows, update_rows
 from scheduling.core.scheduler import Decision
 from scheduling.models import (
     PlacementDecision,
@@ -36,31 +36,31 @@ def pods_unschedulable(
     nominated = nominated or {}
     if not failed:
         return
-    changed: list[tuple[Pod, Decision]] = []
+    changed: list[tuple[Pod, Decision]] = []  # a new reason: a decision record and an event
+    explained: list[Pod] = []  # a new reason or explanation to write
+    retried: list[Pod] = []  # only the attempt to write
     for pod, decision in failed:
         reason = decision.summary()[:1024]
+        doc = why_pending(decision, summary=reason)
         if reason != pod.last_reason:
             changed.append((pod, decision))
+        (
+            explained if (reason, doc) != (pod.last_reason, pod.pending_explanation) else retried
+        ).append(pod)
         pod.attempts += 1
         pod.last_reason = reason
-        pod.pending_explanation = why_pending(decision, summary=reason)
+        pod.pending_explanation = doc
         pod.last_attempt_at = now
         pod.nominated_node = nominated.get(str(pod.uid), "")
         pod.next_attempt_at = now + timedelta(
             seconds=min(MAX_BACKOFF_S, 0.5 * 2 ** min(pod.attempts, 8))
         )
+    attempt = ["attempts", "last_attempt_at", "next_attempt_at", "nominated_node"]
     with transaction.atomic():
-        Pod.objects.bulk_update(
-            [pod for pod, _ in failed],
-            [
-                "attempts",
-                "last_reason",
-                "pending_explanation",
-                "last_attempt_at",
-                "next_attempt_at",
-                "nominated_node",
-            ],
-        )
+        # The explanation (a document per pod) is written only when it changed: a pod that waits
+        # for the same reason, cycle after cycle, rewrites only its backoff.
+        update_rows(explained, [*attempt, "last_reason", "pending_explanation"])
+        update_rows(retried, attempt)
         insert_rows(
             [
                 PlacementDecision(

@@ -2,14 +2,17 @@
 constraints' refusals as IntegrityError, and checked increments that judge each row as it is now.
 On PostgreSQL (`-m postgres`) these go through COPY and UPDATE ... FROM VALUES."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling import events
-from scheduling.bulk import insert_rows
-from scheduling.models import Allocation, Event, GpuAssignment, Node, PlacementDecision
+from scheduling.bulk import insert_rows, update_rows
+from scheduling.models import Allocation, Event, GpuAssignment, Node, PlacementDecision, Pod
 from scheduling.services.allocations import add_counts
 from tests.scheduling import factories
 
@@ -75,6 +78,36 @@ def test_events_published_together_keep_their_order() -> None:
         events.publish(*(events.NodeQuarantined(node=f"n{k}") for k in range(30, 50)))
     stored = list(Event.objects.order_by("id").values_list("payload__node", flat=True))
     assert stored == [f"n{k}" for k in range(50)]
+
+
+def test_updated_rows_read_back_as_written_and_keep_their_other_columns() -> None:
+    """More rows than one statement takes (chunks), text that needs quoting, JSON, times, NULL."""
+    owner = factories.tenant()
+    factories.workload(owner, "w", pods=1200)
+    pods = list(Pod.objects.order_by("id"))
+    now = timezone.now()
+    for k, pod in enumerate(pods):
+        pod.attempts = k
+        pod.last_reason = f'it\'s "{k}" – 0/{k} nodes'
+        pod.pending_explanation = {"summary": pod.last_reason, "groups": [{"n": k}]}
+        pod.next_attempt_at = None if k % 2 else now + timedelta(seconds=k)
+    assert update_rows(pods[1:], ["attempts", "last_reason", "pending_explanation"]) == 1199
+    assert update_rows(pods[1:], ["next_attempt_at"]) == 1199
+    stored = {
+        row[0]: row[1:]
+        for row in Pod.objects.values_list(
+            "id", "attempts", "last_reason", "pending_explanation", "next_attempt_at", "phase"
+        )
+    }
+    assert stored[pods[0].pk][:3] == (0, "", {})  # not among the rows written
+    for pod in pods[1:]:
+        assert stored[pod.pk] == (
+            pod.attempts,
+            pod.last_reason,
+            pod.pending_explanation,
+            pod.next_attempt_at,
+            "Pending",
+        )
 
 
 @settings(

@@ -132,6 +132,33 @@ def test_unschedulable_pods_back_off_and_report_once_per_reason() -> None:
     assert "Insufficient nvidia.com/gpu" in pod.last_reason
     assert Event.objects.filter(type="pod.unschedulable").count() == 1
     assert pod.decisions.count() == 1
+    assert pod.pending_explanation["summary"] == pod.last_reason
+    assert pod.last_attempt_at is not None
+
+
+def test_a_new_reason_rewrites_the_explanation_and_keeps_the_backoff_growing() -> None:
+    factories.nodes(1)
+    factories.workload(factories.tenant(), "huge", gpus=9)
+    now = timezone.now()
+    _, decisions = schedule_pending()
+    services.pods_unschedulable(failed=decisions, now=now)
+    first = Pod.objects.get()
+    Pod.objects.update(next_attempt_at=None)  # tried again now
+    factories.nodes(2)  # the same kind of node, one more: a new count in the reason
+    _, decisions = schedule_pending()
+    services.pods_unschedulable(failed=decisions, now=now + timedelta(seconds=1))
+    pod = Pod.objects.get()
+    assert (first.attempts, pod.attempts) == (1, 2)
+    assert pod.last_reason != first.last_reason
+    assert pod.pending_explanation["summary"] == pod.last_reason
+    assert pod.pending_explanation["nodes"] == 2
+    backoff = [
+        p.next_attempt_at - p.last_attempt_at
+        for p in (first, pod)
+        if p.next_attempt_at is not None and p.last_attempt_at is not None
+    ]
+    assert len(backoff) == 2 and backoff[1] > backoff[0]
+    assert Event.objects.filter(type="pod.unschedulable").count() == 2
 
 
 def test_lease_has_one_holder_until_it_expires() -> None:

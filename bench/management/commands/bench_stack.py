@@ -70,6 +70,7 @@ from bench.management.commands.bench_live import (
 from bench.stack import NativeStack
 from bench.tenant_load import SHAPES, Recorder, TenantLoad, reaper, submitter
 from bench.web_process import database_url as connected_database_url
+from scheduling.cycle_report import PHASES
 from scheduling.models import Node, Pod
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
@@ -112,7 +113,7 @@ def _scheduler_cycles(log: Path) -> dict[str, Any]:
                 reports.append(json.loads(line))
     if not reports:
         return {"busy": 0}
-    phases = ("admission_s", "snapshot_s", "schedule_s", "commit_s")
+    phases = [f"{phase}_s" for phase in PHASES]
     seconds = [sum(float(r.get(p, 0.0)) for p in phases) for r in reports]
     return {
         "busy": len(reports),

@@ -95,6 +95,6 @@ def log_cycle(report: CycleReport) -> None:
         report.conflicts,
         report.admitted,
         report.preempted,
-        report.admission_s + report.snapshot_s + report.schedule_s + report.commit_s,
+        sum(report.phase_seconds().values()),
         extra=asdict(report),
     )
