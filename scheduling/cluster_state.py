@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import reduce
-from typing import Any
+from typing import Any, Protocol
 
 from django.db.models import Count, Q, QuerySet
 
@@ -65,9 +65,14 @@ def cluster_state() -> ClusterState:
     # all its GPUs in the next read (read the other way round, a node registered in between would
     # come without GPUs).
     nodes = list(Node.objects.order_by("name"))
-    gpus_by_node: dict[int, list[Gpu]] = defaultdict(list)
-    for gpu in Gpu.objects.filter(present=True).order_by("node_id", "index"):
-        gpus_by_node[gpu.node_id].append(gpu)
+    gpus_by_node: dict[int, list[GpuRow]] = defaultdict(list)
+    # Plain rows of the columns used, not models: a large cluster has tens of thousands of GPUs.
+    for node_id, *gpu in (
+        Gpu.objects.filter(present=True)
+        .order_by("node_id", "index")
+        .values_list("node_id", *_GPU_COLUMNS)
+    ):
+        gpus_by_node[node_id].append(GpuRow(*gpu))
     topologies: dict[str, NodeTopology] = {}
     quarantined: dict[str, str] = {}
     specs = []
@@ -99,6 +104,36 @@ def cluster_state() -> ClusterState:
     return ClusterState(snapshot, node_ids, gpu_ids, held, numa_ids, quarantined)
 
 
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """What the snapshot reads of a Gpu row (a Gpu has the same attributes)."""
+
+    index: int
+    model: str
+    memory_mib: int
+    uuid: str
+    sharing: str
+    mig_layout: list[Any]
+
+
+_GPU_COLUMNS = [f.name for f in fields(GpuRow)]
+
+
+class GpuFacts(Protocol):
+    @property
+    def index(self) -> int: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def sharing(self) -> str: ...
+    @property
+    def mig_layout(self) -> Any: ...
+
+
 def _gpu_ids(nodes: Iterable[Node]) -> dict[tuple[str, int], int]:
     names = {node.id: node.name for node in nodes}
     return {
@@ -109,7 +144,7 @@ def _gpu_ids(nodes: Iterable[Node]) -> dict[tuple[str, int], int]:
 
 
 def sound_node_spec(
-    node: Node, gpus: list[Gpu], topologies: dict[str, NodeTopology] | None = None
+    node: Node, gpus: Sequence[GpuFacts], topologies: dict[str, NodeTopology] | None = None
 ) -> tuple[NodeSpec, str]:
     """The node as the core sees it, and what makes it unsound ("" when nothing): a node the
     snapshot could not represent as recorded is given a shape it can, and quarantined."""
@@ -135,7 +170,7 @@ def sound_node_spec(
     return node_spec(node, gpus, topology), problem[:512]
 
 
-def node_spec(node: Node, gpus: Sequence[Gpu], topology: NodeTopology | None) -> NodeSpec:
+def node_spec(node: Node, gpus: Sequence[GpuFacts], topology: NodeTopology | None) -> NodeSpec:
     """`topology` None: not known (the snapshot plans on its uniform shape and knows it)."""
     return NodeSpec(
         name=node.name,

@@ -69,6 +69,9 @@ class Decision:
     totals: FloatArray = field(default_factory=lambda: _EMPTY_FLOAT)
     feasible_nodes: int = 0
     nomination: PostFilterResult | None = None
+    # Where the chosen node is in node_names (every placed pod's record explains it: looking a
+    # name up among thousands, pod after pod, was a visible part of the commit).
+    chosen_row: int | None = None
 
     @property
     def node(self) -> str | None:
@@ -97,7 +100,8 @@ class Decision:
 
     def explain(self, node: str) -> dict[str, Any]:
         """Per plugin: the filter status of `node`, and its score if it was scored."""
-        i = self.node_names.index(node)
+        row = self.chosen_row
+        i = row if row is not None and self.node_names[row] == node else self.node_names.index(node)
         filters = []
         for plugin, verdicts in self.filters:
             status = verdicts.status(i, plugin)
@@ -286,7 +290,7 @@ class Framework:
             self._unreserve(state, pod, placement)
             decision.status = Status.of(Code.UNSCHEDULABLE, str(exc), plugin="Reserve")
             return decision
-        decision.placement = placement
+        decision.placement, decision.chosen_row = placement, chosen
 
         # 8. Permit: a plugin may hold the pod (a gang still gathering) or reject it.
         for _, permitter in self.permit:
