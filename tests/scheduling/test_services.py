@@ -177,3 +177,27 @@ def test_lease_has_one_holder_until_it_expires() -> None:
 def test_events_are_only_published_inside_a_transaction() -> None:
     with pytest.raises(RuntimeError, match="inside the transaction"):
         events.publish(events.NodeChanged(node="n", cordoned=False, gpus=0))
+
+
+@pytest.mark.parametrize("listed", [10_000, 0])  # admitted workloads named, or a subquery
+def test_pending_pods_come_highest_priority_first_then_oldest_admitted_only(
+    listed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster_state, "_MAX_LISTED", listed)
+    owner = factories.tenant()
+    for name, priority in (("low", 0), ("high", 5), ("low-later", 0)):
+        factories.workload(owner, name, pods=2, priority=priority)
+    services.workloads_admit(
+        workloads=Workload.objects.exclude(name="low-later"), now=timezone.now()
+    )
+    factories.workload(owner, "waits-for-quota", pods=2, priority=9)
+    now = timezone.now()
+    pods = cluster_state.pending_pods(now, 3)
+    assert [p.workload.name for p in pods] == ["high", "high", "low"]
+    assert pods[0].workload.tenant.name == owner.name
+    assert [p.workload.name for p in cluster_state.pending_pods(now, 10)] == [
+        "high",
+        "high",
+        "low",
+        "low",
+    ]
