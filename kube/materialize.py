@@ -33,6 +33,7 @@ from scheduling import pod_resources, services
 from scheduling.core import resource_requests
 from scheduling.core.queueing.admission import INADMISSIBLE
 from scheduling.models import Pod, Workload
+from sim.utilization import ProfileError, UtilizationProfile
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,17 @@ def parent_manifest(workload: Workload) -> dict[str, Any]:
     }
 
 
+def _utilization_annotation(stored: Any) -> str | None:
+    """The Pod row's utilization profile (its field names) in the spelling the simulated kubelet
+    reads (the specs': `periodSeconds`); None, with a warning, for a profile that is not one."""
+    try:
+        profile = UtilizationProfile.from_json(stored)
+    except (TypeError, ProfileError) as exc:
+        logger.warning("utilization profile %r left out: %s", stored, exc)
+        return None
+    return json.dumps(profile.as_spec())
+
+
 def pod_manifest(
     pod: Pod, *, scheduler_name: str, parent: Mapping[str, Any], image: str
 ) -> dict[str, Any]:
@@ -85,7 +97,9 @@ def pod_manifest(
     if simulation.get("duration_s"):
         annotations[SIM_DURATION_ANNOTATION] = str(simulation["duration_s"])
     if simulation.get("utilization"):
-        annotations[SIM_UTILIZATION_ANNOTATION] = json.dumps(simulation["utilization"])
+        utilization = _utilization_annotation(simulation["utilization"])
+        if utilization is not None:
+            annotations[SIM_UTILIZATION_ANNOTATION] = utilization
     quantities = resource_requests.write(pod_resources.resources_of(pod))
     limits = {r: v for r, v in quantities.items() if r not in resource_requests.REQUESTED}
     meta = parent.get("metadata") or {}

@@ -35,7 +35,7 @@ from scheduling.core.types import (
     TopologyScope,
 )
 from sim.cluster import PRESETS, NodePool
-from sim.utilization import ProfileError, UtilizationProfile
+from sim.utilization import SPEC_KEYS, ProfileError, UtilizationProfile
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 
@@ -192,7 +192,7 @@ def _tenant(raw: object, path: str) -> TenantSpec:
     utilization_doc = _map(doc.get("utilization", {}), f"{path}.utilization", None)
     try:
         utilization = UtilizationProfile(
-            **{_SNAKE.get(k, k): v for k, v in utilization_doc.items()}  # periodSeconds -> period_s
+            **{SPEC_KEYS.get(k, k): v for k, v in utilization_doc.items()}
         )
     except (TypeError, ProfileError) as exc:
         raise SpecError(
@@ -213,9 +213,6 @@ def _tenant(raw: object, path: str) -> TenantSpec:
         duration_s=60.0 * _float(doc.get("durationMinutes", 30), f"{path}.durationMinutes"),
         utilization=utilization,
     )
-
-
-_SNAKE = {"periodSeconds": "period_s"}
 
 
 def _shape(raw: object, path: str) -> ShapeSpec:

@@ -14,6 +14,17 @@ from typing import Any
 
 KINDS = ("constant", "diurnal", "bursty")
 DAY_S = 86_400.0
+# Each field as the specs (sim/specs/*.yaml) and the simulated kubelet's annotation
+# `sim.gpusched.io/utilization` spell it; as_json() keeps the field names (a Pod row's simulation).
+SPEC_KEYS = {
+    "kind": "kind",
+    "mean": "mean",
+    "jitter": "jitter",
+    "periodSeconds": "period_s",
+    "duty": "duty",
+    "memory": "memory",
+    "seed": "seed",
+}
 
 
 class ProfileError(ValueError):
@@ -55,6 +66,10 @@ class UtilizationProfile:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def as_spec(self) -> dict[str, Any]:
+        """In the specs' spelling (SPEC_KEYS), as the simulated kubelet reads it."""
+        return {key: getattr(self, field) for key, field in SPEC_KEYS.items()}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> UtilizationProfile:

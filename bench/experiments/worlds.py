@@ -119,7 +119,15 @@ class KubernetesWorld:
     ) -> None:
         self.clock = clock
         # Watches end as soon as they have sent what is there: one informer round per cycle.
-        self.cluster = SimulatedCluster.from_spec(spec, clock=clock, watch_linger_s=0.0).start()
+        # The nodes' device plugin gives a pod the GPUs the scheduler wrote into its annotation
+        # (`gpusched.io/gpu-ids`), whole GPUs as well as shares, as HAMi's device plugin does
+        # with its scheduler's (docs/kubernetes.md, "Device choice"): with the classic NVIDIA
+        # device plugin a whole-GPU pod lands on the lowest free GPU, which may be one gpusched
+        # has just given to time-sliced shares. DRA would pin whole GPUs too, but gives no
+        # shares of one GPU to several pods.
+        self.cluster = SimulatedCluster.from_spec(
+            spec, clock=clock, watch_linger_s=0.0, honour_gpu_ids=True
+        ).start()
         self.arrivals = Arrivals(spec, started_at=clock.now, stream=arrivals)
         self._slowed: set[str] = set()
 

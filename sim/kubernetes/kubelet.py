@@ -50,7 +50,7 @@ from sim.kubernetes.meta import micro_time, parse_time
 from sim.kubernetes.registry import Registry
 from sim.kubernetes.resources import core, named
 from sim.kubernetes.store import DELETED
-from sim.utilization import ProfileError, UtilizationProfile
+from sim.utilization import SPEC_KEYS, ProfileError, UtilizationProfile
 
 Obj = dict[str, Any]
 DURATION = "sim.gpusched.io/duration-seconds"
@@ -443,20 +443,11 @@ def profile_from_annotation(text: str) -> UtilizationProfile:
         raise ValueError(f"not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise ValueError("must be a JSON object")
-    keys = {
-        "kind": "kind",
-        "mean": "mean",
-        "jitter": "jitter",
-        "periodSeconds": "period_s",
-        "duty": "duty",
-        "memory": "memory",
-        "seed": "seed",
-    }
-    unknown = sorted(set(doc) - set(keys))
+    unknown = sorted(set(doc) - set(SPEC_KEYS))
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}")
     try:
-        return UtilizationProfile(**{keys[k]: v for k, v in doc.items()})
+        return UtilizationProfile(**{SPEC_KEYS[k]: v for k, v in doc.items()})
     except (TypeError, ProfileError) as exc:
         raise ValueError(str(exc)) from exc
 

@@ -13,8 +13,13 @@ from scheduling.core.resource_requests import REQUESTED
 from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload
 from scheduling.pod_template import PodTemplate
+from sim.kubernetes.launch import SimulatedCluster
+from sim.spec import parse_spec
+from sim.utilization import UtilizationProfile
+from tests.kube.helpers import gpusched_cycle
 from tests.scheduling import factories
 from tests.scheduling.core.strategies import RESOURCES
+from tests.sim.kubernetes.helpers import Clock as SimClock
 
 pytestmark = [pytest.mark.django_db]
 
@@ -42,3 +47,45 @@ def test_a_materialized_pod_asks_the_cluster_for_its_resources(resources: Resour
     info = pod_info(manifest)
     assert info.error == "" and info.ask is not None
     assert info.ask.resources == resources
+
+
+@pytest.mark.postgres
+def test_a_submitted_pod_runs_on_the_simulated_kubelet_as_busy_as_its_utilization_profile() -> None:
+    """The Pod row keeps the profile's field names (`period_s`); the kubelet reads the specs'
+    (`periodSeconds`). Written as stored, the kubelet refused the annotation and ran every pod at
+    its default profile (half busy), so DCGM, the tenants' usage ratios and reclaim saw another
+    load than the database side's simulator on the same arrivals."""
+    spec = parse_spec({"nodePools": [{"name": "a100", "count": 1, "topology": "dgx-a100"}]})
+    clock = SimClock()
+    sim = SimulatedCluster.from_spec(spec, clock=clock, watch_linger_s=0.05).start()
+    try:
+        sim.kube.add_namespace("ml-team")
+        cycle = gpusched_cycle(sim.kube)
+        cycle.run_once()  # nodes mirrored
+        busy = UtilizationProfile(kind="bursty", mean=0.45, duty=0.5, period_s=600, jitter=0.0)
+        services.workload_submit(
+            tenant=factories.tenant("ml-team"),
+            name="train",
+            pod_sets=[
+                services.PodSetSpec(
+                    "main",
+                    1,
+                    PodTemplate(
+                        resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=1),
+                        simulation={"duration_s": 3600, "utilization": busy.as_json()},
+                    ),
+                )
+            ],
+        )
+        for _ in range(3):  # made, then bound
+            cycle.run_once()
+        sim.run_once()  # the kubelet starts it
+        (run,) = sim.kubelets.running()
+        assert run.profile == busy
+        held = [s for s in sim.exporter.states() if s.pod == "train-main-0"]
+        assert [s.gpu_util for s in held] == [90]  # busy half of each 10 minutes, at 0.45 / 0.5
+        clock.advance(400)
+        assert [s.gpu_util for s in sim.exporter.states() if s.pod == "train-main-0"] == [2]
+        assert not [e for e in sim.kube.events if e["reason"] == "InvalidSimulationAnnotation"]
+    finally:
+        sim.close()
