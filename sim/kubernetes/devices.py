@@ -3,7 +3,8 @@
 - classic device plugin (`nvidia.com/gpu: n`): the kubelet's device manager picks n free healthy
   GPUs itself, lowest indices first. The scheduler's annotation `gpusched.io/gpu-ids` is not
   read by a real kubelet or the NVIDIA device plugin, so it is ignored unless the kubelets are
-  told to honour it (for tests that want agreement);
+  told to honour it, as a device plugin that reads the scheduler's annotation does (HAMi's,
+  gpushare's: docs/kubernetes.md, "Device choice");
 - MIG (`nvidia.com/mig-<profile>: n`): free instances of that profile, lowest (GPU, slot)
   first, or those of `gpusched.io/mig-slots` when honouring;
 - GPU shares (`gpusched.io/gpu-milli`): a share device plugin in the style of gpushare's, which

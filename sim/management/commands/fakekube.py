@@ -41,7 +41,8 @@ class Command(LoopCommand):
         parser.add_argument(
             "--honour-gpu-ids",
             action="store_true",
-            help="kubelets give pods the GPUs of gpusched.io/gpu-ids (a real kubelet does not)",
+            help="kubelets give pods the GPUs of gpusched.io/gpu-ids, as a device plugin that "
+            "reads the scheduler's annotation would (the NVIDIA device plugin does not)",
         )
         parser.add_argument(
             "--interval", type=float, default=self.default_interval, help="kubelet step (s)"
