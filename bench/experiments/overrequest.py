@@ -17,11 +17,15 @@ Measured over the window after a warm-up (every pod that arrived in it counts):
 - `online_slowed`: online pods that lost time on an over-subscribed GPU (the simulator's
   contention model), `online_evictions` (online workloads evicted for any reason),
   `opportunistic_evictions` (workloads evicted from lent capacity);
-- `dcgm_utilization`: the cluster's mean GPU busy as the telemetry rollups recorded it.
+- `dcgm_utilization`: the cluster's mean GPU busy as the telemetry rollups recorded it;
+- `warning_events`: the Warning events the cluster recorded, by reason (Kubernetes side; the
+  embedded simulator writes none). An `InvalidSimulationAnnotation` one means a kubelet ignored
+  a pod's duration or utilization: the run then measures something else, and says so in the log.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections import defaultdict
@@ -43,6 +47,7 @@ from scheduling.load_feed import LoadFeed
 from scheduling.models import Event, Pod
 from scheduling.profile_files import load_profile
 from scheduling.reclaim import ReclaimFeed
+from sim.kubernetes.kubelet import INVALID_ANNOTATION
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
 from telemetry.management.commands.ingesttelemetry import Command as IngestCommand
@@ -51,6 +56,8 @@ from telemetry.models import GpuMinute
 POLICIES = {"request-only": ("topology", False), "gpusched": ("gpusched", True)}
 HONEST_TENANT = "vision"  # the spec's tenant that uses what it requests
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
+
+logger = logging.getLogger(__name__)
 Progress = Callable[[str, float], None]
 
 
@@ -70,6 +77,7 @@ class PolicyResult:
     online_evictions: int = 0
     opportunistic_evictions: int = 0
     dcgm_utilization: float = 0.0
+    warning_events: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -87,6 +95,7 @@ class PolicyResult:
             "online_evictions": self.online_evictions,
             "opportunistic_evictions": self.opportunistic_evictions,
             "dcgm_utilization": round(self.dcgm_utilization, 4),
+            "warning_events": self.warning_events,
             "wall_s": round(self.wall_s, 1),
         }
 
@@ -134,6 +143,15 @@ def simulate(
             end=end,
             slowed=cluster.slowed(),
         )
+        result.warning_events = cluster.warning_events()
+        if result.warning_events.get(INVALID_ANNOTATION):
+            logger.error(
+                "%s: %d pods' simulation annotations were refused by their kubelet (%s events):"
+                " their durations or utilization are not the spec's",
+                policy,
+                result.warning_events[INVALID_ANNOTATION],
+                INVALID_ANNOTATION,
+            )
     finally:
         cluster.close()
     result.wall_s = time.perf_counter() - started

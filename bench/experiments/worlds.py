@@ -13,6 +13,7 @@ arrivals and the measures is the product's own code.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -77,6 +78,10 @@ class World(Protocol):
         """The pods ("namespace/name") that lost time on an over-subscribed GPU so far."""
         ...
 
+    def warning_events(self) -> dict[str, int]:
+        """How many Warning events the cluster recorded so far, by reason."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -108,6 +113,9 @@ class DatabaseWorld:
             )
             if float((doc or {}).get("lost_s", 0.0)) > 0
         }
+
+    def warning_events(self) -> dict[str, int]:
+        return {}  # the embedded simulator writes no Kubernetes events
 
     def close(self) -> None:
         pass
@@ -164,6 +172,14 @@ class KubernetesWorld:
 
     def slowed(self) -> set[str]:
         return set(self._slowed)
+
+    def warning_events(self) -> dict[str, int]:
+        found = Counter(
+            str(event.get("reason") or "")
+            for event in self.cluster.kube.events
+            if event.get("type") == "Warning"
+        )
+        return dict(sorted(found.items()))
 
     def close(self) -> None:
         self.cluster.close()

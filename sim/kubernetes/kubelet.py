@@ -57,6 +57,7 @@ DURATION = "sim.gpusched.io/duration-seconds"
 UTILIZATION = "sim.gpusched.io/utilization"
 PODS, NODES = core("pods"), core("nodes")
 EVENTS = named("events.k8s.io/events")
+INVALID_ANNOTATION = "InvalidSimulationAnnotation"  # the Warning for a malformed annotation
 SLICES = named("resource.k8s.io/resourceslices")
 TERMINAL = ("Succeeded", "Failed")
 FIT_ORDER = ("cpu", "memory", "ephemeral-storage")
@@ -284,12 +285,12 @@ class Kubelets:
                     raise ValueError("must be a non-negative number of seconds")
             except ValueError as exc:
                 run.duration_s = None
-                self._warn(pod, "InvalidSimulationAnnotation", f"{DURATION}: {exc}", now)
+                self._warn(pod, INVALID_ANNOTATION, f"{DURATION}: {exc}", now)
         if UTILIZATION in annotations:
             try:
                 run.profile = profile_from_annotation(annotations[UTILIZATION])
             except ValueError as exc:
-                self._warn(pod, "InvalidSimulationAnnotation", f"{UTILIZATION}: {exc}", now)
+                self._warn(pod, INVALID_ANNOTATION, f"{UTILIZATION}: {exc}", now)
 
     def _pod_ip(self, node: Obj) -> str:
         name = node["metadata"]["name"]

@@ -132,6 +132,8 @@ def test_through_the_kubernetes_side_the_same_measures_come_out(tmp_path: Path) 
     ours = docs["kubernetes"]["gpusched"]
     assert ours["online_evictions"] == 0 and ours["online_slowed"] == 0
     assert ours["finished_by_tenant"].get("sweeps", 0) > 0
+    assert "InvalidSimulationAnnotation" not in ours["warning_events"]
+    assert docs["database"]["gpusched"]["warning_events"] == {}
 
 
 @pytest.mark.parametrize(
