@@ -130,9 +130,11 @@ class Kubelets:
         report = KubeletReport()
         with self.registry.lock:
             self._sync()
+            # The interval that just ended was shared by the pods that ran in it: one starting
+            # now neither lost time in it nor took any from the others.
+            self._charge_contention(now, report)
             for key in sorted(self._pending):
                 self._try_start(key, now, report)
-            self._charge_contention(now, report)
             for run in list(self._runs.values()):
                 if run.done(now):
                     self._finish(run, now)

@@ -151,6 +151,35 @@ def test_gpu_shares_sit_on_the_annotated_gpu_and_slow_each_other_when_over_subsc
     assert sim.run_once().finished == 2
 
 
+def test_a_pod_starting_beside_a_terminating_share_is_not_charged_for_the_time_before_it(
+    sim: SimulatedCluster, clock: Clock
+) -> None:
+    """A share evicted from a GPU stops after its grace period, before the pod bound to its GPU
+    in the meantime starts at the next step: the two never ran together."""
+
+    def share(name: str) -> None:
+        busy = json.dumps({"kind": "constant", "mean": 0.9, "jitter": 0})
+        annotations = {
+            DURATION: "600",
+            UTILIZATION: busy,
+            "gpusched.io/gpu-ids": "3",
+            "gpusched.io/gpu-share-milli": "600",
+        }
+        limits = {"gpusched.io/gpu-milli": "600"}
+        run(sim, name, H100, metadata={"annotations": annotations}, containers=limited(limits))
+
+    share("lent")
+    sim.run_once()
+    api(sim).delete_namespaced_pod("lent", "ml-team")  # gone within its 30 s grace
+    share("online")
+    clock.advance(60)
+    report = sim.run_once()
+    assert (report.started, report.terminated, report.slowed) == (1, 1, 0)
+    clock.advance(60)
+    assert sim.run_once().slowed == 0
+    assert [run.lost_s for run in sim.kubelets.running()] == [0.0]
+
+
 def test_mig_pods_get_instances_of_their_profile(sim: SimulatedCluster) -> None:
     limits = {"nvidia.com/mig-1g.10gb": "3"}
     run(
