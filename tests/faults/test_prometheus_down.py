@@ -14,6 +14,8 @@ import aiohttp
 import pytest
 
 from api import services as api_services
+from dashboard.frames import join
+from dashboard.live import apply
 from scheduling import services
 from scheduling.core.plugins.load_aware import NEUTRAL_SCORE
 from scheduling.core.profiles import load_profiles
@@ -82,7 +84,10 @@ def place(scheduler: SchedulingCycle, name: str) -> list[dict[str, Any]]:
     return [d.explanation["chosen"] for d in PlacementDecision.objects.filter(pod__in=pods)]
 
 
-def cluster_snapshot(base: str, cookie: bytes) -> dict[str, Any]:
+def cluster_state(base: str, cookie: bytes, wanted: str) -> dict[str, Any]:
+    """The Cluster view's state as a browser builds it: the snapshot, then the sampled slices
+    that follow it, until slice `wanted` is there."""
+
     async def receive() -> dict[str, Any]:
         async with (
             aiohttp.ClientSession() as session,
@@ -91,9 +96,17 @@ def cluster_snapshot(base: str, cookie: bytes) -> dict[str, Any]:
                 headers={"Cookie": cookie.decode(), "Origin": base},
             ) as ws,
         ):
-            message: dict[str, Any] = json.loads(await ws.receive_str(timeout=15))
-            assert message["type"] == "snapshot"
-            return message
+            state: dict[str, Any] = {}
+            while wanted not in state:
+                texts = [await ws.receive_str(timeout=15)]
+                while len(texts) < json.loads(texts[0]).get("parts", 1):
+                    texts.append(await ws.receive_str(timeout=15))
+                (message,) = join(texts)
+                if message["type"] == "snapshot":
+                    state = message["state"]
+                else:
+                    apply(state, message["changes"])
+            return state
 
     return asyncio.run(receive())
 
@@ -180,7 +193,7 @@ def test_prometheus_down_ingest_survives_scheduling_goes_on_and_staleness_shows(
         assert status == 200, body
         notes = [item["explanation"]["chosen"]["notes"] for item in body["items"]]
         assert len(notes) == 2 and all("stale" in n["LoadAware"] for n in notes), notes
-        telemetry = cluster_snapshot(base, cookie)["state"]["telemetry"]
+        telemetry = cluster_state(base, cookie, "telemetry")["telemetry"]
         assert {telemetry[node]["state"] for node in nodes} == {"stale"}, telemetry
 
         assert ingest.poll() is None, f"ingesttelemetry died:\n{tail(ingest_log)}"
