@@ -181,7 +181,9 @@ def test_the_compose_stack_runs_natively_end_to_end(
                     ).fetchone()
                 return int(row[0]) if row else 0
 
-            wait_for(lambda: ingested() >= len(series), 30, "GpuLatest rows", stack)
+            # One row per GPU; a shared GPU has one series per holder (dcgm-exporter's labels).
+            gpus = {(s["metric"]["Hostname"], s["metric"]["gpu"]) for s in series}
+            wait_for(lambda: ingested() >= len(gpus), 30, "GpuLatest rows", stack)
             with psycopg.connect(database_url) as conn:
                 stored = {
                     row[0]
