@@ -123,25 +123,23 @@ def test_children_of_a_deleted_parent_are_stopped_by_the_kubelet(
     assert core.list_namespaced_pod("ml-team").items == []
 
 
+def run_share(sim: SimulatedCluster, name: str, *, duration_s: int) -> None:
+    """A pod holding 600 milli of GPU 3 of the H100 node, 90% busy."""
+    annotations = {
+        DURATION: str(duration_s),
+        UTILIZATION: json.dumps({"kind": "constant", "mean": 0.9, "jitter": 0}),
+        "gpusched.io/gpu-ids": "3",
+        "gpusched.io/gpu-share-milli": "600",
+    }
+    limits = {"gpusched.io/gpu-milli": "600"}
+    run(sim, name, H100, metadata={"annotations": annotations}, containers=limited(limits))
+
+
 def test_gpu_shares_sit_on_the_annotated_gpu_and_slow_each_other_when_over_subscribed(
     sim: SimulatedCluster, clock: Clock
 ) -> None:
-    busy = json.dumps({"kind": "constant", "mean": 0.9, "jitter": 0})
     for name in ("a", "b"):
-        annotations = {
-            DURATION: "100",
-            UTILIZATION: busy,
-            "gpusched.io/gpu-ids": "3",
-            "gpusched.io/gpu-share-milli": "600",
-        }
-        limits = {"gpusched.io/gpu-milli": "600"}
-        run(
-            sim,
-            name,
-            H100,
-            metadata={"annotations": annotations},
-            containers=limited(limits),
-        )
+        run_share(sim, name, duration_s=100)
     sim.run_once()
     assert sim.kubelets.assignments()[H100] == {"ml-team/a": (3,), "ml-team/b": (3,)}
     clock.advance(100)
@@ -156,22 +154,10 @@ def test_a_pod_starting_beside_a_terminating_share_is_not_charged_for_the_time_b
 ) -> None:
     """A share evicted from a GPU stops after its grace period, before the pod bound to its GPU
     in the meantime starts at the next step: the two never ran together."""
-
-    def share(name: str) -> None:
-        busy = json.dumps({"kind": "constant", "mean": 0.9, "jitter": 0})
-        annotations = {
-            DURATION: "600",
-            UTILIZATION: busy,
-            "gpusched.io/gpu-ids": "3",
-            "gpusched.io/gpu-share-milli": "600",
-        }
-        limits = {"gpusched.io/gpu-milli": "600"}
-        run(sim, name, H100, metadata={"annotations": annotations}, containers=limited(limits))
-
-    share("lent")
+    run_share(sim, "lent", duration_s=600)
     sim.run_once()
     api(sim).delete_namespaced_pod("lent", "ml-team")  # gone within its 30 s grace
-    share("online")
+    run_share(sim, "online", duration_s=600)
     clock.advance(60)
     report = sim.run_once()
     assert (report.started, report.terminated, report.slowed) == (1, 1, 0)
