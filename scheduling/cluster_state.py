@@ -407,7 +407,8 @@ def pending_pods(now: datetime, limit: int) -> list[Pod]:
     lag its growth (pods submitted by the thousand) the planner joined them by nested loop, a
     quarter of a second a cycle at 20,000 pending pods. The admitted workloads' ids are a list
     (no join at all) unless there are too many of them for one statement's parameters."""
-    admitted = Workload.objects.filter(state__in=(Workload.State.ADMITTED, Workload.State.RUNNING))
+    admitted_states = (Workload.State.ADMITTED, Workload.State.RUNNING)
+    admitted = Workload.objects.filter(state__in=admitted_states)
     workload_ids: Any = list(admitted.values_list("id", flat=True)[: _MAX_LISTED + 1])
     if len(workload_ids) > _MAX_LISTED:
         workload_ids = admitted.values("id")
@@ -418,7 +419,13 @@ def pending_pods(now: datetime, limit: int) -> list[Pod]:
         .order_by(*order)
         .values_list("id", flat=True)[:limit]
     )
-    return list(batch_pods().filter(id__in=chosen).order_by(*order))
+    # Read again under the same conditions: a pod bound or cancelled, or a workload evicted,
+    # between the two reads is not pending any more.
+    return list(
+        batch_pods()
+        .filter(id__in=chosen, phase=Pod.Phase.PENDING, workload__state__in=admitted_states)
+        .order_by(*order)
+    )
 
 
 _MAX_LISTED = 10_000  # admitted workloads named in the pending-pod query; beyond, a subquery
