@@ -71,11 +71,12 @@ from bench.stack import NativeStack
 from bench.tenant_load import SHAPES, Recorder, TenantLoad, reaper, submitter
 from bench.web_process import database_url as connected_database_url
 from scheduling.cycle_report import PHASES
-from scheduling.models import Node, Pod
+from scheduling.models import Node, Pod, Workload
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
 
 PROBE_NODE = "probe-0000"
+UNBOUND_LISTED = 10  # the report lists at most this many unbound workloads' states
 RAISED_RATE = "1000000/second"
 
 
@@ -89,6 +90,32 @@ def _cluster_spec(path: Path, nodes: int) -> int:
     pools.append({"name": "probe", "count": 1, "topology": "t4-2gpu"})
     path.write_text(yaml.safe_dump({"nodePools": pools}, sort_keys=False))
     return 8 * nodes  # every server of the mixed fleet has 8 GPUs
+
+
+def _unbound_states(unbound: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """What the database says of workloads the tenants never saw placed: a stuck one's state,
+    its reason and each pod's phase, nominated node and last reason (why the run has a tail)."""
+    states = []
+    for tenant, name in unbound:
+        workload = Workload.objects.filter(tenant__name=tenant, name=name).first()
+        if workload is None:
+            states.append({"tenant": tenant, "name": name, "state": "missing"})
+            continue
+        pods = workload.pods.order_by("name").values(
+            "name", "phase", "nominated_node", "last_reason", "attempts", "next_attempt_at"
+        )
+        states.append(
+            {
+                "tenant": tenant,
+                "name": name,
+                "state": workload.state,
+                "reason": workload.reason,
+                "pods": [
+                    {**pod, "next_attempt_at": str(pod["next_attempt_at"] or "")} for pod in pods
+                ],
+            }
+        )
+    return states
 
 
 def _cpu_sample(stack: NativeStack) -> dict[str, tuple[int, float]]:
@@ -377,7 +404,12 @@ class Command(BaseCommand):
         bound_in_window = Pod.objects.filter(
             bound_at__gte=window["at"], bound_at__lt=window["ended_at"]
         ).count()
-        unbound = sum(1 for t in tenants for o in t.outstanding.values() if o.bound_seen is None)
+        unbound = [
+            (t.name, name)
+            for t in tenants
+            for name, o in t.outstanding.items()
+            if o.bound_seen is None
+        ]
         api_latency = {
             endpoint: _summary(values, 0) for endpoint, values in recorder.latency_ms.items()
         }
@@ -446,7 +478,8 @@ class Command(BaseCommand):
             "api_latency_ms": api_latency,
             "submit_to_bound_ms": {
                 **_summary(recorder.bound_ms, 0),
-                "workloads_unbound_at_end": unbound,
+                "workloads_unbound_at_end": len(unbound),
+                "unbound": _unbound_states(unbound[:UNBOUND_LISTED]),
             },
             "dashboard": dashboard,
             "scheduler": {
