@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -135,23 +136,32 @@ def dra_node(node: Mapping[str, Any], devices: Sequence[Any]) -> Mapping[str, An
 class ClaimBook:
     """The cluster's DRA objects and the claim writes of a bind."""
 
-    def __init__(self, api: KubeApi, *, interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        interval_s: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.resource = client.ResourceV1Api(api.api_client)
         self.timeout_s = api.timeout_s
         self.slices = PeriodicList(
             "resource.k8s.io/v1/resourceslices",
             self.resource.list_resource_slice,
             interval_s=interval_s,
+            monotonic=monotonic,
         )
         self.classes = PeriodicList(
             "resource.k8s.io/v1/deviceclasses",
             self.resource.list_device_class,
             interval_s=interval_s,
+            monotonic=monotonic,
         )
         self.claims = PeriodicList(
             "resource.k8s.io/v1/resourceclaims",
             self.resource.list_resource_claim_for_all_namespaces,
             interval_s=interval_s,
+            monotonic=monotonic,
         )
         self.view = SliceView({})
         self.warnings: tuple[str, ...] = ()

@@ -81,6 +81,10 @@ class KubernetesSide:
     admission: str = GPUSCHED  # or kube.kueue.KUEUE: Kueue admits, gpusched places
     kueue_config: str = ""  # "namespace/name" of Kueue's manager ConfigMap (admission fair sharing)
     still_leading: Callable[[], bool] = field(default=lambda: True)
+    # What paces the periodic lists and the full resync: the wall clock in `runkube`, the
+    # simulated clock in a lock-step experiment (so its decisions do not depend on how fast the
+    # machine ran each simulated minute).
+    monotonic: Callable[[], float] = time.monotonic
 
     name = "kubernetes"
     evictions_free_at_once = False
@@ -96,12 +100,15 @@ class KubernetesSide:
             read_func=self.api.read_pod,
             watch_timeout_s=self.watch_timeout_s,
         )
-        self.nrt = NrtSource(self.api.custom, interval_s=self.nrt_interval_s)
+        self.nrt = NrtSource(
+            self.api.custom, interval_s=self.nrt_interval_s, monotonic=self.monotonic
+        )
         self.topology_warnings = TopologyWarnings(self.api)
         self.budgets = PeriodicList(
             "poddisruptionbudgets",
             self.api.policy.list_pod_disruption_budget_for_all_namespaces,
             interval_s=self.list_interval_s,
+            monotonic=self.monotonic,
         )
         self.group_objects = {
             kind: [
@@ -114,6 +121,7 @@ class KubernetesSide:
                         kind.plural,
                     ),
                     interval_s=self.list_interval_s,
+                    monotonic=self.monotonic,
                 )
                 for version in kind.versions
             ]
@@ -125,8 +133,9 @@ class KubernetesSide:
             admission=self.admission,
             manager_config=self.kueue_config,
             interval_s=self.list_interval_s,
+            monotonic=self.monotonic,
         )
-        self.claims = ClaimBook(self.api, interval_s=self.list_interval_s)
+        self.claims = ClaimBook(self.api, interval_s=self.list_interval_s, monotonic=self.monotonic)
         self.teller = Teller(self.api)
         self._registered: dict[str, NodeSpec] = {}
         self._warned: set[str] = set()
@@ -195,7 +204,7 @@ class KubernetesSide:
             self.poll()
         if not (self.nodes.synced.is_set() and self.pods.synced.is_set()):
             return SideSync(ready=False)
-        monotonic = time.monotonic()
+        monotonic = self.monotonic()
         lists = (self.nodes.lists, self.pods.lists)
         full = monotonic >= self._resync_at or lists != self._seen_lists
         if full:

@@ -53,6 +53,7 @@ class Evictions:
                 Workload.objects.filter(pods__uid__in=[v.pod.uid for v in intent.victims])
                 .distinct()
                 .select_related("tenant")
+                .order_by("id")  # the same evictions in the same order, run after run
             )
             preemptor = (
                 by_uid[intent.preemptor.uid].workload

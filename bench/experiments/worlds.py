@@ -28,6 +28,7 @@ from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import SchedulingCycle
 from scheduling.database_side import database_cycle
+from scheduling.estimates import StartEstimator
 from scheduling.models import Pod
 from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
@@ -60,7 +61,10 @@ class SimClock:
 
 
 class World(Protocol):
-    def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle: ...
+    def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
+        """The side's one cycle, everything it paces itself counting the world's simulated
+        seconds."""
+        ...
 
     def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
         """Kueue's queue objects, where this side reads them from."""
@@ -89,11 +93,12 @@ class DatabaseWorld:
     def __init__(
         self, spec: ClusterSpec, clock: SimClock, arrivals: ArrivalStream | None = None
     ) -> None:
+        self.clock = clock
         self.simulator = Simulator(spec, speed=1.0, clock=clock, stream=arrivals)
         self.simulator.setup()
 
     def cycle(self, framework: Framework, **options: Any) -> SchedulingCycle:
-        return database_cycle(framework, **options)
+        return database_cycle(framework, **_paced(self.clock, options))
 
     def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
         """As `applyqueues` does."""
@@ -143,7 +148,13 @@ class KubernetesWorld:
         options.pop("lease_duration_s", None)  # one replica: no Lease
         api = KubeApi(self.cluster.kube.api_client(), reporting_instance="gpusched-experiment")
         return kubernetes_cycle(
-            api, framework, None, identity="gpusched-experiment", watch_timeout_s=5, **options
+            api,
+            framework,
+            None,
+            identity="gpusched-experiment",
+            watch_timeout_s=5,
+            monotonic=self.clock.monotonic,  # the side's periodic lists and resync
+            **_paced(self.clock, options),
         )
 
     def apply_queues(self, documents: Sequence[dict[str, Any]]) -> None:
@@ -183,6 +194,13 @@ class KubernetesWorld:
 
     def close(self) -> None:
         self.cluster.close()
+
+
+def _paced(clock: SimClock, options: dict[str, Any]) -> dict[str, Any]:
+    """The cycle's options with its estimated starts paced by the simulated clock, as the
+    experiments pace its cache and feeds: every throttle of a lock-step run counts simulated
+    seconds, so the decisions do not depend on how fast the machine ran each step."""
+    return {"estimator": StartEstimator(monotonic=clock.monotonic), **options}
 
 
 def world(
