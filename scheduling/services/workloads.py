@@ -193,8 +193,13 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
     with transaction.atomic():
         if workload.state not in Workload.ACTIVE_STATES:
             raise ServiceError(f"workload {workload.name} is already {workload.state}")
+        # Locked: a scheduler binding one of these pods meanwhile commits first and its
+        # allocation is released here, or finds the pod cancelled; read unlocked, the bind's
+        # allocation would outlive the cancel and hold its GPUs forever.
         pods = list(
-            workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).select_related("workload__tenant")
+            workload.pods.filter(phase__in=Pod.ACTIVE_PHASES)
+            .select_related("workload__tenant")
+            .select_for_update(of=("self",))
         )
         # A pod a real cluster runs holds what it holds until the cluster says it is gone.
         staying = [p for p in pods if p.cluster_managed and p.phase in Pod.PLACED_PHASES]

@@ -95,7 +95,7 @@ def _cluster_spec(path: Path, nodes: int) -> int:
 def _unbound_states(unbound: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """What the database says of workloads the tenants never saw placed: a stuck one's state,
     its reason and each pod's phase, nominated node and last reason (why the run has a tail)."""
-    states = []
+    states: list[dict[str, Any]] = []
     for tenant, name in unbound:
         workload = Workload.objects.filter(tenant__name=tenant, name=name).first()
         if workload is None:
