@@ -176,8 +176,7 @@ def simulate(
             meter.advance(t, sample.running, sample.waiting)
             clock.advance(step)
             cluster.step()  # arrivals, ends
-            while scheduler.run_once().more:
-                pass
+            worlds.run_cycles(scheduler)
             cluster.step()  # what was bound starts now
             sample = _sample()
             _first_estimates(etas, trace.start.timestamp())

@@ -132,8 +132,7 @@ def simulate(
             clock.advance(step_s)
             cluster.step()
             ingest.run_once()
-            while scheduler.run_once().more:
-                pass
+            worlds.run_cycles(scheduler)
             if progress is not None:
                 progress(policy, (clock.now - START) / (end - START))
         result = PolicyResult(policy, profile, reclaim, window_h=hours - warmup_hours)

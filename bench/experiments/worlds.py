@@ -203,6 +203,18 @@ def _paced(clock: SimClock, options: dict[str, Any]) -> dict[str, Any]:
     return {"estimator": StartEstimator(monotonic=clock.monotonic), **options}
 
 
+def run_cycles(scheduler: SchedulingCycle) -> None:
+    """One step's scheduling: cycles until one leaves nothing for the next. `runkube` runs a
+    cycle every second or so; in lock-step, a cycle that created pods for REST-submitted
+    workloads (the Kubernetes side's materializer) leaves them to its informer's next round, so
+    one more cycle binds them within the step, as the database side binds a submission in the
+    cycle that sees it."""
+    while True:
+        report = scheduler.run_once()
+        if not (report.more or report.side_counts.get("pods_created")):
+            return
+
+
 def world(
     side: str, spec: ClusterSpec, clock: SimClock, arrivals: ArrivalStream | None = None
 ) -> World:
