@@ -127,6 +127,16 @@ class ClusterCache:
         if self._state is not None:
             self._state.held[request.uid] = (request, placement)
 
+    def freeze_kept(self) -> None:
+        """With `freeze_long_lived`, what the process still holds between two cycles (the state,
+        with the pods placed since the rebuild) joins what the rebuild froze: otherwise each full
+        collection walks every pod placed so far again, more often as they add up (a twentieth
+        of a 5,000-node run, docs/benchmarks.md). The young generations are collected first, so
+        only what survives a cycle is frozen; the next rebuild unfreezes and collects it all."""
+        if self.freeze_long_lived and self._state is not None:
+            gc.collect(1)
+            gc.freeze()
+
     def invalidate(self) -> None:
         self._state = None
 
