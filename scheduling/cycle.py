@@ -119,6 +119,7 @@ class SchedulingCycle:
                 started = time.perf_counter()
                 report.estimated = self._estimate()
                 report.estimate_s = time.perf_counter() - started
+            self.cache.freeze_kept()
             return report
         except Exception:
             # Whatever the snapshot assumed in this cycle may not be committed: start afresh.

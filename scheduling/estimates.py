@@ -113,9 +113,13 @@ class StartEstimator:
             for w, q in selectors.queued_workloads(setup, limit=self.max_workloads)
             if q is not None
         ]
+        # A semi-join, not a join made DISTINCT: that compared whole workload rows (their pod
+        # sets' JSON too), one per pending pod, a second a run at 4,000 pending pods.
         unplaced = list(
-            Workload.objects.filter(state=Workload.State.ADMITTED, pods__phase=Pod.Phase.PENDING)
-            .distinct()
+            Workload.objects.filter(
+                state=Workload.State.ADMITTED,
+                pk__in=Pod.objects.filter(phase=Pod.Phase.PENDING).values("workload_id"),
+            )
             .select_related("tenant")
             .order_by("-priority", "created_at", "id")[: self.max_workloads]
         )
@@ -124,8 +128,8 @@ class StartEstimator:
             return 0
         pods: dict[int, list[PodRequest]] = {w.pk: [] for w in order}
         for pod in (
-            Pod.objects.filter(workload__in=order, phase=Pod.Phase.PENDING)
-            .select_related("workload__tenant")
+            cluster_state.batch_pods()
+            .filter(workload__in=order, phase=Pod.Phase.PENDING)
             .order_by("id")
         ):
             pods[pod.workload_id].append(cluster_state.pod_request(pod))

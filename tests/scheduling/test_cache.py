@@ -1,5 +1,7 @@
 """The cache kept current from the outbox always equals a snapshot rebuilt from the database."""
 
+import gc
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -85,3 +87,27 @@ def test_events_the_snapshot_cannot_take_rebuild_it_instead_of_failing(monkeypat
     rebuilds = ours.cache.rebuilds
     assert_same_as_fresh(ours.cache)
     assert ours.cache.rebuilds == rebuilds + 1
+
+
+def test_a_freezing_cache_keeps_its_state_from_the_collector_and_frees_a_replaced_one() -> None:
+    factories.nodes(2)
+    cache = ClusterCache(freeze_long_lived=True)
+    try:
+        first = cache.state()
+        assert gc.isenabled()  # paused for the build only
+        assert gc.get_freeze_count() > 0
+        assert all(tracked is not first for tracked in gc.get_objects())  # frozen
+        # A cycle through the replaced state: only the collector can free it.
+        first.snapshot.cycle = first  # type: ignore[attr-defined]
+        replaced = weakref.ref(first)
+        del first
+        cache.invalidate()
+        second = cache.state()
+        assert replaced() is None
+        assert second is cache.state()
+        # What a cycle leaves behind joins the frozen state (the pods it placed).
+        kept = [second]
+        cache.freeze_kept()
+        assert all(tracked is not kept for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()

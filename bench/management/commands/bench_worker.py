@@ -26,6 +26,7 @@ from kube.api import KubeApi
 from kube.side import kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
+from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, PodRequest
 from scheduling.cycle import SchedulingCycle
@@ -69,7 +70,12 @@ class Command(BaseCommand):
         if options["side"] == "kubernetes":
             with kubernetes_cluster(ClusterSpec(pools=tuple(pools)), pods) as api:
                 worker = kubernetes_cycle(
-                    api, framework, None, identity="bench", batch_size=options["batch"]
+                    api,
+                    framework,
+                    None,
+                    identity="bench",
+                    batch_size=options["batch"],
+                    cache=ClusterCache(freeze_long_lived=True),
                 )
                 return {"side": "kubernetes", **self._time(worker, options)}
         for spec in build_nodes(pools):
@@ -93,7 +99,9 @@ class Command(BaseCommand):
                     for k, pod in enumerate(chunk)
                 ],
             )
-        worker = database_cycle(framework, batch_size=options["batch"])
+        worker = database_cycle(
+            framework, batch_size=options["batch"], cache=ClusterCache(freeze_long_lived=True)
+        )
         return {"side": "database", **self._time(worker, options)}
 
     def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling import metrics, profile_files
+from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import CycleReport, SchedulingCycle
 
@@ -126,6 +127,7 @@ class Command(LoopCommand):
                 batch_size=options["batch"],
                 admission=options["admission"],
                 kueue_config=options["kueue_config"],
+                cache=ClusterCache(freeze_long_lived=True),
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

@@ -19,6 +19,7 @@ from django.db import DatabaseError
 from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from scheduling import metrics
+from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.cycle import CycleReport
 from scheduling.database_side import LEASE_NAME, database_cycle
@@ -54,6 +55,7 @@ class Command(LoopCommand):
             batch_size=options["batch"],
             lease_duration_s=options["lease_seconds"],
             lease_name=options["lease_name"],
+            cache=ClusterCache(freeze_long_lived=True),
         )
         logger.info("runscheduler: %s starting", worker.identity)
         server = serve_metrics(
