@@ -42,7 +42,7 @@ class RuntimeFeed:
         """Learn from what finished since last time; know the shapes and starts of `keys`."""
         if force or self.monotonic() - self._refreshed_at >= self.refresh_every_s:
             for row in runtime_selectors.finished_runtimes(after_id=self._after_id):
-                self.predictor.observe(row.shape, row.duration_s)
+                self.predictor.observe(row.shape, row.duration_s, finished_at=row.finished_at)
                 self._after_id = max(self._after_id, row.workload_id)
             self._refreshed_at = self.monotonic()
             self._shapes.clear()

@@ -22,6 +22,10 @@ from scheduling.core.types import PodRequest
 
 ETA_MIN_WAIT_S = 600.0
 P50, P90 = 0.5, 0.9
+# The replay's grid grows geometrically, but no step is longer than this: a long step takes in
+# the ends of many jobs at once and dates every start in it at the latest of them, so a deep
+# queue of short jobs drained at the pace of its longest ones and its estimates were late.
+REPLAY_MAX_STEP_S: float | None = 1800.0
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,8 @@ class Runtimes:
         self.predictor = RuntimePredictor()
         self._cache: dict[tuple[str, float, float], float | None] = {}
 
-    def finished(self, shape: JobShape, duration_s: float) -> None:
-        self.predictor.observe(shape, duration_s)
+    def finished(self, shape: JobShape, duration_s: float, finished_at: float) -> None:
+        self.predictor.observe(shape, duration_s, finished_at=finished_at)
         self._cache.clear()
 
     def total(self, key: str, shape: JobShape, q: float, elapsed_s: float = 0.0) -> float | None:
@@ -144,6 +148,7 @@ def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, floa
             owners=owners,
             backfill=None if book is None else _replay_policy(view, runtimes, book),
             growth=1.25,
+            max_step_s=REPLAY_MAX_STEP_S,
             batch_size=64,
         ).run()
     out: dict[str, tuple[float, float] | None] = {}

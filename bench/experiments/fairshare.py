@@ -188,7 +188,7 @@ def simulate(
     reclaims = policy == "gpusched"
     runtimes = Runtimes()
     for old in trace.history:  # what the cluster had learnt before the window
-        runtimes.finished(_shape(old), old.duration_s)
+        runtimes.finished(_shape(old), old.duration_s, old.arrival_s + old.duration_s)
     book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
     released = 0
     eta_due: list[str] = []
@@ -283,7 +283,7 @@ def simulate(
             running_gpus[state.job.tenant] -= state.job.gpus
             admitted.pop(key, None)
             state.ends_at = t
-            runtimes.finished(_shape(state.job), t - state.started_at)
+            runtimes.finished(_shape(state.job), t - state.started_at, t)
 
         # 2. Arrivals.
         arrived: list[str] = []
