@@ -20,6 +20,7 @@ class FinishedRuntime:
     workload_id: int
     shape: JobShape
     duration_s: float
+    finished_at: float  # Unix time
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[Finished
             w.pk,
             JobShape.of(w.tenant.name, w.name, pod_sets=shapes.get(w.pk, ())),
             (w.finished_at - w.first_start).total_seconds(),
+            w.finished_at.timestamp(),
         )
         for w in rows
         if w.finished_at is not None

@@ -59,18 +59,32 @@ class Runtimes:
     """The predictor, fed by finished jobs, and what it says of the jobs in the simulation."""
 
     def __init__(self) -> None:
+        # As the shell's feed (scheduling.runtime_feed): recent jobs weigh more for the
+        # estimates, every job the same for backfill.
         self.predictor = RuntimePredictor()
-        self._cache: dict[tuple[str, float, float], float | None] = {}
+        self.long_run = RuntimePredictor(half_life_s=None)
+        self._cache: dict[tuple[str, float, float, bool], float | None] = {}
 
-    def finished(self, shape: JobShape, duration_s: float) -> None:
-        self.predictor.observe(shape, duration_s)
+    def finished(self, shape: JobShape, duration_s: float, finished_at: float) -> None:
+        for predictor in (self.predictor, self.long_run):
+            predictor.observe(shape, duration_s, finished_at=finished_at)
         self._cache.clear()
 
-    def total(self, key: str, shape: JobShape, q: float, elapsed_s: float = 0.0) -> float | None:
-        """Predicted total run time (quantile q) of a job that ran `elapsed_s` so far."""
-        bucket = (key, q, elapsed_s)
+    def total(
+        self,
+        key: str,
+        shape: JobShape,
+        q: float,
+        elapsed_s: float = 0.0,
+        *,
+        long_run: bool = False,
+    ) -> float | None:
+        """Predicted total run time (quantile q) of a job that ran `elapsed_s` so far; with
+        `long_run`, every finished job weighing the same (what backfill reads)."""
+        bucket = (key, q, elapsed_s, long_run)
         if bucket not in self._cache:
-            self._cache[bucket] = self.predictor.quantile(shape, q, elapsed_s)
+            predictor = self.long_run if long_run else self.predictor
+            self._cache[bucket] = predictor.quantile(shape, q, elapsed_s)
         return self._cache[bucket]
 
 

@@ -188,7 +188,7 @@ def simulate(
     reclaims = policy == "gpusched"
     runtimes = Runtimes()
     for old in trace.history:  # what the cluster had learnt before the window
-        runtimes.finished(_shape(old), old.duration_s)
+        runtimes.finished(_shape(old), old.duration_s, old.arrival_s + old.duration_s)
     book = ReservationBook() if policy != "fifo" else None  # gpusched reserves for gangs
     released = 0
     eta_due: list[str] = []
@@ -198,7 +198,7 @@ def simulate(
         state = states[key]
         if state.started_at is None:
             return None
-        total = runtimes.total(key, _shape(state.job), q, t - state.started_at)
+        total = runtimes.total(key, _shape(state.job), q, t - state.started_at, long_run=True)
         return None if total is None else state.started_at + total
 
     def fair_order() -> FairOrder:
@@ -216,7 +216,7 @@ def simulate(
             now=t,
             ends_at=lambda held: predicted_end(_job_of(held.pod), 0.5),
             runtime_s=lambda pod: runtimes.total(
-                _job_of(pod), _shape(states[_job_of(pod)].job), 0.9
+                _job_of(pod), _shape(states[_job_of(pod)].job), 0.9, long_run=True
             ),
             book=book,
             horizon_s=RESERVATION_HORIZON_S,
@@ -283,7 +283,7 @@ def simulate(
             running_gpus[state.job.tenant] -= state.job.gpus
             admitted.pop(key, None)
             state.ends_at = t
-            runtimes.finished(_shape(state.job), t - state.started_at)
+            runtimes.finished(_shape(state.job), t - state.started_at, t)
 
         # 2. Arrivals.
         arrived: list[str] = []

@@ -75,6 +75,11 @@ class Forecast:
     owners: Mapping[str, str] | None = None  # held pod uid -> workload key (default: its own)
     min_step_s: float = 60.0
     growth: float = 1.2
+    # No step is longer than this: a long step takes in the ends of many jobs at once and dates
+    # every start in it at the latest of them, so a deep queue of short jobs drained at the pace
+    # of its longest ones and its estimates were late (docs/benchmarks.md, issue 18, fourth
+    # pass). None: the grid grows without bound.
+    max_step_s: float | None = 1800.0
     horizon_s: float = 2 * 86400.0
     batch_size: int = 128
     # The batch's reservations in the replay: a policy for the step's time and predicted ends.
@@ -171,7 +176,10 @@ class Forecast:
                 break
             # The next predicted end, but no sooner than the grid allows (the ends in between
             # are taken in together).
-            at = max(heap[0][0], at + max(self.min_step_s, (at - self.now) * (self.growth - 1)))
+            step = max(self.min_step_s, (at - self.now) * (self.growth - 1))
+            if self.max_step_s is not None:
+                step = min(step, self.max_step_s)
+            at = max(heap[0][0], at + step)
             if at - self.now > self.horizon_s:
                 reason = BEYOND_HORIZON.format(hours=self.horizon_s / 3600)
                 break

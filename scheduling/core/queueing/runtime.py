@@ -5,8 +5,11 @@ Each finished job is filed under a hierarchy of ever broader groups of similar j
 tenant, name pattern (the name without its trailing counter or hash), labels and pod-set shape;
 then the same tenant and name pattern; tenant and shape; tenant and GPU count; the shape; the GPU
 count; everything. A prediction comes from the most specific group with enough samples, as
-empirical quantiles (p50, p90) of its most recent durations, and says which group it came from
-("p50 of 37 similar jobs: tenant vision, name train-resnet").
+quantiles (p50, p90) of its most recent durations, and says which group it came from ("p50 of 37
+similar jobs (tenant vision, name train-resnet)"). The quantiles are weighted by how recently
+each job finished (its weight halves every `HALF_LIFE_S` before the group's newest): work comes
+in bursts of similar jobs whose run times differ from the bursts before them, and a burst's
+first finished jobs then speak for the rest of it.
 
 A running job is predicted conditionally on how long it has run already: the quantiles of the
 similar jobs that ran longer than that. When it has outlived every similar job, what is left is
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
+import math
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -26,6 +31,8 @@ from dataclasses import dataclass, field
 
 MIN_SAMPLES = 5  # a group speaks once it has seen this many finished jobs
 KEEP_SAMPLES = 500  # per group, the most recent
+HALF_LIFE_S = 3600.0  # a sample's weight halves for each this much older than the newest
+_LIGHTEST = -60.0  # log2 of the least weight: an old sample still counts a little, never 0
 _SUFFIX = re.compile(r"([-_.]?([0-9]+|[0-9a-f]{5,}))$")
 
 
@@ -95,35 +102,71 @@ def _groups(shape: JobShape) -> list[tuple[tuple[object, ...], str]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Ordered:
+    """A group's durations sorted, with the weight of all before each and where each stands."""
+
+    durations: list[float]
+    before: list[float]  # before[i]: the summed weights of durations[:i]; one more at the end
+    mids: list[float]  # mids[i]: before[i] + half of weights[i], where durations[i] stands
+
+
 @dataclass
 class _Samples:
-    recent: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP_SAMPLES))
-    ordered: list[float] | None = None  # sorted copy, rebuilt on demand
+    half_life_s: float | None
+    recent: deque[tuple[float, float]] = field(
+        default_factory=lambda: deque(maxlen=KEEP_SAMPLES)
+    )  # (finished at, duration)
+    ordered: _Ordered | None = None  # rebuilt on demand
 
-    def add(self, duration_s: float) -> None:
-        self.recent.append(duration_s)
+    def add(self, finished_at: float, duration_s: float) -> None:
+        self.recent.append((finished_at, duration_s))
         self.ordered = None
 
-    def sorted(self) -> list[float]:
+    def sorted(self) -> _Ordered:
         if self.ordered is None:
-            self.ordered = sorted(self.recent)
+            newest = max(at for at, _ in self.recent)
+            pairs = sorted((duration, self._weight(newest - at)) for at, duration in self.recent)
+            weights = [w for _, w in pairs]
+            before = [0.0, *itertools.accumulate(weights)]
+            self.ordered = _Ordered(
+                [d for d, _ in pairs],
+                before,
+                [b + w / 2.0 for b, w in zip(before, weights, strict=False)],
+            )
         return self.ordered
+
+    def _weight(self, age_s: float) -> float:
+        if self.half_life_s is None:
+            return 1.0
+        return math.pow(2.0, max(-age_s / self.half_life_s, _LIGHTEST))
 
 
 class RuntimePredictor:
-    """Learns from `observe` (finished jobs only) and predicts with `predict`."""
+    """Learns from `observe` (finished jobs only) and predicts with `predict`.
 
-    def __init__(self, min_samples: int = MIN_SAMPLES) -> None:
+    Within a group, recent jobs weigh more: a sample's weight halves for every `half_life_s` it
+    finished before the group's newest (None: all weigh the same). Work comes in bursts of
+    similar jobs that differ from the bursts before them, so a burst's first jobs to finish
+    should speak for the rest of it rather than be outvoted by the older history."""
+
+    def __init__(
+        self, min_samples: int = MIN_SAMPLES, half_life_s: float | None = HALF_LIFE_S
+    ) -> None:
         self.min_samples = min_samples
+        self.half_life_s = half_life_s
         self._groups: dict[tuple[object, ...], _Samples] = {}
         self.observed = 0
 
-    def observe(self, shape: JobShape, duration_s: float) -> None:
-        if not duration_s >= 0:  # also refuses NaN
+    def observe(self, shape: JobShape, duration_s: float, *, finished_at: float) -> None:
+        """A job of this shape finished at `finished_at` (seconds, any fixed origin) after
+        running `duration_s`."""
+        if not duration_s >= 0 or not math.isfinite(finished_at):  # also refuses NaN
             return
         self.observed += 1
         for key, _ in _groups(shape):
-            self._groups.setdefault(key, _Samples()).add(float(duration_s))
+            group = self._groups.setdefault(key, _Samples(self.half_life_s))
+            group.add(float(finished_at), float(duration_s))
 
     def predict(self, shape: JobShape, elapsed_s: float = 0.0) -> Prediction | None:
         """Total run time of a job of this shape that has run `elapsed_s` so far; None before any
@@ -139,12 +182,14 @@ class RuntimePredictor:
                 0,
                 f"ran longer than every similar job ({reads}): as long again expected",
             )
+        ordered, first = longer
+        count = len(ordered.durations) - first
         label = "similar jobs" if not elapsed_s else "similar jobs that ran longer"
         return Prediction(
-            _quantile(longer, 0.5),
-            _quantile(longer, 0.9),
-            len(longer),
-            f"p50 of {len(longer)} {label} ({reads})",
+            _quantile(ordered, first, 0.5),
+            _quantile(ordered, first, 0.9),
+            count,
+            f"p50 of {count} {label} ({reads}){self._weighting()}",
         )
 
     def quantile(self, shape: JobShape, q: float, elapsed_s: float = 0.0) -> float | None:
@@ -154,24 +199,30 @@ class RuntimePredictor:
         if basis is None:
             return None
         longer, _ = basis
-        return _lindy(elapsed_s, q) if longer is None else _quantile(longer, q)
+        return _lindy(elapsed_s, q) if longer is None else _quantile(*longer, q)
 
-    def _basis(self, shape: JobShape, elapsed_s: float) -> tuple[list[float] | None, str] | None:
+    def _weighting(self) -> str:
+        if self.half_life_s is None:
+            return ""
+        return f", the newer weighing more (weight halves every {_duration(self.half_life_s)})"
+
+    def _basis(
+        self, shape: JobShape, elapsed_s: float
+    ) -> tuple[tuple[_Ordered, int] | None, str] | None:
         """The durations of the most specific group with enough of them that ran longer than
-        `elapsed_s`, and how it reads; (None, reads) when the job outlived every such group."""
+        `elapsed_s` (the group sorted, and where those begin in it), and how it reads;
+        (None, reads) when the job outlived every such group."""
         outlived = ""
         for key, reads in _groups(shape):
             samples = self._groups.get(key)
             if samples is None:
                 continue
             ordered = samples.sorted()
-            longer = (
-                ordered[bisect.bisect_right(ordered, elapsed_s) :] if elapsed_s > 0 else ordered
-            )
+            first = bisect.bisect_right(ordered.durations, elapsed_s) if elapsed_s > 0 else 0
             needed = 1 if key == ("all",) else self.min_samples
-            if len(longer) >= needed:
-                return longer, reads
-            if len(ordered) >= needed and not outlived:
+            if len(ordered.durations) - first >= needed:
+                return (ordered, first), reads
+            if len(ordered.durations) >= needed and not outlived:
                 outlived = reads
         if outlived and elapsed_s > 0:
             return None, outlived
@@ -194,8 +245,24 @@ def _lindy(elapsed_s: float, q: float) -> float:
     return round(elapsed_s / (1.0 - min(q, 0.99)), 6)  # (1 - 0.9 is not 0.1 in binary)
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    k = (len(ordered) - 1) * q
-    low = int(k)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+def _quantile(ordered: _Ordered, first: int, q: float) -> float:
+    """The weighted q-quantile of ordered.durations[first:]: each duration stands at the middle
+    of its weight's stretch of the cumulative weight, interpolated linearly between them, and
+    held at the ends (with equal weights, a median of an even count is the middle of the two)."""
+    durations, before, mids = ordered.durations, ordered.before, ordered.mids
+    last = len(durations) - 1
+    base = before[first]
+    target = base + q * (before[-1] - base)
+    if target <= mids[first]:
+        return durations[first]
+    if target >= mids[last]:
+        return durations[last]
+    k = bisect.bisect_right(mids, target, first, last + 1) - 1
+    low, high = durations[k], durations[k + 1]
+    fraction = (target - mids[k]) / (mids[k + 1] - mids[k])
+    return min(max(low + (high - low) * fraction, low), high)
+
+
+def _duration(seconds: float) -> str:
+    hours = seconds / 3600.0
+    return f"{hours:g} h" if hours >= 1 else f"{seconds / 60.0:g} min"

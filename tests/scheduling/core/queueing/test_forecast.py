@@ -17,6 +17,8 @@ from scheduling.core.types import Placement, PodRequest
 from tests.builders import make_node, make_pod
 from tests.scheduling.core.helpers import framework
 
+Starts = dict[str, float | str]
+
 
 def pods(prefix: str, count: int, gpus: int) -> list[PodRequest]:
     return [make_pod(f"{prefix}-{k}").gpus(gpus).build() for k in range(count)]
@@ -76,3 +78,35 @@ def test_a_start_is_dated_at_the_end_that_made_room_not_at_the_grid_point() -> N
     ]
     starts = Forecast(fw, snapshot, 0.0, ends, [], waiting, min_step_s=60.0).run()
     assert starts == {"first": 110.0, "second": 160.0}
+
+
+def test_a_capped_step_keeps_a_queue_of_short_jobs_draining_at_their_pace() -> None:
+    """Two 4-GPU slots and a queue of jobs of 50 and 100 s by turns. A geometric grid's far
+    steps take in several ends at once and date what starts at the latest of them, so the
+    queue drains at its longest jobs' pace and the last estimate is late; capped at 50 s the
+    steps fall on every end, as a replay of each end would."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node("n0").topology("dgx-h100").build()])
+    waiting = [
+        WaitingWork(f"w{k}", tuple(pods(f"w{k}", 1, 4)), None, 50.0 if k % 2 == 0 else 100.0)
+        for k in range(12)
+    ]
+
+    def starts(growth: float, min_step_s: float = 60.0, max_step_s: float | None = None) -> Starts:
+        return Forecast(
+            fw,
+            snapshot,
+            0.0,
+            {},
+            [],
+            waiting,
+            growth=growth,
+            min_step_s=min_step_s,
+            max_step_s=max_step_s,
+        ).run()
+
+    every_end = starts(growth=1.0, min_step_s=1.0)
+    assert starts(growth=2.0, max_step_s=50.0) == every_end
+    assert every_end["w11"] == 400.0
+    late = starts(growth=2.0)["w11"]
+    assert isinstance(late, float) and late > 400.0
