@@ -31,12 +31,7 @@ class RuntimeFeed:
     ) -> None:
         self.refresh_every_s = refresh_every_s
         self.monotonic = monotonic
-        # Two readings of the same finished jobs. Estimated starts want the best guess now, so
-        # recent jobs weigh more; backfill's promise to a reservation must hold over the long
-        # run, so every job weighs the same there (weighted, backfill let more short jobs in
-        # front of reserved gangs: docs/benchmarks.md, issue 18, fourth pass).
         self.predictor = RuntimePredictor()
-        self.long_run = RuntimePredictor(half_life_s=None)
         self._after_id = 0
         self._refreshed_at = -float("inf")
         self._shapes: dict[str, JobShape] = {}  # workload key ("tenant/name") -> shape
@@ -47,8 +42,7 @@ class RuntimeFeed:
         """Learn from what finished since last time; know the shapes and starts of `keys`."""
         if force or self.monotonic() - self._refreshed_at >= self.refresh_every_s:
             for row in runtime_selectors.finished_runtimes(after_id=self._after_id):
-                for predictor in (self.predictor, self.long_run):
-                    predictor.observe(row.shape, row.duration_s, finished_at=row.finished_at)
+                self.predictor.observe(row.shape, row.duration_s, finished_at=row.finished_at)
                 self._after_id = max(self._after_id, row.workload_id)
             self._refreshed_at = self.monotonic()
             self._shapes.clear()
@@ -65,14 +59,15 @@ class RuntimeFeed:
 
     def prediction(self, key: str, now: float) -> Prediction | None:
         """The run time estimated starts are given, recent jobs weighing more."""
-        return self._predict(self.predictor, key, now)
+        return self._predict(key, now, long_run=False)
 
-    def _predict(self, predictor: RuntimePredictor, key: str, now: float) -> Prediction | None:
+    def _predict(self, key: str, now: float, *, long_run: bool) -> Prediction | None:
         shape = self._shapes.get(key)
         if shape is None:
             return None
         started = self._started.get(key)
-        prediction = predictor.predict(shape, max(0.0, now - started) if started else 0.0)
+        elapsed = max(0.0, now - started) if started else 0.0
+        prediction = self.predictor.predict(shape, elapsed, long_run=long_run)
         limit = self._limits.get(key)
         if limit is None:
             return prediction
@@ -90,7 +85,7 @@ class RuntimeFeed:
 
         def end(held: HeldPod) -> float | None:
             key = held.pod.workload
-            prediction = self._predict(self.long_run, key, now)
+            prediction = self._predict(key, now, long_run=True)
             started = self._started.get(key, now)
             return None if prediction is None else started + prediction.p50_s
 
@@ -101,7 +96,7 @@ class RuntimeFeed:
         backfill."""
 
         def runtime(pod: PodRequest) -> float | None:
-            prediction = self._predict(self.long_run, pod.workload, now)
+            prediction = self._predict(pod.workload, now, long_run=True)
             return None if prediction is None else prediction.p90_s
 
         return runtime

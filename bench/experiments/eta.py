@@ -59,15 +59,11 @@ class Runtimes:
     """The predictor, fed by finished jobs, and what it says of the jobs in the simulation."""
 
     def __init__(self) -> None:
-        # As the shell's feed (scheduling.runtime_feed): recent jobs weigh more for the
-        # estimates, every job the same for backfill.
         self.predictor = RuntimePredictor()
-        self.long_run = RuntimePredictor(half_life_s=None)
         self._cache: dict[tuple[str, float, float, bool], float | None] = {}
 
     def finished(self, shape: JobShape, duration_s: float, finished_at: float) -> None:
-        for predictor in (self.predictor, self.long_run):
-            predictor.observe(shape, duration_s, finished_at=finished_at)
+        self.predictor.observe(shape, duration_s, finished_at=finished_at)
         self._cache.clear()
 
     def total(
@@ -83,8 +79,7 @@ class Runtimes:
         `long_run`, every finished job weighing the same (what backfill reads)."""
         bucket = (key, q, elapsed_s, long_run)
         if bucket not in self._cache:
-            predictor = self.long_run if long_run else self.predictor
-            self._cache[bucket] = predictor.quantile(shape, q, elapsed_s)
+            self._cache[bucket] = self.predictor.quantile(shape, q, elapsed_s, long_run=long_run)
         return self._cache[bucket]
 
 

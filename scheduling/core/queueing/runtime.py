@@ -113,33 +113,37 @@ class _Ordered:
 
 @dataclass
 class _Samples:
-    half_life_s: float | None
     recent: deque[tuple[float, float]] = field(
         default_factory=lambda: deque(maxlen=KEEP_SAMPLES)
     )  # (finished at, duration)
-    ordered: _Ordered | None = None  # rebuilt on demand
+    ordered: dict[float | None, _Ordered] = field(default_factory=dict)  # by half-life, on demand
 
     def add(self, finished_at: float, duration_s: float) -> None:
         self.recent.append((finished_at, duration_s))
-        self.ordered = None
+        self.ordered.clear()
 
-    def sorted(self) -> _Ordered:
-        if self.ordered is None:
+    def sorted(self, half_life_s: float | None) -> _Ordered:
+        """The durations sorted, each weighing 2^-(age / half_life_s) (None: all the same)."""
+        ordered = self.ordered.get(half_life_s)
+        if ordered is None:
             newest = max(at for at, _ in self.recent)
-            pairs = sorted((duration, self._weight(newest - at)) for at, duration in self.recent)
+            pairs = sorted(
+                (duration, _weight(newest - at, half_life_s)) for at, duration in self.recent
+            )
             weights = [w for _, w in pairs]
             before = [0.0, *itertools.accumulate(weights)]
-            self.ordered = _Ordered(
+            ordered = self.ordered[half_life_s] = _Ordered(
                 [d for d, _ in pairs],
                 before,
                 [b + w / 2.0 for b, w in zip(before, weights, strict=False)],
             )
-        return self.ordered
+        return ordered
 
-    def _weight(self, age_s: float) -> float:
-        if self.half_life_s is None:
-            return 1.0
-        return math.pow(2.0, max(-age_s / self.half_life_s, _LIGHTEST))
+
+def _weight(age_s: float, half_life_s: float | None) -> float:
+    if half_life_s is None:
+        return 1.0
+    return math.pow(2.0, max(-age_s / half_life_s, _LIGHTEST))
 
 
 class RuntimePredictor:
@@ -148,7 +152,10 @@ class RuntimePredictor:
     Within a group, recent jobs weigh more: a sample's weight halves for every `half_life_s` it
     finished before the group's newest (None: all weigh the same). Work comes in bursts of
     similar jobs that differ from the bursts before them, so a burst's first jobs to finish
-    should speak for the rest of it rather than be outvoted by the older history."""
+    should speak for the rest of it rather than be outvoted by the older history. Asked with
+    `long_run`, the same jobs answer weighing the same: backfill's promise to a reservation must
+    hold over the long run (weighted, it let more short jobs in front of reserved gangs:
+    docs/benchmarks.md, issue 18, fourth pass)."""
 
     def __init__(
         self, min_samples: int = MIN_SAMPLES, half_life_s: float | None = HALF_LIFE_S
@@ -165,13 +172,15 @@ class RuntimePredictor:
             return
         self.observed += 1
         for key, _ in _groups(shape):
-            group = self._groups.setdefault(key, _Samples(self.half_life_s))
-            group.add(float(finished_at), float(duration_s))
+            self._groups.setdefault(key, _Samples()).add(float(finished_at), float(duration_s))
 
-    def predict(self, shape: JobShape, elapsed_s: float = 0.0) -> Prediction | None:
+    def predict(
+        self, shape: JobShape, elapsed_s: float = 0.0, *, long_run: bool = False
+    ) -> Prediction | None:
         """Total run time of a job of this shape that has run `elapsed_s` so far; None before any
         finished job was seen."""
-        basis = self._basis(shape, elapsed_s)
+        half_life_s = None if long_run else self.half_life_s
+        basis = self._basis(shape, elapsed_s, half_life_s)
         if basis is None:
             return None
         longer, reads = basis
@@ -189,25 +198,22 @@ class RuntimePredictor:
             _quantile(ordered, first, 0.5),
             _quantile(ordered, first, 0.9),
             count,
-            f"p50 of {count} {label} ({reads}){self._weighting()}",
+            f"p50 of {count} {label} ({reads}){_weighting(half_life_s)}",
         )
 
-    def quantile(self, shape: JobShape, q: float, elapsed_s: float = 0.0) -> float | None:
+    def quantile(
+        self, shape: JobShape, q: float, elapsed_s: float = 0.0, *, long_run: bool = False
+    ) -> float | None:
         """The q-quantile (0 < q < 1) of the total run time `predict` reads its p50 and p90
         from; None when it has no prediction."""
-        basis = self._basis(shape, elapsed_s)
+        basis = self._basis(shape, elapsed_s, None if long_run else self.half_life_s)
         if basis is None:
             return None
         longer, _ = basis
         return _lindy(elapsed_s, q) if longer is None else _quantile(*longer, q)
 
-    def _weighting(self) -> str:
-        if self.half_life_s is None:
-            return ""
-        return f", the newer weighing more (weight halves every {_duration(self.half_life_s)})"
-
     def _basis(
-        self, shape: JobShape, elapsed_s: float
+        self, shape: JobShape, elapsed_s: float, half_life_s: float | None
     ) -> tuple[tuple[_Ordered, int] | None, str] | None:
         """The durations of the most specific group with enough of them that ran longer than
         `elapsed_s` (the group sorted, and where those begin in it), and how it reads;
@@ -217,7 +223,7 @@ class RuntimePredictor:
             samples = self._groups.get(key)
             if samples is None:
                 continue
-            ordered = samples.sorted()
+            ordered = samples.sorted(half_life_s)
             first = bisect.bisect_right(ordered.durations, elapsed_s) if elapsed_s > 0 else 0
             needed = 1 if key == ("all",) else self.min_samples
             if len(ordered.durations) - first >= needed:
@@ -227,6 +233,12 @@ class RuntimePredictor:
         if outlived and elapsed_s > 0:
             return None, outlived
         return None
+
+
+def _weighting(half_life_s: float | None) -> str:
+    if half_life_s is None:
+        return ""
+    return f", the newer weighing more (weight halves every {_duration(half_life_s)})"
 
 
 def spread(key: str) -> float:
