@@ -107,9 +107,10 @@ class Informer:
             token = meta.get("continue") or None
             if not token:
                 break
+        gone = {key: self._final_state(self.items[key]) for key in self.items.keys() - items.keys()}
         with self._lock:
-            for key in self.items.keys() - items.keys():
-                self._changes[key] = (self.items[key], True)
+            for key, obj in gone.items():
+                self._changes[key] = (obj, True)
             for key, obj in items.items():
                 if self.items.get(key) != obj:
                     self._changes[key] = (obj, False)
@@ -148,9 +149,8 @@ class Informer:
                 self.resource_version = str(version)
             return
         key = object_key(obj)
-        read = self.read_func
-        if kind == "DELETED" and self.field_selector and read is not None:
-            obj = self._final_state(obj, read)
+        if kind == "DELETED":
+            obj = self._final_state(obj)
         with self._lock:
             if kind == "DELETED":
                 self.items.pop(key, None)
@@ -161,10 +161,14 @@ class Informer:
             if version:
                 self.resource_version = str(version)
 
-    def _final_state(self, obj: Object, read: Callable[[str, str], Object | None]) -> Object:
+    def _final_state(self, obj: Object) -> Object:
         """An object that leaves the field selector arrives as DELETED with its *previous*
-        content (the API server's watch cache does so); read what it became, if it still
-        exists, so a pod that finished is seen Succeeded rather than deleted while Running."""
+        content (the API server's watch cache does so), or is missing from the next list; read
+        what it became, if it still exists, so a pod that finished is seen Succeeded rather than
+        deleted while Running."""
+        read = self.read_func
+        if not self.field_selector or read is None:
+            return obj
         meta = obj.get("metadata") or {}
         try:
             current = read(str(meta.get("namespace") or ""), str(meta.get("name")))

@@ -80,8 +80,11 @@ class PodMirror:
         if full:
             current = self.pods.snapshot()
             changes.update({key: (obj, False) for key, obj in current.items()})
-            live = {(obj.get("metadata") or {}).get("uid") for obj in current.values()}
-            stale = KubePod.objects.filter(pod__phase__in=Pod.ACTIVE_PHASES).exclude(uid__in=live)
+            # Besides the pods that exist, what the informer saw go since the last sync is in
+            # `changes` with its final state (Succeeded, say): a second, bare "gone" for it would
+            # record a finished pod as failed, or an evicted one as cancelled.
+            known = {(obj.get("metadata") or {}).get("uid") for obj, _ in changes.values()}
+            stale = KubePod.objects.filter(pod__phase__in=Pod.ACTIVE_PHASES).exclude(uid__in=known)
             for gone in stale:
                 doc = {"metadata": {"uid": gone.uid, "namespace": gone.namespace}}
                 doc["metadata"]["name"] = gone.name

@@ -37,12 +37,31 @@ def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
         )
 
 
+def _still_in(pods: Sequence[Pod], phases: Sequence[str]) -> list[Pod]:
+    """The pods whose phase in the database is still one of these, locked to the end of the
+    transaction, with that phase. A pod whose end was recorded already (seen twice, or by another
+    writer) is left as it is: an end is recorded once."""
+    current = dict(
+        Pod.objects.select_for_update()
+        .filter(pk__in=[p.pk for p in pods], phase__in=phases)
+        .order_by("pk")
+        .values_list("pk", "phase")
+    )
+    for pod in pods:
+        if pod.pk in current:
+            pod.phase = current[pod.pk]
+    return [pod for pod in pods if pod.pk in current]
+
+
 def pods_finish(*, pods: Sequence[Pod], now: datetime, succeeded: bool = True) -> None:
     """Pods ended: their allocations are released and finished workloads are closed."""
     if not pods:
         return
     phase = Pod.Phase.SUCCEEDED if succeeded else Pod.Phase.FAILED
     with transaction.atomic():
+        pods = _still_in(pods, Pod.ACTIVE_PHASES)
+        if not pods:
+            return
         allocations_release(
             Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
             reason="pod succeeded" if succeeded else "pod failed",
@@ -75,6 +94,9 @@ def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
     if not pods:
         return
     with transaction.atomic():
+        pods = _still_in(pods, [Pod.Phase.TERMINATING])
+        if not pods:
+            return
         allocations_release(
             Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
             reason="evicted pod terminated",

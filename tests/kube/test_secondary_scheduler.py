@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kube.models import KubePod
+from scheduling.cycle import SchedulingCycle
 from scheduling.models import Allocation, Gpu, Node, Pod
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
@@ -199,6 +200,46 @@ def test_finished_and_deleted_pods_give_their_gpus_back(fake: SimulatedKubernete
     sched.run_once()
     assert KubePod.objects.get(name=waiting).pod.phase == Pod.Phase.FAILED
     assert Gpu.objects.filter(used_milli__gt=0).count() == 0
+
+
+def running(fake: SimulatedKubernetes, sched: SchedulingCycle, name: str) -> None:
+    """`name` placed and running, as its kubelet reports it."""
+    fake.add_pod(objects.pod(name, gpus=1))
+    sched.run_once()
+    fake.update_pod("ml-team", name, lambda p: p["status"].update(phase="Running"))
+    sched.run_once()
+    assert KubePod.objects.get(name=name).pod.phase == Pod.Phase.RUNNING
+
+
+def test_a_pod_that_finishes_just_before_a_full_resync_is_recorded_succeeded(
+    fake: SimulatedKubernetes,
+) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    sched = scheduler(fake)
+    running(fake, sched, "done")
+
+    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Succeeded"))
+    side_of(sched).resync()  # the periodic full comparison falls on this sync
+    sched.run_once()
+
+    pod = KubePod.objects.get(name="done").pod
+    assert pod.phase == Pod.Phase.SUCCEEDED and pod.workload.state == "Finished"
+
+
+def test_a_pod_that_finished_while_the_watch_had_expired_is_recorded_succeeded(
+    fake: SimulatedKubernetes,
+) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    sched = scheduler(fake)
+    running(fake, sched, "done")
+
+    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Succeeded"))
+    fake.compact()  # the watch's version is gone: 410, then a list without the finished pod
+    sched.run_once()
+    sched.run_once()
+
+    assert side_of(sched).pods.lists == 2
+    assert KubePod.objects.get(name="done").pod.phase == Pod.Phase.SUCCEEDED
 
 
 def test_pods_bound_by_others_are_counted_where_they_run(fake: SimulatedKubernetes) -> None:

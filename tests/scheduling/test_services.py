@@ -106,6 +106,27 @@ def test_finishing_pods_releases_everything_and_finishes_the_workload() -> None:
     assert types.index("pod.bound") < types.index("pod.phase") < types.index("allocation.released")
 
 
+def test_an_end_is_recorded_once_whoever_reports_it_again() -> None:
+    factories.nodes(1)
+    workload = factories.workload(factories.tenant(), "a", gpus=2)
+    cluster, decisions = schedule_pending()
+    services.placements_commit(cluster=cluster, placed=decisions, scheduler="s", now=timezone.now())
+    services.pods_start(
+        pods=list(Pod.objects.select_related("workload__tenant")), now=timezone.now()
+    )
+    # Two readers of the same pod, as a sync that sees a finished pod twice would hold.
+    first, second = (list(Pod.objects.select_related("workload__tenant")) for _ in range(2))
+    services.pods_finish(pods=first, now=timezone.now(), succeeded=True)
+    before = Event.objects.count()
+
+    services.pods_finish(pods=second, now=timezone.now(), succeeded=False)
+
+    assert Pod.objects.get().phase == "Succeeded"
+    workload.refresh_from_db()
+    assert workload.state == "Finished"
+    assert Event.objects.count() == before  # nothing happened, nothing is published
+
+
 def test_cancel_releases_bound_pods() -> None:
     factories.nodes(1)
     workload = factories.workload(factories.tenant(), "a", gpus=1)
