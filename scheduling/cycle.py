@@ -58,9 +58,9 @@ from scheduling.core.queueing.backfill import (
 from scheduling.core.queueing.batch import classify, schedule_batch
 from scheduling.core.queueing.feasibility import EmptyClusterFeasibility
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
+from scheduling.core.reclaim import reclaimed_reason
 from scheduling.core.scheduler import Decision, Framework
-from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import NodeSpec, PodRequest, ServiceClass
+from scheduling.core.types import NodeSpec, PodRequest
 from scheduling.cycle_admission import Admission
 from scheduling.cycle_evictions import Evictions, gang_reclaim
 from scheduling.cycle_report import CycleReport
@@ -235,9 +235,6 @@ class SchedulingCycle:
         for members in gangs:
             if self._commit(cluster, members, report, now, all_or_nothing=True):
                 report.gangs_bound += 1
-        # An online share just placed beside lent pods gets its GPU to itself within this cycle.
-        if any(_online_beside_lent(cluster.snapshot, decision) for _, decision in placed):
-            report.reclaimed += self._reclaim(now, report, force=True)
         report.commit_s = time.perf_counter() - started
 
         # 11. Why the others wait.
@@ -301,13 +298,13 @@ class SchedulingCycle:
 
     # --- 4. reclaim -----------------------------------------------------------------------------
 
-    def _reclaim(self, now: datetime, report: CycleReport, *, force: bool = False) -> int:
+    def _reclaim(self, now: datetime, report: CycleReport) -> int:
         """Returns how many workloads were evicted from lent capacity."""
         cluster = self.cache.state()
-        victims = self.reclaim_feed.refresh(cluster, now, force=force)
+        victims = self.reclaim_feed.refresh(cluster, now)
         if not victims:
             return 0
-        reason_of = {v.pod.uid: f"Reclaimed: GPU {v.gpu_name}: {v.reason}" for v in victims}
+        reason_of = {v.pod.uid: reclaimed_reason(v.gpu_name, v.reason) for v in victims}
         pods = Pod.objects.filter(uid__in=list(reason_of)).select_related("workload__tenant")
         by_workload = {pod.workload_id: (pod.workload, reason_of[str(pod.uid)]) for pod in pods}
         evicted = 0
@@ -414,15 +411,6 @@ class SchedulingCycle:
             if current is None or rank.get(code, 3) < rank.get(current[1], 3):
                 best[pod.workload_id] = (pod.workload, code, message)
         services.workloads_waiting(updates=list(best.values()))
-
-
-def _online_beside_lent(snapshot: ClusterSnapshot, decision: Decision) -> bool:
-    """An online pod placed on a GPU that lends part of itself to opportunistic pods."""
-    placement = decision.placement
-    if placement is None or decision.pod.service_class is not ServiceClass.ONLINE:
-        return False
-    gpus = list(placement.gpu_indices)
-    return bool(snapshot.gpu_lent[snapshot.index[placement.node], gpus].any())
 
 
 def _fair_order(by_uid: dict[str, Pod]) -> FairOrder:

@@ -75,14 +75,14 @@ class ReclaimFeed:
         self._refreshed_at = -float("inf")
         self._snapshot_id = 0
 
-    def refresh(self, state: ClusterState, now: datetime, *, force: bool = False) -> list[Reclaim]:
-        """Every refresh_every_s, whenever the snapshot was rebuilt, or when forced: what each GPU
-        may lend, into the snapshot; returns the lent pods to evict."""
+    def refresh(self, state: ClusterState, now: datetime) -> list[Reclaim]:
+        """Every refresh_every_s, and whenever the snapshot was rebuilt: what each GPU may lend,
+        into the snapshot; returns the lent pods to evict."""
         if not self.enabled:
             return []
         rebuilt = id(state.snapshot) != self._snapshot_id
         due = self.monotonic() - self._refreshed_at >= self.refresh_every_s
-        if not (rebuilt or due or force):
+        if not (rebuilt or due):
             return []
         self._refreshed_at, self._snapshot_id = self.monotonic(), id(state.snapshot)
         gpus = self.lendings(state, now)

@@ -2,8 +2,10 @@
 
 On a shared GPU (time-slicing, MPS) whose holders are all batch or opportunistic, the owners' idle
 capacity `max(0, allocated - p95(used) * (1 + margin))` (Koordinator's ProdReclaimable shape,
-scheduler-anchors.md §1) may host opportunistic shares. A GPU an online pod holds lends nothing,
-so no online pod ever shares a GPU with borrowed capacity for longer than one cycle.
+scheduler-anchors.md §1) may host opportunistic shares. A GPU an online pod holds lends nothing:
+an online pod placed on a GPU that lends gets it to itself, its lent pods evicted in the same batch
+(scheduling.core.queueing.batch); where evicted pods terminate first, the online pod waits for them
+as a preemptor waits for its victims, so it never runs beside borrowed capacity.
 
 DCGM reports a time-sliced GPU as a whole (dcgm-exporter repeats the GPU's values for every pod on
 it), so the owners' use is the GPU's busy less what the lent pods are expected to use, and never
@@ -26,6 +28,17 @@ from scheduling.core.types import MILLI_PER_GPU
 DEFAULT_MARGIN = 0.2
 DEFAULT_GRACE_S = 120.0
 GpuKey = tuple[str, int]  # (node, GPU index)
+ONLINE_HOLDS_THE_GPU = "an online pod now holds the GPU"
+
+
+def gpu_name(gpu: GpuKey) -> str:
+    return f"{gpu[0]}/gpu{gpu[1]}"
+
+
+def reclaimed_reason(gpus: str, why: str) -> str:
+    """An eviction's reason when lent capacity is taken back (the outbox, events and measures
+    recognise reclaim by its prefix)."""
+    return f"Reclaimed: GPU {gpus}: {why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +93,7 @@ class Reclaim:
 
     @property
     def gpu_name(self) -> str:
-        return f"{self.gpu[0]}/gpu{self.gpu[1]}"
+        return gpu_name(self.gpu)
 
 
 @dataclass
@@ -102,7 +115,7 @@ class ReclaimTracker:
             if not gpu.online and now_s - since < self.grace_s:
                 continue
             if gpu.online:
-                why = "an online pod now holds the GPU"
+                why = ONLINE_HOLDS_THE_GPU
             else:
                 why = (
                     f"the owners' use came back: {allowed} milli may be lent, {lent} are, "

@@ -9,7 +9,7 @@ cycles (scheduling.core.columns).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -253,6 +253,14 @@ class ClusterSnapshot:
         self._refresh_gpu_columns(slice(None))
         # Only the nodes whose lendable capacity changed: a cycle's columns stay warm elsewhere.
         self.generation[changed] += 1
+
+    def stop_lending(self, i: int, gpus: Sequence[int]) -> None:
+        """These GPUs of node `i` lend nothing more (an online pod now holds them) until the next
+        refresh of what owners may lend says otherwise."""
+        if self.gpu_lendable[i, list(gpus)].any():
+            self.gpu_lendable[i, list(gpus)] = 0
+            self._refresh_gpu_row(i)
+            self.generation[i] += 1
 
     def refresh_load(self, load: FloatArray, age_s: FloatArray, fresh_for_s: float) -> None:
         """Replace the load estimate with measurements (see scheduling.core.load), which count as

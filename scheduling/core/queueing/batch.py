@@ -48,10 +48,11 @@ from scheduling.core.queueing.backfill import (
     Reservation,
     Reserver,
 )
+from scheduling.core.reclaim import ONLINE_HOLDS_THE_GPU, gpu_name, reclaimed_reason
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.status import Code, Status
-from scheduling.core.types import PodRequest
+from scheduling.core.types import PodRequest, ServiceClass
 
 TOPOLOGY_PLUGINS = frozenset({"GPUTopology", "GPUTopologyAware"})
 
@@ -188,7 +189,7 @@ class _Batch:
                 continue
             snapshot.reservation_blocked = np.ones(len(snapshot), dtype=np.bool_)
             snapshot.reservation_blocked[snapshot.index[node]] = False
-            decision = self.framework.schedule_one(pod, snapshot)
+            decision = self._alone_on_its_gpus(self.framework.schedule_one(pod, snapshot))
             if decision.placement is not None:
                 self.placed_here.add(pod.uid)
                 self.outcome.placed.append(decision)
@@ -219,6 +220,7 @@ class _Batch:
                     nomination.nominated_node,
                 )
                 decision = self._carry_out(eviction, decision, lambda: self._retry(pod))
+        decision = self._alone_on_its_gpus(decision)
         if decision.placement is not None:
             self.placed_here.add(pod.uid)
             self.outcome.placed.append(decision)
@@ -255,6 +257,63 @@ class _Batch:
             missing = gang.min_count - attempt.already
             self.reserver.failed(members, missing, attempt.failed[0])
         _settle_gang(self.snapshot, members, attempt, self.outcome)
+
+    def _alone_on_its_gpus(self, decision: Decision) -> Decision:
+        """An online pod placed on GPUs that lend to opportunistic pods gets them to itself: the
+        lent pods are evicted (an intent, with the online pod as the reason) and the GPUs lend
+        nothing more. Where evicted pods terminate first, the online pod is not placed beside
+        them: it waits nominated to the node until they are gone, as a preemptor waits for its
+        victims (the node held for it meanwhile, so nobody borrows the GPUs again)."""
+        placement, pod = decision.placement, decision.pod
+        if (
+            placement is None
+            or pod.service_class is not ServiceClass.ONLINE
+            or not placement.gpu_indices
+        ):
+            return decision
+        snapshot, index = self.snapshot, self.snapshot.pods
+        i = snapshot.index[placement.node]
+        lending = {g for g in placement.gpu_indices if snapshot.gpu_lent[i, g] > 0}
+        if not lending:
+            snapshot.stop_lending(i, placement.gpu_indices)
+            return decision
+        lent = [
+            h
+            for h in index.on_node[i].values()
+            if h.placement.reclaimed and lending & set(h.placement.gpu_indices)
+        ]
+        names = ",".join(gpu_name((placement.node, g)) for g in sorted(lending))
+        going = [h.pod.uid for h in lent if h.pod.uid not in index.terminating]
+        victims = self._whole_workloads(going) if going else ()
+        if victims is None:  # placed in this very batch, or protected: try again next cycle
+            self.framework.forget(decision, snapshot)
+            return self._waiting(pod, f"GPU {names} lends to pods that cannot be evicted now")
+        if victims:
+            self.outcome.evictions.append(
+                Eviction(
+                    victims, reclaimed_reason(names, ONLINE_HOLDS_THE_GPU), pod, placement.node
+                )
+            )
+            self.outcome.preemptions += 1
+        if self.at_once:
+            self._forget(victims)
+            snapshot.stop_lending(i, placement.gpu_indices)
+            return decision
+        self._mark_terminating(victims)
+        self.framework.forget(decision, snapshot)
+        self.outcome.nominated[pod.uid] = placement.node
+        return self._waiting(
+            pod,
+            f"Reclaiming: waiting for {len(lent)} lent pod(s) on GPU {names} to terminate",
+        )
+
+    def _waiting(self, pod: PodRequest, message: str) -> Decision:
+        return Decision(
+            pod,
+            Status.of(Code.UNSCHEDULABLE, message, plugin="Reclaim"),
+            self.snapshot.names,
+            CycleState(),
+        )
 
     def _retry(self, pod: PodRequest) -> Decision:
         return self.framework.schedule_one(pod, self.snapshot)

@@ -4,7 +4,9 @@ gangs that each need more than half of the cluster; and why pods wait."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +18,7 @@ from scheduling.core.queueing.admission import (
 from scheduling.core.queueing.batch import classify, gang_order, schedule_batch
 from scheduling.core.scheduler import Decision
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import GangRef, Placement, PodRequest
+from scheduling.core.types import GangRef, Placement, PodRequest, ServiceClass
 from tests.builders import make_node, make_pod
 from tests.scheduling.core.helpers import framework
 
@@ -202,3 +204,71 @@ def test_a_node_emptied_for_a_preemptor_is_held_from_pods_of_no_higher_priority(
     assert {d.pod.uid for d in outcome.failed} == {"same", "preemptor"}
     (same_failed,) = [d for d in outcome.failed if d.pod.uid == "same"]
     assert "reserved for a waiting gang, large pod or preemptor" in same_failed.summary()
+
+
+def lending_gpu() -> tuple[ClusterSnapshot, PodRequest]:
+    """One shared GPU: a batch owner holds 500 milli and lends 300 of them, idle, to `sweep`."""
+    snapshot = ClusterSnapshot([make_node("n0").gpus(1).build()])
+    owner = make_pod("owner").share(500).build()
+    snapshot.assume(owner, Placement("n0", (0,), 500, numa_cpu_milli=(1000,)))
+    snapshot.refresh_reclaimable(np.array([[500]]))
+    sweep = replace(make_pod("sweep").share(300).build(), service_class=ServiceClass.OPPORTUNISTIC)
+    snapshot.assume(sweep, Placement("n0", (0,), 300, numa_cpu_milli=(1000,), reclaimed=True))
+    return snapshot, sweep
+
+
+def online(uid: str, milli: int, **fields: Any) -> PodRequest:
+    pod = make_pod(uid).share(milli).priority(200).build()
+    return replace(pod, service_class=ServiceClass.ONLINE, **fields)
+
+
+def test_an_online_pod_placed_beside_lent_pods_gets_its_gpu_to_itself_at_once() -> None:
+    snapshot, sweep = lending_gpu()
+    late = replace(make_pod("late").share(200).build(), service_class=ServiceClass.OPPORTUNISTIC)
+
+    outcome = schedule_batch(framework(), snapshot, [online("web", 400), late])
+
+    assert [(d.pod.uid, d.node) for d in outcome.placed] == [("web", "n0")]
+    (eviction,) = outcome.evictions
+    assert [v.pod.uid for v in eviction.victims] == [sweep.uid]
+    assert eviction.reason == "Reclaimed: GPU n0/gpu0: an online pod now holds the GPU"
+    assert eviction.preemptor is not None and eviction.preemptor.uid == "web"
+    # Nothing is lent beside it any more, not even to a pod later in the same batch.
+    assert int(snapshot.gpu_lent[0, 0]) == 0 and int(snapshot.gpu_reclaimable[0, 0]) == 0
+    assert [d.pod.uid for d in outcome.failed] == ["late"]
+
+
+def test_where_evictions_take_a_grace_period_the_online_pod_waits_for_the_lent_pods() -> None:
+    snapshot, sweep = lending_gpu()
+
+    first = schedule_batch(
+        framework(), snapshot, [online("web", 400)], evictions_free_at_once=False
+    )
+
+    assert not first.placed
+    (waiting,) = first.failed
+    assert waiting.summary() == (
+        "Reclaiming: waiting for 1 lent pod(s) on GPU n0/gpu0 to terminate"
+    )
+    assert first.nominated == {"web": "n0"}
+    assert [v.pod.uid for v in first.evictions[0].victims] == [sweep.uid]
+    assert sweep.uid in snapshot.pods.terminating and "web" not in snapshot.pods
+
+    # Still terminating: no second eviction, still waiting.
+    again = schedule_batch(
+        framework(),
+        snapshot,
+        [online("web", 400, nominated_node="n0")],
+        evictions_free_at_once=False,
+    )
+    assert not again.placed and not again.evictions and again.nominated == {"web": "n0"}
+
+    # Gone: placed on its nominated node.
+    snapshot.forget(sweep, snapshot.pods.held[sweep.uid].placement)
+    done = schedule_batch(
+        framework(),
+        snapshot,
+        [online("web", 400, nominated_node="n0")],
+        evictions_free_at_once=False,
+    )
+    assert [(d.pod.uid, d.node) for d in done.placed] == [("web", "n0")]
