@@ -171,9 +171,7 @@ class StartEstimator:
                 runtime = None if p is None else (p.p50_s if quantile == "p50" else p.p90_s)
                 queued_workload = queued_of.get(w.pk) if managed else None
                 waiting.append(WaitingWork(str(w.pk), tuple(pods[w.pk]), queued_workload, runtime))
-            replay_book = ReservationBook(
-                dict(book.since), dict(book.nodes), dict(book.released_at)
-            )
+            replay_book = book.copy()
             starts[quantile] = Forecast(
                 framework,
                 cluster.snapshot,

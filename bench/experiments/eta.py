@@ -136,11 +136,7 @@ def forecast(view: QueueView, runtimes: Runtimes) -> dict[str, tuple[float, floa
             for key in order
         ]
         real = view.book  # the replay gets its own copy: the real reservations are untouched
-        book = (
-            None
-            if real is None
-            else ReservationBook(dict(real.since), dict(real.nodes), dict(real.released_at))
-        )
+        book = None if real is None else real.copy()
 
         runs[run] = Forecast(
             view.framework,

@@ -16,6 +16,11 @@ reservation holds its nodes only against pods of queues at or behind its owner's
 A queue within its share (share 0) is not kept off nodes held for a queue that borrows: fair
 sharing serves it first, and a reservation must not undo that.
 
+A reservation outlives a batch its owner is not in (backing off after a failed attempt, or behind
+the batch's end) for `absent_grace_s` after the owner was last tried: the scheduler runs a batch
+every second or so, and an owner tried only every few seconds would otherwise hold its nodes in one
+batch of ten, the others filling them. It goes when its owner starts.
+
 Bounded: a reservation whose predicted completion lies beyond `horizon_s`, or that has been held
 for longer than `horizon_s` without its owner starting, is released and reported with the reason,
 and its owner may not reserve again for another `horizon_s` (idle capacity is never held
@@ -65,6 +70,20 @@ class ReservationBook:
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     released_at: dict[str, float] = field(default_factory=dict)
     active: dict[str, Reservation] = field(default_factory=dict)  # after the latest batch
+    # When each owner was last tried, and its queue and fair-share rank then: what a reservation
+    # carried through a batch without its owner is judged by.
+    tried_at: dict[str, float] = field(default_factory=dict)
+    ranks: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def copy(self) -> ReservationBook:
+        """The holds and releases, for a replay that starts from them (estimated starts): what
+        the replay's own batches reserve is its own."""
+        return ReservationBook(dict(self.since), dict(self.nodes), dict(self.released_at))
+
+
+def owner_key(pod: PodRequest) -> str:
+    """What a reservation is held for: the pod's gang, or the pod itself."""
+    return pod.gang.name if pod.gang is not None else pod.uid
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,7 @@ class BackfillPolicy:
     large_pod_gpus: int = 4
     max_reservations: int = 2
     fair_order: FairOrder | None = None  # None: reservations go to the first owners that fail
+    absent_grace_s: float = 30.0  # a reservation kept through batches its owner is not in
 
 
 def hosts(decision: Decision) -> BoolArray:
@@ -164,57 +184,100 @@ def plan(
     return at, tuple(chosen)
 
 
+@dataclass
+class _Hold:
+    """A reservation in force in this batch: its nodes, and who it holds them against."""
+
+    mask: BoolArray
+    complete_at: float
+    queue: str
+    rank: float
+
+
 class Reserver:
-    """The reservations of one batch: made as owners fail, consulted before every attempt."""
+    """The reservations of one batch: carried over for owners not in it, made as owners fail,
+    consulted before every attempt."""
 
     def __init__(self, snapshot: ClusterSnapshot, policy: BackfillPolicy) -> None:
         self.snapshot, self.policy = snapshot, policy
-        self.made: list[Reservation] = []
+        self.made: dict[str, Reservation] = {}
         self.released: list[ReleasedReservation] = []
         self.seen: set[str] = set()
-        self._blocked: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)
-        # Per reservation: its nodes, when it completes, its owner and the owner's rank.
-        self._block_until: list[tuple[BoolArray, float, str, float]] = []
-        self._queues: set[str] = set()  # with a reservation in this batch (fair order only)
+        self._holds: dict[str, _Hold] = {}
+        self._carried: set[str] = set()
+        book, now = policy.book, policy.now
+        for key, reservation in book.active.items():
+            if now - book.tried_at.get(key, -np.inf) <= policy.absent_grace_s:
+                queue, rank = book.ranks.get(key, ("", 0.0))
+                if self._hold(reservation, queue, rank):
+                    self._carried.add(key)
+
+    def _hold(self, reservation: Reservation, queue: str, rank: float) -> bool:
+        rows = [self.snapshot.index[n] for n in reservation.nodes if n in self.snapshot.index]
+        if not rows:
+            return False
+        mask: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        mask[rows] = True
+        self.made[reservation.key] = reservation
+        self._holds[reservation.key] = _Hold(mask, reservation.complete_at, queue, rank)
+        return True
+
+    def _drop(self, key: str) -> None:
+        self.made.pop(key, None)
+        self._holds.pop(key, None)
+        self._carried.discard(key)
+
+    def _blocked(self) -> BoolArray:
+        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        for hold in self._holds.values():
+            out |= hold.mask
+        return out
 
     def blocked_for(self, pod: PodRequest) -> BoolArray:
         """The reserved nodes this pod may not use: all of them, except its own reservation's
         and those it is predicted to leave before they are needed."""
-        if not self._block_until:
-            return self._blocked
-        if pod.service_class is ServiceClass.OPPORTUNISTIC:
-            # Always a victim for the pods reservations are made for (preemption takes it back),
-            # and often on lent capacity that frees nothing: never in their way.
-            return np.zeros(len(self.snapshot), dtype=np.bool_)
-        own = pod.gang.name if pod.gang is not None else pod.uid
+        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
+        if not self._holds or pod.service_class is ServiceClass.OPPORTUNISTIC:
+            # An opportunistic pod is always a victim for the pods reservations are made for
+            # (preemption takes it back), and often on lent capacity that frees nothing: never
+            # in their way.
+            return out
+        own = owner_key(pod)
         runtime = self.policy.runtime_s(pod)
         order = self.policy.fair_order
         rank = order.rank(pod) if order is not None else 0.0
-        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
-        for mask, complete_at, key, owner_rank in self._block_until:
-            if key == own or rank < owner_rank:  # its own, or ahead of it in the fair order
+        for key, hold in self._holds.items():
+            if key == own or rank < hold.rank:  # its own, or ahead of it in the fair order
                 continue
-            if runtime is None or self.policy.now + runtime > complete_at:
-                out |= mask
+            if runtime is None or self.policy.now + runtime > hold.complete_at:
+                out |= hold.mask
         return out
+
+    def started(self, pod: PodRequest) -> None:
+        """An owner was placed: its reservation ends."""
+        key = owner_key(pod)
+        self._drop(key)
+        self.seen.discard(key)
 
     def failed(self, members: Sequence[PodRequest], missing: int, decision: Decision) -> None:
         """An owner could not be placed: reserve for it, or release what it held and say why."""
         pod = members[0]
-        key = pod.gang.name if pod.gang is not None else pod.uid
+        key = owner_key(pod)
         if pod.gang is None and pod.gpus < self.policy.large_pod_gpus:
             return
+        self._drop(key)  # carried from an earlier batch: judged afresh
         order = self.policy.fair_order
         queue = order.queue_of(pod) if order is not None else ""
-        if queue in self._queues:
+        if order is not None and any(h.queue == queue for h in self._holds.values()):
             return  # one per queue, its head's: this one holds nothing (settle forgets it)
         self.seen.add(key)
         book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s
+        book.tried_at[key] = now
         if len(self.made) >= self.policy.max_reservations:
             return
         if now - book.released_at.get(key, -np.inf) < horizon:
             return  # released lately: waits like anyone else for a while
-        candidates = hosts(decision) & ~self._blocked
+        candidates = hosts(decision) & ~self._blocked()
         found = plan(
             self.snapshot,
             pod.gpus,
@@ -241,18 +304,11 @@ class Reserver:
             return
         assert found is not None
         complete_at, nodes = found
-        reservation = Reservation(key, nodes, complete_at, since)
         book.since[key] = since
         book.nodes[key] = nodes
-        self.made.append(reservation)
-        mask: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
-        mask[[self.snapshot.index[n] for n in nodes]] = True
-        self._blocked = self._blocked | mask
-        self._block_until.append(
-            (mask, complete_at, key, order.rank(pod) if order is not None else 0.0)
-        )
-        if order is not None:
-            self._queues.add(queue)
+        rank = order.rank(pod) if order is not None else 0.0
+        book.ranks[key] = (queue, rank)
+        self._hold(Reservation(key, nodes, complete_at, since), queue, rank)
 
     def _release(self, key: str, reason: str) -> None:
         book = self.policy.book
@@ -263,14 +319,19 @@ class Reserver:
         book.nodes.pop(key, None)
 
     def settle(self) -> None:
-        """After the batch: owners that started (or left) hold nothing any more."""
+        """After the batch: owners that started, left or stayed away too long hold nothing any
+        more."""
         book = self.policy.book
+        keep = self.seen | self._carried
         for key in list(book.since):
-            if key not in self.seen:
+            if key not in keep:
                 book.since.pop(key, None)
                 book.nodes.pop(key, None)
+        for table in (book.tried_at, book.ranks):
+            for key in [k for k in table if k not in keep]:
+                del table[key]
         horizon, now = self.policy.horizon_s, self.policy.now
         for key, at in list(book.released_at.items()):
             if now - at >= horizon:
                 del book.released_at[key]
-        book.active = {r.key: r for r in self.made}
+        book.active = dict(self.made)

@@ -135,7 +135,7 @@ def schedule_batch(
         snapshot.reservation_blocked = np.zeros(len(snapshot), dtype=np.bool_)
     if reserver is not None:
         reserver.settle()
-        batch.outcome.reservations = list(reserver.made)
+        batch.outcome.reservations = list(reserver.made.values())
         batch.outcome.released = list(reserver.released)
     return batch.outcome
 
@@ -191,8 +191,7 @@ class _Batch:
             snapshot.reservation_blocked[snapshot.index[node]] = False
             decision = self._alone_on_its_gpus(self.framework.schedule_one(pod, snapshot))
             if decision.placement is not None:
-                self.placed_here.add(pod.uid)
-                self.outcome.placed.append(decision)
+                self._placed(decision)
         for pod in pods:
             node = pod.nominated_node
             if pod.gang is None and pod.uid not in self.placed_here and node in snapshot.index:
@@ -222,8 +221,7 @@ class _Batch:
                 decision = self._carry_out(eviction, decision, lambda: self._retry(pod))
         decision = self._alone_on_its_gpus(decision)
         if decision.placement is not None:
-            self.placed_here.add(pod.uid)
-            self.outcome.placed.append(decision)
+            self._placed(decision)
             self._release_holds(pod)
         else:
             self.outcome.failed.append(decision)
@@ -233,6 +231,12 @@ class _Batch:
                 self._release_holds(pod)  # its nomination is over: it no longer waits there
             if self.reserver is not None and pod.uid not in self.outcome.nominated:
                 self.reserver.failed([pod], 1, decision)
+
+    def _placed(self, decision: Decision) -> None:
+        self.placed_here.add(decision.pod.uid)
+        self.outcome.placed.append(decision)
+        if self.reserver is not None:
+            self.reserver.started(decision.pod)
 
     def gang(self, members: Sequence[PodRequest], reclaim: GangReclaimHook | None) -> None:
         self._respect_reservations(members[0])
@@ -251,6 +255,8 @@ class _Batch:
                     self._mark_terminating(eviction.victims)
         if attempt.complete:
             self.placed_here.update(d.pod.uid for d in attempt.reserved)
+            if self.reserver is not None:
+                self.reserver.started(members[0])
         elif self.reserver is not None and attempt.failed:
             gang = members[0].gang
             assert gang is not None

@@ -126,6 +126,41 @@ def test_pods_that_finish_before_the_gang_needs_the_gpus_backfill() -> None:
     assert world.book.active["train"].complete_at == 40.0
 
 
+def test_a_reservation_holds_through_the_cycles_its_owner_sits_out() -> None:
+    """The scheduler runs a cycle every second or so, and an owner backing off after a failed
+    attempt is not in most of them: its nodes stay held, and it starts as soon as its GPUs are
+    free, as when it is in every cycle."""
+    fw = framework()
+    world = World(fw, {})
+    busy_node(world)
+    train = gang("train", 2, 2)
+    smalls = [single(f"small-{k}") for k in range(20)]
+    world.runtime.update({p.uid: 1000.0 for p in train + smalls})
+    started_at: dict[str, float] = {}
+    for t in range(10, 70, 5):
+        queue = train + smalls if t % 10 == 0 else smalls  # backing off every other cycle
+        for uid in world.cycle(queue, float(t)):
+            started_at[uid] = t
+    assert started_at["train-0"] == started_at["train-1"] == 40
+    assert not world.released
+    assert "train" not in world.book.active and "train" not in world.book.since
+
+
+def test_a_reservation_whose_owner_stays_away_is_given_up() -> None:
+    """An owner not tried for longer than the grace (gone, or far behind the batch's end)
+    holds nothing."""
+    fw = framework()
+    world = World(fw, {})
+    busy_node(world)
+    train = gang("train", 2, 2)
+    smalls = [single(f"small-{k}") for k in range(20)]
+    world.runtime.update({p.uid: 1000.0 for p in train + smalls})
+    assert world.cycle(train + smalls, 10.0) == []  # one GPU free, held for the gang
+    assert world.cycle(smalls, 30.0) == []  # absent for 20 s: still held
+    assert world.cycle(smalls, 45.0) == ["small-0", "small-1", "small-2", "small-3"]
+    assert not world.book.active and not world.book.since
+
+
 def test_a_reservation_beyond_the_horizon_is_not_held() -> None:
     """Nothing ends within the horizon: the small pods are not held back."""
     fw = framework()
