@@ -18,9 +18,9 @@ and the delta of one cordon (what every watching dashboard waits for).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import multiprocessing
 import os
 import platform
 import secrets
@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test import Client
 
+from bench import live_clients
 from bench.web_process import web_server
 from dashboard.live import ClusterView, apply
 from dashboard.selectors import head_event_id
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.database_side import database_cycle
-from scheduling.events import read_after
-from scheduling.models import Node, Pod, Tenant
+from scheduling.events import NodeChanged, read_after
+from scheduling.models import Event, Node, Pod, Tenant
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from sim.cluster import build_nodes, synthetic_pools
@@ -67,6 +69,10 @@ CHROMIUM_FLAGS = [
 ]
 
 
+# Dashboard client processes (bench/live_clients.py): each reads its share of the sockets.
+CLIENT_PROCESSES = 4
+
+
 class Command(BaseCommand):
     help = "Measure commit -> dashboard websocket latency with many connected clients."
 
@@ -75,6 +81,12 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", type=int, default=1000)
         parser.add_argument("--changes", type=int, default=100)
         parser.add_argument("--interval", type=float, default=0.2, help="seconds between commits")
+        parser.add_argument(
+            "--client-processes",
+            type=int,
+            default=CLIENT_PROCESSES,
+            help="processes the dashboard clients are spread over",
+        )
         parser.add_argument(
             "--layer",
             choices=["memory", "redis", "both", "none"],
@@ -134,10 +146,13 @@ class Command(BaseCommand):
         for layer in layers:
             redis_url = options["redis_url"] if layer == "redis" else None
             with _web_process(redis_url) as base:
-                samples, missing, dropped = asyncio.run(
-                    _measure(
-                        base, cookie, options["clients"], options["changes"], options["interval"]
-                    )
+                samples, missing, dropped = _measure(
+                    base,
+                    cookie,
+                    options["clients"],
+                    options["changes"],
+                    options["interval"],
+                    processes=options["client_processes"],
                 )
             result["latency_ms"][layer] = {**_summary(samples, missing), "dropped": dropped}
         if options["page"]:
@@ -163,65 +178,68 @@ class Command(BaseCommand):
 # --- the measurement ------------------------------------------------------------------------
 
 
-async def _measure(
+def _measure(
     base: str | Sequence[str],
     cookie: str,
     clients: int,
     changes: int,
     interval: float,
     commit: Callable[[int, float], list[tuple[int, float]]] | None = None,
+    processes: int = CLIENT_PROCESSES,
 ) -> tuple[list[float], int, int]:
-    """Connect the clients, then `commit(changes, interval)` (default: cordon / uncordon every
-    node in turn) and time each change to each client: (samples ms, missing, dropped sockets).
-    With several base URLs (web replicas) the clients connect to each in turn."""
-    import aiohttp
-
+    """Connect the clients (in `processes` processes of their own, bench/live_clients.py), then
+    `commit(changes, interval)` (default: cordon / uncordon every node in turn) and time each
+    change to each client: (samples ms, missing, dropped sockets). With several base URLs (web
+    replicas) the clients connect to each in turn."""
     bases = [base] if isinstance(base, str) else list(base)
-    received: list[dict[int, float]] = [{} for _ in range(clients)]  # delta id -> receive time
-    snapshots = [asyncio.Event() for _ in range(clients)]
-    closed: list[int] = []
-
-    async def listen(k: int, ws: aiohttp.ClientWebSocketResponse) -> None:
-        async for message in ws:
-            at = time.perf_counter()
-            doc = json.loads(message.data)
-            if doc["type"] == "snapshot":
-                snapshots[k].set()
-            elif doc["type"] == "delta":
-                received[k][doc["id"]] = at
-        closed.append(k)
-
-    # No pool limit: aiohttp counts each websocket against its default of 100 connections.
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        sockets = []
-        listeners = []
-        for k in range(clients):  # one after the other, each with its snapshot (not measured)
-            origin = bases[k % len(bases)]
-            ws = await http.ws_connect(
-                f"{origin.replace('http', 'ws')}/ws/live/cluster/",
-                headers={"Cookie": cookie, "Origin": origin},
-                max_msg_size=0,
-            )
-            sockets.append(ws)
-            listeners.append(asyncio.create_task(listen(k, ws)))
-            await asyncio.wait_for(snapshots[k].wait(), timeout=60)
-        commits = await asyncio.to_thread(commit or _commit_changes, changes, interval)
-        await asyncio.sleep(2.0)  # the last deltas arrive
-        dropped = sorted(closed)  # sockets the server closed during the run
-        for ws in sockets:
-            await ws.close()
-        await asyncio.gather(*listeners, return_exceptions=True)
+    context = multiprocessing.get_context("spawn")
+    children = []
+    for share in range(max(1, min(processes, clients))):
+        ours, theirs = context.Pipe()
+        sockets = list(range(share, clients, max(1, min(processes, clients))))
+        child = context.Process(
+            target=live_clients.run, args=(bases, cookie, sockets, theirs), daemon=True
+        )
+        child.start()
+        children.append((child, ours))
+    try:
+        for _, conn in children:
+            _expect(conn, "ready")
+        commits = (commit or _commit_changes)(changes, interval)
+        time.sleep(2.0)  # the last deltas arrive
+        received: live_clients.Received = {}
+        dropped = 0
+        for _, conn in children:
+            conn.send("stop")
+            got, closed = _expect(conn, "done")
+            received.update(got)
+            dropped += len(closed)
+    finally:
+        for child, _ in children:
+            child.join(timeout=10)
+            if child.is_alive():
+                child.kill()
 
     samples: list[float] = []
     missing = 0
     for event_id, committed in commits:
-        for client in received:
+        for client in received.values():
             covering = [at for delta_id, at in client.items() if delta_id >= event_id]
             if covering:
                 samples.append((min(covering) - committed) * 1000)
             else:
                 missing += 1
-    return samples, missing, len(dropped)
+    return samples, missing, dropped
+
+
+def _expect(conn: Connection, kind: str) -> Any:
+    """The next report of a client process, which must be `kind`."""
+    if not conn.poll(300):
+        raise CommandError(f"a dashboard client process did not report {kind!r} in 300 s")
+    got, value = conn.recv()
+    if got != kind:
+        raise CommandError(f"a dashboard client process failed: {value}")
+    return value
 
 
 def _commit_changes(
@@ -234,15 +252,26 @@ def _commit_changes(
     try:
         for k in range(changes):
             node = nodes[k % len(nodes)]
-            started = time.perf_counter()
+            started = time.monotonic()
+            before = head_event_id()
             with transaction.atomic():
                 services.node_set_cordoned(node=node, cordoned=not node.cordoned)
-            committed = time.perf_counter()
-            commits.append((head_event_id(), committed))
-            time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+            committed = time.monotonic()
+            commits.append((_change_id(before, node.name), committed))
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
     finally:
         connection.close()
     return commits
+
+
+def _change_id(before: int, node: str) -> int:
+    """The outbox id of the cordon change just committed: the first `node.changed` event of the
+    node after `before` (not the head now, which may be another writer's later commit)."""
+    rows = Event.objects.filter(id__gt=before, type=NodeChanged.TYPE).order_by("id")
+    for event_id, payload in rows.values_list("id", "payload"):
+        if payload.get("node") == node:
+            return int(event_id)
+    raise CommandError(f"no node.changed event of {node} after event {before}")
 
 
 def _summary(samples: list[float], missing: int) -> dict[str, Any]:

@@ -32,7 +32,6 @@ as compose's restart policy would) and the CPU each process used.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -61,6 +60,7 @@ from api import services as api_services
 from bench.compose import StackError
 from bench.loopback import process_cpu_seconds, process_rss_mib, scratch_postgres_database
 from bench.management.commands.bench_live import (
+    CLIENT_PROCESSES,
     _admin_cookie,
     _commit_changes,
     _machine,
@@ -200,6 +200,12 @@ class Command(BaseCommand):
             default=1,
             help="web processes on the same PostgreSQL and Redis; tenants and dashboards are "
             "spread over them in turn (as a load balancer would)",
+        )
+        parser.add_argument(
+            "--client-processes",
+            type=int,
+            default=CLIENT_PROCESSES,
+            help="processes the dashboard clients are spread over (browsers are processes)",
         )
         parser.add_argument("--redis-url", default=_redis_default())
         parser.add_argument(
@@ -364,10 +370,14 @@ class Command(BaseCommand):
         connect_began = time.monotonic()
         try:
             if options["dashboards"] > 0:
-                samples, missing, dropped = asyncio.run(
-                    _measure(
-                        bases, cookie, options["dashboards"], changes, options["interval"], commit
-                    )
+                samples, missing, dropped = _measure(
+                    bases,
+                    cookie,
+                    options["dashboards"],
+                    changes,
+                    options["interval"],
+                    commit,
+                    processes=options["client_processes"],
                 )
                 dashboard = {
                     "clients": options["dashboards"],
