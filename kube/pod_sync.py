@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-
 from kube import groups
 from kube import services as kube_services
 from kube.adopt import placement_on, single_strategy_ask
@@ -115,6 +113,7 @@ class PodMirror:
         )
         bound_by_others: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]] = []
         started: list[Pod] = []
+        seen: list[tuple[KubePod, PodInfo]] = []  # mirrored pods bound somewhere: where, now
         singles: list[PodInfo] = []
         grouped: dict[str, GroupRef] = {}
         for info, deleted, obj in infos:
@@ -132,7 +131,7 @@ class PodMirror:
                     if info.ask is not None and not info.ask.empty:
                         bound_by_others.append((info, None, obj))
                     continue
-                kube_services.kube_pod_seen(kube_pod=kube_pod, info=info)
+                seen.append((kube_pod, info))
                 pod = kube_pod.pod
                 if pod.phase in Pod.PLACED_PHASES and held_on.get(pod.pk) not in (
                     None,
@@ -164,8 +163,8 @@ class PodMirror:
                 singles.append(info)
             else:
                 grouped[ref.key] = ref
-        with transaction.atomic():  # one commit for a burst of new pods, not one each
-            mirrored_now = sum(self._mirror([info], info.name, None, now) for info in singles)
+        kube_services.kube_pods_seen(seen=seen)
+        mirrored_now = self._mirror_singles(singles, now)
         counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + mirrored_now
         for ref in grouped.values():
             counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + self._mirror_group(ref, now)
@@ -235,6 +234,21 @@ class PodMirror:
                 )
             return 0
         return len(fresh) if self._mirror([i for i, _ in fresh], ref.name, needed, now) else 0
+
+    def _mirror_singles(self, singles: list[PodInfo], now: datetime) -> int:
+        """Each pod a workload of its own, a burst of them in one go; a burst the database
+        refuses (a WorkloadPriorityClass label naming no class) goes one by one, so that only
+        the pods concerned are told why."""
+        if not singles:
+            return 0
+        try:
+            kube_services.workloads_mirror(
+                groups=[kube_services.MirrorGroup(info.name, [info]) for info in singles],
+                workload_classes=self.queues_admit(),
+            )
+            return len(singles)
+        except services.ServiceError:
+            return sum(self._mirror([info], info.name, None, now) for info in singles)
 
     def _mirror(
         self, members: list[PodInfo], name: str, min_count: int | None, now: datetime

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.db import transaction
 from kube.models import KubePod
 from kube.translate import PodInfo
 from scheduling import events, services
+from scheduling.bulk import update_rows
 from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.types import NodeSpec
 from scheduling.models import (
@@ -59,6 +61,16 @@ def tenant_for_namespace(namespace: str) -> Tenant:
     return services.tenant_create(name=name[:63], namespace=namespace)
 
 
+@dataclass(frozen=True)
+class MirrorGroup:
+    """Pods pending for us that become one workload: a pod on its own, or a pod group (a gang
+    when `min_count` is set)."""
+
+    name: str
+    members: Sequence[PodInfo]
+    min_count: int | None = None
+
+
 def workload_mirror(
     *,
     name: str,
@@ -69,25 +81,45 @@ def workload_mirror(
     """Pods pending for us as one Pending workload (a gang when `min_count` is set), each pod a
     Pod row of its own name and shape, mapped to its uid. `workload_classes`: gpusched admits, so
     Kueue's priority-class label gives the priority (beside Kueue it does not: _priority_of)."""
-    first = members[0]
-    tenant = tenant_for_namespace(first.namespace)
+    return workloads_mirror(
+        groups=[MirrorGroup(name, members, min_count)], workload_classes=workload_classes
+    )
+
+
+def workloads_mirror(*, groups: Sequence[MirrorGroup], workload_classes: bool = True) -> list[Pod]:
+    """Several groups as `workload_mirror` makes each, in one transaction and a few statements
+    (a burst of new pods): all or none. A workload name a tenant has already gets the first
+    pod's uid as a suffix."""
+    tenants = {ns: tenant_for_namespace(ns) for ns in {g.members[0].namespace for g in groups}}
     with transaction.atomic():
-        base = name[:200]
-        unique = base
-        if Workload.objects.filter(tenant=tenant, name=unique).exists():
-            unique = f"{base}-{first.uid[:8]}"
-        workload = services.workload_submit(
-            tenant=tenant,
-            name=unique,
-            pod_sets=[_pod_set(members, min_count)],
-            queue_name=first.queue_name[:63],
-            **_priority_of(first, workload_classes=workload_classes),
-            preemption_policy=_preemption_policy(first),
-            service_class=first.service_class,
-            origin=Workload.Origin.MIRRORED,
+        bases = [(tenants[g.members[0].namespace], g.name[:200]) for g in groups]
+        taken = set(
+            Workload.objects.filter(
+                tenant__in={t.pk for t, _ in bases}, name__in={name for _, name in bases}
+            ).values_list("tenant_id", "name")
         )
-        pods = list(workload.pods.select_related("workload__tenant").order_by("id"))
-        _link(pods, members)
+        specs = []
+        for group, (tenant, base) in zip(groups, bases, strict=True):
+            first = group.members[0]
+            specs.append(
+                services.WorkloadSpec(
+                    tenant=tenant,
+                    name=f"{base}-{first.uid[:8]}" if (tenant.pk, base) in taken else base,
+                    pod_sets=[_pod_set(group.members, group.min_count)],
+                    queue_name=first.queue_name[:63],
+                    **_priority_of(first, workload_classes=workload_classes),
+                    preemption_policy=_preemption_policy(first),
+                    service_class=first.service_class,
+                    origin=Workload.Origin.MIRRORED,
+                )
+            )
+        workloads = services.workloads_submit(specs=specs)
+        pods = list(
+            Pod.objects.filter(workload__in=workloads)
+            .select_related("workload__tenant")
+            .order_by("id")
+        )
+        _link(pods, [member for group in groups for member in group.members])
     return pods
 
 
@@ -117,9 +149,14 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
 
 
 def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
-    by_name = {m.name: m for m in members}
+    by_name = {(m.namespace, m.name): m for m in members}
     _cluster_managed(pods)
-    KubePod.objects.bulk_create([_kube_pod(pod, by_name[pod.name], owned=True) for pod in pods])
+    KubePod.objects.bulk_create(
+        [
+            _kube_pod(pod, by_name[(pod.workload.tenant.namespace, pod.name)], owned=True)
+            for pod in pods
+        ]
+    )
 
 
 def _kube_pod(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
@@ -275,13 +312,18 @@ def pod_gone(*, kube_pod: KubePod, succeeded: bool, now: datetime) -> None:
         services.pods_finish(pods=[pod], now=now, succeeded=succeeded)
 
 
-def kube_pod_seen(*, kube_pod: KubePod, info: PodInfo) -> None:
-    """Remember the newest node name and resourceVersion seen for a mirrored pod."""
-    if (kube_pod.node_name, kube_pod.resource_version) != (info.node_name, info.resource_version):
-        KubePod.objects.filter(pk=kube_pod.pk).update(
-            node_name=info.node_name, resource_version=info.resource_version
-        )
-        kube_pod.node_name, kube_pod.resource_version = info.node_name, info.resource_version
+def kube_pods_seen(*, seen: Sequence[tuple[KubePod, PodInfo]]) -> None:
+    """Remember the newest node name and resourceVersion seen for mirrored pods (one statement
+    for a burst of them)."""
+    changed = []
+    for kube_pod, info in seen:
+        if (kube_pod.node_name, kube_pod.resource_version) != (
+            info.node_name,
+            info.resource_version,
+        ):
+            kube_pod.node_name, kube_pod.resource_version = info.node_name, info.resource_version
+            changed.append(kube_pod)
+    update_rows(changed, ["node_name", "resource_version"])
 
 
 def kube_pod_reported(*, kube_pod: KubePod, reason: str) -> None:

@@ -48,12 +48,14 @@ from scheduling.services.queues import (
 from scheduling.services.tenants import tenant_create
 from scheduling.services.workloads import (
     PodSetSpec,
+    WorkloadSpec,
     priority_class_named,
     workload_cancel,
     workload_extend,
     workload_set_active,
     workload_submit,
     workloads_admit,
+    workloads_submit,
     workloads_waiting,
 )
 
@@ -65,6 +67,7 @@ __all__ = [
     "QueuesReplaced",
     "ServiceError",
     "WorkloadAdmission",
+    "WorkloadSpec",
     "allocations_release",
     "cluster_queue_fields",
     "cluster_queue_quota_set",
@@ -97,6 +100,7 @@ __all__ = [
     "workload_submit",
     "workloads_admit",
     "workloads_evict",
+    "workloads_submit",
     "workloads_waiting",
     "reservations_released",
     "WorkloadEstimate",

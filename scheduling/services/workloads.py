@@ -43,6 +43,25 @@ class PodSetSpec:
         return [(f"{workload}-{self.name}-{k}", self.template) for k in range(self.count)]
 
 
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One new workload, as `workload_submit` takes it."""
+
+    tenant: Tenant
+    name: str
+    pod_sets: Sequence[PodSetSpec]
+    queue_name: str = "default"
+    priority: int | None = None
+    priority_class_name: str = ""
+    priority_class_kind: str = ""
+    service_class: ServiceClass = ServiceClass.BATCH
+    raw_pod_sets: list[dict[str, Any]] | None = None
+    maximum_execution_time_s: int | None = None
+    origin: Workload.Origin = Workload.Origin.SUBMITTED
+    preemption_policy: str | None = None
+    active: bool = True
+
+
 def workload_submit(
     *,
     tenant: Tenant,
@@ -64,50 +83,110 @@ def workload_submit(
     given, and whether the workload may preempt others unless `preemption_policy` is (a pod's
     own, as the Kubernetes API server resolved it). Without a kind, a WorkloadPriorityClass of
     that name wins over a PriorityClass (as Kueue's label wins over a pod's priorityClassName)."""
-    if not pod_sets:
+    spec = WorkloadSpec(
+        tenant,
+        name,
+        pod_sets,
+        queue_name,
+        priority,
+        priority_class_name,
+        priority_class_kind,
+        service_class,
+        raw_pod_sets,
+        maximum_execution_time_s,
+        origin,
+        preemption_policy,
+        active,
+    )
+    return workloads_submit(specs=[spec])[0]
+
+
+def workloads_submit(*, specs: Sequence[WorkloadSpec]) -> list[Workload]:
+    """New workloads in one transaction, each as `workload_submit` makes it, with a few
+    statements for all of them (a burst of pods mirrored from a cluster): all or none."""
+    if any(not spec.pod_sets for spec in specs):
         raise ServiceError("a workload needs at least one pod set")
+    if not specs:
+        return []
     with transaction.atomic():
-        if Workload.objects.filter(tenant=tenant, name=name).exists():
-            raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
-        if priority_class_name:
-            priority_class = priority_class_named(priority_class_name, priority_class_kind)
-            if priority_class is None:
-                kind = priority_class_kind or "priority class"
-                raise ServiceError(f"{kind} {priority_class_name!r} does not exist")
-        else:
-            priority_class = PriorityClass.objects.filter(global_default=True).first()
-        if priority is None:
-            priority = priority_class.value if priority_class else 0
-        workload = Workload.objects.create(
-            tenant=tenant,
-            name=name,
-            queue_name=queue_name,
-            priority=priority,
-            priority_class_name=priority_class.name if priority_class else "",
-            priority_class_kind=priority_class.kind if priority_class else "",
-            active=active,
-            preemption_policy=preemption_policy
-            or (
-                priority_class.preemption_policy
-                if priority_class
-                else PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
-            ),
-            maximum_execution_time_s=maximum_execution_time_s,
-            service_class=service_class.value,
-            origin=origin,
-            pod_sets=raw_pod_sets
-            if raw_pod_sets is not None
-            else [_pod_set_json(s) for s in pod_sets],
+        wanted = {(spec.tenant.pk, spec.name) for spec in specs}
+        if len(wanted) < len(specs):
+            raise ServiceError("two of the workloads have the same tenant and name")
+        taken = Workload.objects.filter(
+            tenant__in={spec.tenant.pk for spec in specs}, name__in={name for _, name in wanted}
+        ).values_list("tenant_id", "name")
+        for tenant_id, name in taken:
+            if (tenant_id, name) in wanted:
+                tenant = next(s.tenant for s in specs if s.tenant.pk == tenant_id)
+                raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
+        classes = _priority_classes(specs)
+        workloads = Workload.objects.bulk_create(
+            [_workload_row(spec, classes[_class_key(spec)]) for spec in specs]
         )
         Pod.objects.bulk_create(
             [
                 _pod_row(workload, pod_set, name, template)
-                for pod_set in pod_sets
+                for workload, spec in zip(workloads, specs, strict=True)
+                for pod_set in spec.pod_sets
                 for name, template in pod_set.pods(workload.name)
             ]
         )
-        events.publish(workload_event(workload))
-    return workload
+        events.publish(*(workload_event(w) for w in workloads))
+    return workloads
+
+
+def _priority_classes(
+    specs: Sequence[WorkloadSpec],
+) -> dict[tuple[str, str], PriorityClass | None]:
+    """Each spec's (class name, kind) -> its class: the named one (a ServiceError if it does not
+    exist), else the global default one; one read per distinct class."""
+    found: dict[tuple[str, str], PriorityClass | None] = {}
+    for spec in specs:
+        key = _class_key(spec)
+        if key in found:
+            continue
+        if spec.priority_class_name:
+            chosen = priority_class_named(*key)
+            if chosen is None:
+                kind = spec.priority_class_kind or "priority class"
+                raise ServiceError(f"{kind} {spec.priority_class_name!r} does not exist")
+        else:
+            chosen = PriorityClass.objects.filter(global_default=True).first()
+        found[key] = chosen
+    return found
+
+
+def _class_key(spec: WorkloadSpec) -> tuple[str, str]:
+    """(name, kind) of the class a spec names; ("", "") for the global default one."""
+    name = spec.priority_class_name
+    return (name, spec.priority_class_kind) if name else ("", "")
+
+
+def _workload_row(spec: WorkloadSpec, priority_class: PriorityClass | None) -> Workload:
+    priority = spec.priority
+    if priority is None:
+        priority = priority_class.value if priority_class else 0
+    return Workload(
+        tenant=spec.tenant,
+        name=spec.name,
+        queue_name=spec.queue_name,
+        priority=priority,
+        priority_class_name=priority_class.name if priority_class else "",
+        priority_class_kind=priority_class.kind if priority_class else "",
+        active=spec.active,
+        preemption_policy=spec.preemption_policy
+        or (
+            priority_class.preemption_policy
+            if priority_class
+            else PriorityClass.Preemption.PREEMPT_LOWER_PRIORITY
+        ),
+        maximum_execution_time_s=spec.maximum_execution_time_s,
+        service_class=spec.service_class.value,
+        origin=spec.origin,
+        pod_sets=spec.raw_pod_sets
+        if spec.raw_pod_sets is not None
+        else [_pod_set_json(s) for s in spec.pod_sets],
+    )
 
 
 def priority_class_named(name: str, kind: str = "") -> PriorityClass | None:

@@ -78,12 +78,17 @@ def test_kueue_quotas_and_priority_classes_act_on_kubernetes_pods(
 
 
 def test_a_pod_naming_an_unknown_priority_class_is_told_why(fake: SimulatedKubernetes) -> None:
+    """Alone, or in a burst with others: those are mirrored and placed all the same."""
     applied(fake)
     fake.add_node(objects.node("gpu-a"))
     fake.add_pod(queued_pod("p", "1", priority_class="nope"))
-    scheduler(fake).run_once()
+    fake.add_pod(queued_pod("q", "1"))
+    sched = scheduler(fake)
+    sched.run_once()
+    sched.run_once()
     assert fake.pod("ml-team", "p")["spec"].get("nodeName") is None
-    assert not Workload.objects.exists()
+    assert fake.pod("ml-team", "q")["spec"].get("nodeName") == "gpu-a"
+    assert list(Workload.objects.values_list("name", flat=True)) == ["q"]
     assert any("WorkloadPriorityClass 'nope' does not exist" in e["note"] for e in fake.events)
 
 

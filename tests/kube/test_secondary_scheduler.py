@@ -202,23 +202,23 @@ def test_finished_and_deleted_pods_give_their_gpus_back(fake: SimulatedKubernete
     assert Gpu.objects.filter(used_milli__gt=0).count() == 0
 
 
-def running(fake: SimulatedKubernetes, sched: SchedulingCycle, name: str) -> None:
-    """`name` placed and running, as its kubelet reports it."""
-    fake.add_pod(objects.pod(name, gpus=1))
+def just_finished(fake: SimulatedKubernetes) -> SchedulingCycle:
+    """A pod `done` placed and seen running, then Succeeded in the cluster (not seen yet)."""
+    fake.add_node(objects.node("gpu-a"))
+    sched = scheduler(fake)
+    fake.add_pod(objects.pod("done", gpus=1))
     sched.run_once()
-    fake.update_pod("ml-team", name, lambda p: p["status"].update(phase="Running"))
+    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Running"))
     sched.run_once()
-    assert KubePod.objects.get(name=name).pod.phase == Pod.Phase.RUNNING
+    assert KubePod.objects.get(name="done").pod.phase == Pod.Phase.RUNNING
+    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Succeeded"))
+    return sched
 
 
 def test_a_pod_that_finishes_just_before_a_full_resync_is_recorded_succeeded(
     fake: SimulatedKubernetes,
 ) -> None:
-    fake.add_node(objects.node("gpu-a"))
-    sched = scheduler(fake)
-    running(fake, sched, "done")
-
-    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Succeeded"))
+    sched = just_finished(fake)
     side_of(sched).resync()  # the periodic full comparison falls on this sync
     sched.run_once()
 
@@ -229,11 +229,7 @@ def test_a_pod_that_finishes_just_before_a_full_resync_is_recorded_succeeded(
 def test_a_pod_that_finished_while_the_watch_had_expired_is_recorded_succeeded(
     fake: SimulatedKubernetes,
 ) -> None:
-    fake.add_node(objects.node("gpu-a"))
-    sched = scheduler(fake)
-    running(fake, sched, "done")
-
-    fake.update_pod("ml-team", "done", lambda p: p["status"].update(phase="Succeeded"))
+    sched = just_finished(fake)
     fake.compact()  # the watch's version is gone: 410, then a list without the finished pod
     sched.run_once()
     sched.run_once()

@@ -6,9 +6,11 @@ import pytest
 import yaml
 
 from kube import services as kube_services
-from kube.translate import pod_info
+from kube.models import KubePod
+from kube.translate import PodInfo, pod_info
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
+from scheduling.models import Workload
 from tests.kube import objects
 
 pytestmark = pytest.mark.django_db
@@ -47,3 +49,48 @@ def test_an_unknown_priority_class_label_is_refused_by_name() -> None:
     doc["metadata"]["labels"] = {"kueue.x-k8s.io/priority-class": "nope"}
     with pytest.raises(services.ServiceError, match="WorkloadPriorityClass 'nope' does not exist"):
         mirrored(doc)
+
+
+def info_of(name: str, namespace: str, uid: str, gpus: int = 1) -> PodInfo:
+    doc = objects.pod(name, namespace=namespace, gpus=gpus)
+    doc["metadata"]["uid"] = uid
+    return pod_info(doc)
+
+
+def test_a_burst_of_pods_is_mirrored_at_once_each_as_it_would_be_alone() -> None:
+    """Pods of the same name in two namespaces, one whose name a workload of its tenant has
+    already: each becomes a workload of its own, linked to its own uid."""
+    first = info_of("train", "ml-team", "uid-first")
+    (earlier,) = kube_services.workload_mirror(name=first.name, members=[first], min_count=None)
+    again = info_of("train", "ml-team", "uid-again", gpus=2)
+    elsewhere = info_of("train", "vision", "uid-elsewhere", gpus=2)
+
+    pods = kube_services.workloads_mirror(
+        groups=[
+            kube_services.MirrorGroup(again.name, [again]),
+            kube_services.MirrorGroup(elsewhere.name, [elsewhere]),
+        ]
+    )
+
+    by_uid = {pod.kube.uid: pod for pod in pods}
+    assert set(by_uid) == {"uid-again", "uid-elsewhere"}
+    assert by_uid["uid-again"].workload.name == "train-uid-agai"  # the uid's first 8 characters
+    assert by_uid["uid-again"].workload.tenant == earlier.workload.tenant
+    assert by_uid["uid-elsewhere"].workload.name == "train"
+    assert by_uid["uid-elsewhere"].workload.tenant.namespace == "vision"
+    assert {pod.gpus for pod in pods} == {2}
+
+
+def test_a_burst_with_an_unknown_priority_class_is_refused_whole() -> None:
+    good = info_of("good", "ml-team", "uid-good")
+    doc = objects.pod("bad", gpus=1)
+    doc["metadata"].update(uid="uid-bad", labels={"kueue.x-k8s.io/priority-class": "nope"})
+    bad = pod_info(doc)
+    with pytest.raises(services.ServiceError, match="'nope' does not exist"):
+        kube_services.workloads_mirror(
+            groups=[
+                kube_services.MirrorGroup(good.name, [good]),
+                kube_services.MirrorGroup(bad.name, [bad]),
+            ]
+        )
+    assert not Workload.objects.exists() and not KubePod.objects.exists()

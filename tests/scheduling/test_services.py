@@ -6,7 +6,9 @@ from django.utils import timezone
 
 from scheduling import cluster_state, events, services
 from scheduling.core.scheduler import Decision, Framework
+from scheduling.core.types import Resources
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Lease, Node, Pod, Workload
+from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from tests.scheduling import factories
 
@@ -222,3 +224,28 @@ def test_pending_pods_come_highest_priority_first_then_oldest_admitted_only(
         "low",
         "low",
     ]
+
+
+def test_workloads_submitted_together_are_each_what_one_submit_makes_all_or_none() -> None:
+    owner = factories.tenant()
+    template = PodTemplate(resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=1))
+    spec = services.PodSetSpec("main", 2, template)
+    made = services.workloads_submit(
+        specs=[services.WorkloadSpec(owner, name, [spec]) for name in ("a", "b")]
+    )
+    alone = services.workload_submit(tenant=owner, name="c", pod_sets=[spec])
+
+    assert [w.name for w in made] == ["a", "b"]
+    rows = {w.name: w for w in Workload.objects.all()}
+    fields = ("state", "priority", "queue_name", "preemption_policy", "pod_sets")
+    assert all(
+        [getattr(rows[n], f) for f in fields] == [getattr(alone, f) for f in fields] for n in "ab"
+    )
+    assert Pod.objects.filter(workload__name__in="ab").count() == 4
+    assert Event.objects.filter(type="workload.changed").count() == 3
+
+    with pytest.raises(services.ServiceError, match="'b' already exists"):
+        services.workloads_submit(
+            specs=[services.WorkloadSpec(owner, name, [spec]) for name in ("d", "b")]
+        )
+    assert not Workload.objects.filter(name="d").exists()

@@ -126,16 +126,21 @@ def test_pods_that_finish_before_the_gang_needs_the_gpus_backfill() -> None:
     assert world.book.active["train"].complete_at == 40.0
 
 
-def test_a_reservation_holds_through_the_cycles_its_owner_sits_out() -> None:
-    """The scheduler runs a cycle every second or so, and an owner backing off after a failed
-    attempt is not in most of them: its nodes stay held, and it starts as soon as its GPUs are
-    free, as when it is in every cycle."""
-    fw = framework()
-    world = World(fw, {})
+def gang_ahead_of_singles() -> tuple[World, list[PodRequest], list[PodRequest]]:
+    """The busy node, a 2 x 2-GPU gang and twenty 1-GPU pods, all running long once started."""
+    world = World(framework(), {})
     busy_node(world)
     train = gang("train", 2, 2)
     smalls = [single(f"small-{k}") for k in range(20)]
     world.runtime.update({p.uid: 1000.0 for p in train + smalls})
+    return world, train, smalls
+
+
+def test_a_reservation_holds_through_the_cycles_its_owner_sits_out() -> None:
+    """The scheduler runs a cycle every second or so, and an owner backing off after a failed
+    attempt is not in most of them: its nodes stay held, and it starts as soon as its GPUs are
+    free, as when it is in every cycle."""
+    world, train, smalls = gang_ahead_of_singles()
     started_at: dict[str, float] = {}
     for t in range(10, 70, 5):
         queue = train + smalls if t % 10 == 0 else smalls  # backing off every other cycle
@@ -149,12 +154,7 @@ def test_a_reservation_holds_through_the_cycles_its_owner_sits_out() -> None:
 def test_a_reservation_whose_owner_stays_away_is_given_up() -> None:
     """An owner not tried for longer than the grace (gone, or far behind the batch's end)
     holds nothing."""
-    fw = framework()
-    world = World(fw, {})
-    busy_node(world)
-    train = gang("train", 2, 2)
-    smalls = [single(f"small-{k}") for k in range(20)]
-    world.runtime.update({p.uid: 1000.0 for p in train + smalls})
+    world, train, smalls = gang_ahead_of_singles()
     assert world.cycle(train + smalls, 10.0) == []  # one GPU free, held for the gang
     assert world.cycle(smalls, 30.0) == []  # absent for 20 s: still held
     assert world.cycle(smalls, 45.0) == ["small-0", "small-1", "small-2", "small-3"]
