@@ -205,6 +205,7 @@ class Reserver:
         self.seen: set[str] = set()
         self._holds: dict[str, _Hold] = {}
         self._carried: set[str] = set()
+        self._nothing: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)  # read, never written
         book, now = policy.book, policy.now
         for key, reservation in book.active.items():
             if now - book.tried_at.get(key, -np.inf) <= policy.absent_grace_s:
@@ -236,12 +237,12 @@ class Reserver:
     def blocked_for(self, pod: PodRequest) -> BoolArray:
         """The reserved nodes this pod may not use: all of them, except its own reservation's
         and those it is predicted to leave before they are needed."""
-        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
         if not self._holds or pod.service_class is ServiceClass.OPPORTUNISTIC:
             # An opportunistic pod is always a victim for the pods reservations are made for
             # (preemption takes it back), and often on lent capacity that frees nothing: never
             # in their way.
-            return out
+            return self._nothing
+        out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
         own = owner_key(pod)
         runtime = self.policy.runtime_s(pod)
         order = self.policy.fair_order
