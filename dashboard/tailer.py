@@ -4,8 +4,9 @@ websocket, shared by all of them.
 It keeps, for each view someone watches, that view's state as of an outbox cursor (an Event id).
 Each step reads the outbox rows after the lowest cursor, turns them into one delta per view
 (`live.LiveView.changes`), applies it to the kept state, remembers it in a short buffer and hands
-it, serialized once, to each of the view's sockets in this process. After a push it waits the
-coalescing window before the next read, so a burst of commits reaches a browser as one delta.
+it, serialized once, to each of the view's sockets in this process. A read after a push comes no
+sooner than the coalescing window after the read before it began, so a burst of commits reaches a
+browser as one delta, and a step that took longer than the window is followed by the next at once.
 
 A client connecting with the last id it saw (and the `epoch` of the state it came from) gets the
 buffered deltas after that id; one that is unknown, from another process or view epoch, or more
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 import uuid
@@ -48,6 +50,17 @@ from scheduling.events import event_type, read_after
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class _Redo(enum.Enum):
+    """A view a step does not update by its changes: it is read afresh, or marked for that."""
+
+    REBUILD = "far behind, or broken"
+    BROKEN = "its update failed"
+
+
+# A view, its events, and their changes (None: nothing it shows changed) or what to do instead.
+_Update = tuple["Live", list[EventRow], Changes | None | _Redo]
 
 
 class Subscriber(Protocol):
@@ -270,11 +283,18 @@ class Tailer:
 
     async def _run(self) -> None:
         backoff = 0.0
+        loop = asyncio.get_running_loop()
         while True:
             try:
+                began = loop.time()
                 pushed, more = await self.step()
                 backoff = 0.0
-                delay = 0.0 if more else self.coalesce_s if pushed else self.poll_s
+                if more:
+                    delay = 0.0
+                elif pushed:  # the window runs from this read: a long step already waited it out
+                    delay = max(0.0, self.coalesce_s - (loop.time() - began))
+                else:
+                    delay = self.poll_s
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -293,29 +313,43 @@ class Tailer:
         self._drop_idle()
         pushed = more = False
         if self.lives:
-            low = min(live.cursor for live in self.lives.values())
-            events = await self._db(read_after, low, self.batch)
-            more = len(events) == self.batch
-            for live in list(self.lives.values()):
-                mine = [event for event in events if event[0] > live.cursor]
-                if not mine and not live.broken:
-                    continue
-                if live.broken or (more and len(mine) == len(events)):
-                    await self._rebuild(live)  # far behind (or broken): cheaper to start afresh
+            # The read and every view's update in one trip to the database thread: on a busy
+            # machine each hop between the loop and that thread waits for a core.
+            more, updates = await self._db(self._read_updates, list(self.lives.values()))
+            for live, events, outcome in updates:
+                if outcome is _Redo.REBUILD:
+                    await self._rebuild(live)
                     pushed = True
-                    continue
-                try:
-                    changes = await self._db(live.view.changes, live.state, mine)
-                except Exception as exc:
-                    if _is_database_error(exc):
-                        raise
-                    logger.exception("dashboard view %s: update failed; rebuilding", live.view.key)
+                elif outcome is _Redo.BROKEN:
                     live.broken = True
-                    continue
-                pushed = await self._advance(live, mine, changes) or pushed
+                else:
+                    pushed = await self._advance(live, events, outcome) or pushed
             self._start_sampling()
         self.steps += 1
         return pushed, more
+
+    def _read_updates(self, lives: list[Live]) -> tuple[bool, list[_Update]]:
+        """On the database thread: the outbox after the lowest cursor, and for each view that
+        has events after its own cursor, its changes (or what to do instead). Reads the views'
+        states only; the loop, which awaits this, applies the changes afterwards."""
+        events = read_after(min(live.cursor for live in lives), self.batch)
+        more = len(events) == self.batch
+        updates: list[_Update] = []
+        for live in lives:
+            mine = [event for event in events if event[0] > live.cursor]
+            if not mine and not live.broken:
+                continue
+            if live.broken or (more and len(mine) == len(events)):
+                updates.append((live, mine, _Redo.REBUILD))  # far behind (or broken): start afresh
+                continue
+            try:
+                updates.append((live, mine, live.view.changes(live.state, mine)))
+            except Exception as exc:
+                if _is_database_error(exc):
+                    raise
+                logger.exception("dashboard view %s: update failed; rebuilding", live.view.key)
+                updates.append((live, mine, _Redo.BROKEN))
+        return more, updates
 
     async def _advance(self, live: Live, events: list[EventRow], changes: Changes | None) -> bool:
         """Move the view past `events`. Events that concern it are pushed as a delta, even with
