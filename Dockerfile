@@ -22,4 +22,4 @@ RUN pip install . \
     && chown -R gpusched var
 USER gpusched
 EXPOSE 8000 9400
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "gpusched.asgi:application"]
+CMD ["python", "manage.py", "runweb", "--host", "0.0.0.0", "--port", "8000"]

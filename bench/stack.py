@@ -4,7 +4,7 @@
 process of its own):
 - each gpusched role (a service built from this repository: migrate, web, scheduler, simulator,
   ingester) as a real subprocess of its compose `command`, `python` being this interpreter and a
-  console script (`daphne`) the one beside it, with the service's compose `environment`;
+  console script the one beside it, with the service's compose `environment`;
 - the Prometheus service as the local `prometheus` binary, from the compose file's mounted config
   with its scrape targets pointed at the native processes;
 - PostgreSQL and Redis as given URLs (`external`): an environment value whose URL names such a

@@ -1,6 +1,6 @@
-"""A real web process: daphne serving gpusched.asgi on a free loopback port, on the database the
-caller is connected to (a test's or a benchmark's throwaway one), with the in-memory channel
-layer or Redis. Used by the dashboard tests and by `bench_live`."""
+"""A real web process (`manage.py runweb`) on a free loopback port, on the database the caller is
+connected to (a test's or a benchmark's throwaway one), with the in-memory channel layer or Redis.
+Used by the dashboard tests and by `bench_live`."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def web_server(
     log: Path | None = None,
     environment: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
-    """A daphne process; yields its base URL once /healthz answers. `environment` adds to or
+    """A web process; yields its base URL once /healthz answers. `environment` adds to or
     overrides its variables (e.g. GPUSCHED_DEBUG=0 for production mode)."""
     port = free_port()
     env = {
@@ -63,16 +63,7 @@ def web_server(
     env.update(environment or {})
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "gpusched.asgi:application",
-        ],
+        [sys.executable, str(ROOT / "manage.py"), "runweb", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=out,
@@ -83,7 +74,7 @@ def web_server(
         deadline = time.monotonic() + 30
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"daphne exited with {process.returncode}")
+                raise RuntimeError(f"the web process exited with {process.returncode}")
             try:
                 with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
                     if response.status == 200:
@@ -91,7 +82,7 @@ def web_server(
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("daphne did not answer within 30 s")
+                raise RuntimeError("the web process did not answer within 30 s")
             time.sleep(0.1)
         yield base
     finally:

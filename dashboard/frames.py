@@ -1,8 +1,9 @@
 """Websocket frames of bounded size: how a live message too large for one frame travels in parts.
 
-A 5,000-node Cluster snapshot is about 3.5 MB of JSON, over daphne's 1 MiB message limit (the
-browser then gets close code 1011 and nothing). Raising the limit would only move the cliff, so
-every message is cut, by the keys of its state or changes, into frames of at most FRAME_BYTES:
+A 5,000-node Cluster snapshot is about 3.5 MB of JSON. Servers and proxies cap a websocket
+message (daphne, gpusched's server before `runweb`, closed the socket with code 1011 over 1 MiB,
+and the browser got nothing), and raising a cap only moves the cliff, so every message is cut,
+by the keys of its state or changes, into frames of at most FRAME_BYTES:
 
     {"type": "snapshot", ..., "state": {<first part>}, "parts": 3}
     {"type": "part", "view": ..., "n": 1, "state": {<second part>}}
@@ -13,7 +14,7 @@ A message that fits is one frame, exactly as before (no `parts`). The receiver m
 state or a change is never applied half. The parts of one message are sent one after the other
 on a socket, never interleaved with another message's. Nothing in a dashboard document comes
 near a frame, but should one entry be larger than MAX_ENTRY_BYTES it is replaced by a stub
-saying so, so that no frame can ever exceed the server's limit.
+saying so, so that no frame can ever exceed such a cap.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 FRAME_BYTES = 256 * 1024
-MAX_ENTRY_BYTES = 768 * 1024  # daphne refuses messages over 1 MiB
+MAX_ENTRY_BYTES = 768 * 1024  # a frame stays under a 1 MiB cap (daphne's)
 _HEAD_ROOM = 1024  # the frame's own keys around its part
 # The change operations (dashboard/live.py `apply`): maps of key -> doc, or a list of keys.
 _MAPS = ("replace", "set")

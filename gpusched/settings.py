@@ -6,6 +6,10 @@ GPUSCHED_ALLOWED_HOSTS  comma-separated host names (default: loopback only).
 GPUSCHED_LOG_LEVEL      root log level (default INFO).
 GPUSCHED_LOG_FORMAT     "plain" (default) or "json": one JSON object per log line.
 DATABASE_URL            any dj-database-url URL; default is SQLite in var/ (WAL mode).
+GPUSCHED_DB_POOL_SIZE   PostgreSQL only: the most connections one process keeps in a pool shared
+                        by its threads (default 0: none; the web role's deployments set it).
+GPUSCHED_DB_CONN_MAX_AGE
+                        seconds a thread keeps its connection (default 0), where there is no pool.
 REDIS_URL               Redis for the channel layer; default is the in-memory layer (one process).
 HTTPS, cookies and static files: GPUSCHED_SECURE_*, GPUSCHED_HSTS_*, GPUSCHED_CSRF_TRUSTED_ORIGINS
 and GPUSCHED_STATIC_ROOT, described in the "security" and "static files" sections below.
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -43,7 +48,6 @@ if not SECRET_KEY and DEBUG:
 ALLOWED_HOSTS = _env_list("GPUSCHED_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -108,13 +112,31 @@ SQLITE_OPTIONS: dict[str, Any] = {
 }
 
 if os.environ.get("DATABASE_URL"):
+    _conn_max_age = int(os.environ.get("GPUSCHED_DB_CONN_MAX_AGE", "0"))
     _default_db: dict[str, Any] = dict(
         dj_database_url.parse(
-            os.environ["DATABASE_URL"],
-            conn_max_age=int(os.environ.get("GPUSCHED_DB_CONN_MAX_AGE", "0")),
-            conn_health_checks=True,
+            os.environ["DATABASE_URL"], conn_max_age=_conn_max_age, conn_health_checks=True
         )
     )
+    # The web role's pool (compose and deploy/web.yaml set it). Under ASGI every request runs its
+    # database work on a thread of its own (asgiref), so without a pool each API request opened
+    # and closed a PostgreSQL connection: 22 a second under bench_stack, each a backend process
+    # forked and set up (docs/benchmarks.md). Only for processes whose threads give their
+    # connection back (Django closes it at the end of every request): a thread that keeps one
+    # holds a place in the pool for as long as it lives.
+    _pool_size = int(os.environ.get("GPUSCHED_DB_POOL_SIZE", "0"))
+    if _pool_size:
+        if _default_db["ENGINE"] != "django.db.backends.postgresql":
+            raise ImproperlyConfigured("GPUSCHED_DB_POOL_SIZE needs a PostgreSQL DATABASE_URL")
+        if _conn_max_age:
+            raise ImproperlyConfigured(
+                "GPUSCHED_DB_POOL_SIZE and GPUSCHED_DB_CONN_MAX_AGE exclude each other: "
+                "a pooled connection goes back to the pool at the end of each request"
+            )
+        _default_db["OPTIONS"] = {
+            **_default_db.get("OPTIONS", {}),
+            "pool": {"min_size": min(2, _pool_size), "max_size": _pool_size},
+        }
 else:
     VAR_DIR.mkdir(exist_ok=True)
     _default_db = {

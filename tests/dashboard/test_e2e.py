@@ -235,12 +235,11 @@ def setup_large_cluster(count: int) -> None:
 
 
 @pytest.mark.slow
-def test_the_cluster_page_of_5000_nodes_arrives_through_daphne(
+def test_the_cluster_page_of_5000_nodes_arrives_through_the_web_server(
     browser: Any, artifacts: Path
 ) -> None:
-    """daphne closes a socket with 1011 on a message over 1 MiB; the 5,000-node snapshot is
-    about 3.5 MB, so it must come in bounded frames (dashboard/frames.py) and be put together
-    by live.js."""
+    """The 5,000-node snapshot is about 3.5 MB: it comes in bounded frames (dashboard/frames.py),
+    none over 1 MiB, and live.js puts them together."""
     in_thread(setup_large_cluster, 5000)
     with web_server(log=artifacts / "web-5000.log") as base:
         page = browser.new_page()

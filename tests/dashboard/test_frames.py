@@ -1,6 +1,6 @@
 """Live messages in frames of bounded size: any state or change comes back whole from its frames,
 every frame keeps to the bound, and a 5,000-node Cluster snapshot reaches a socket through the
-real ASGI application (daphne refuses messages over 1 MiB: the whole snapshot is about 3.5 MB)."""
+real ASGI application in frames under 1 MiB (the whole snapshot is about 3.5 MB)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ async def test_a_5000_node_cluster_reaches_the_socket_in_bounded_frames(layer: s
     client = await connect("ws/live/cluster/", await admin_cookie())
     snapshot = await client.receive(timeout=120)
     assert snapshot["type"] == "snapshot" and len(snapshot["state"]["nodes"]) == 5000
-    assert sum(map(len, client.frames)) > 2**20  # the whole would not fit daphne's limit
+    assert sum(map(len, client.frames)) > 2**20  # the whole would not fit a 1 MiB cap
     assert max(map(len, client.frames)) <= FRAME_BYTES + 2048
     fresh = await sync_to_async(ClusterView().build)()
     assert outbox_only(client.state, "cluster") == json.loads(json.dumps(fresh))

@@ -114,8 +114,8 @@ def test_one_service_monitor_per_role_scrapes_a_port_that_serves_metrics() -> No
         # ...on which the container serves its metrics: the web's own port, a worker's
         # --metrics-port (on every address, or Prometheus could not reach it).
         command = container["command"]
-        if "daphne" in command:
-            assert command[command.index("-p") + 1] == number
+        if "runweb" in command:
+            assert command[command.index("--port") + 1] == number
         else:
             assert command[command.index("--metrics-port") + 1] == number
             assert command[command.index("--metrics-host") + 1] == "0.0.0.0"

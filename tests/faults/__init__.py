@@ -1,5 +1,5 @@
-"""Fault tests: real processes and real servers (PostgreSQL, Redis, Prometheus, daphne) broken on
-purpose, asserting what production must still guarantee. Where each fault is tested:
+"""Fault tests: real processes and real servers (PostgreSQL, Redis, Prometheus, the web server)
+broken on purpose, asserting what production must still guarantee. Where each fault is tested:
 
 - Scheduler killed (SIGKILL) mid-run and restarted: no lost, doubled or over-committed placement -
   tests/scheduling/test_runscheduler_processes.py::test_sigkill_mid_run_then_restart_loses_and_

@@ -1,4 +1,4 @@
-"""A production web process (debug off) as it runs behind a TLS-terminating proxy: daphne serving
+"""A production web process (debug off) as it runs behind a TLS-terminating proxy: `runweb` serving
 gpusched.asgi on the test database, its static files collected first into a folder of its own, the
 proxy's `X-Forwarded-Proto: https` trusted. Requests without that header are plain HTTP."""
 

@@ -1,10 +1,10 @@
-"""bench_api: load benchmark of the REST API through the ASGI server (daphne) on loopback.
+"""bench_api: load benchmark of the REST API through the web process (`runweb`) on loopback.
 
 Seeds one tenant with --workloads workloads (through the services, as the API would), starts
-daphne on a free loopback port with throttling off, then drives it with --concurrency keep-alive
-HTTP/1.1 clients for --seconds per scenario: listing (GET /api/v1/workloads?limit=50, the first
-page and pages further on by cursor) and submitting (POST /api/v1/workloads). Prints requests/s
-and latency percentiles per scenario; --json prints one JSON object.
+the web process on a free loopback port with throttling off, then drives it with --concurrency
+keep-alive HTTP/1.1 clients for --seconds per scenario: listing (GET /api/v1/workloads?limit=50,
+the first page and pages further on by cursor) and submitting (POST /api/v1/workloads). Prints
+requests/s and latency percentiles per scenario; --json prints one JSON object.
 
 Run it on a database of its own (it adds rows): e.g.
   DATABASE_URL=sqlite:///var/bench-api.sqlite3 python manage.py migrate
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api import services as api_services
@@ -52,7 +53,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class Command(BaseCommand):
-    help = "Load-test the REST API (list and submit) through daphne on loopback."
+    help = "Load-test the REST API (list and submit) through the web process on loopback."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--workloads", type=int, default=10_000)
@@ -75,8 +76,8 @@ class Command(BaseCommand):
             "GPUSCHED_SECRET_KEY": os.environ.get("GPUSCHED_SECRET_KEY") or secrets.token_hex(32),
         }
         server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-            + ["gpusched.asgi:application"],
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runweb", "--port", str(port)]
+            + ["--no-access-log"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -106,7 +107,7 @@ class Command(BaseCommand):
             "nodes": options["nodes"],
             "concurrency": options["concurrency"],
             "seconds_per_scenario": options["seconds"],
-            "server": "daphne (ASGI), one process",
+            "server": "runweb (uvicorn, ASGI), one process",
             "results": results,
         }
         if options["json"]:
@@ -141,7 +142,7 @@ class Command(BaseCommand):
                     return
             except OSError:
                 time.sleep(0.2)
-        raise CommandError("daphne did not start")
+        raise CommandError("the web process did not start")
 
     def _cursor(self, port: int, headers: dict[str, str]) -> str:
         """A cursor about half way down the list."""

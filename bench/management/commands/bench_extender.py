@@ -1,6 +1,7 @@
 """`manage.py bench_extender`: the extender on kube-scheduler's critical path, measured as it is
 called: per pod, one HTTP POST /extender/filter and one /extender/prioritize carrying N NodeNames
-(nodeCacheCapable), through the production web server (daphne + the Django ASGI app) on loopback.
+(nodeCacheCapable), through the production web server (`runweb`: uvicorn and the ASGI app) on
+loopback.
 
 The cluster is the synthetic "mixed" fleet registered in the database (use a scratch database:
 `DATABASE_URL=sqlite:///var/bench-extender.sqlite3`), filled to about half its GPUs by scheduling
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections as db_connections
 
@@ -51,7 +53,7 @@ class _Child:
 
 
 def _serve_in_child(kind: str, token_file: str) -> _Child:
-    """Fork a server: runextender's (`extender`) or the web process's daphne (`web`), both
+    """Fork a server: runextender's (`extender`) or the web process (`web`, runweb), both
     admitting the bearer token of `token_file` (plain HTTP on loopback: what is measured is the
     extender, not TLS)."""
     settings.WEB_EXTENDER = True
@@ -71,13 +73,7 @@ def _serve_in_child(kind: str, token_file: str) -> _Child:
             if kind == "extender":
                 lean.serve_forever()
             else:
-                from daphne.server import Server
-
-                from gpusched.asgi import application
-
-                Server(
-                    application, endpoints=[f"tcp:port={number}:interface=127.0.0.1"], verbosity=0
-                ).run()
+                call_command("runweb", port=number, no_access_log=True)
         finally:
             os._exit(0)
     if kind == "extender":
@@ -137,7 +133,7 @@ class Command(BaseCommand):
             "--server",
             choices=["extender", "web"],
             default="extender",
-            help="runextender's server, or the web process (daphne)",
+            help="runextender's server, or the web process (runweb)",
         )
         parser.add_argument("--json", action="store_true")
 

@@ -1,7 +1,7 @@
 """`manage.py bench_live`: how long a committed change takes to reach connected dashboards.
 
 Builds a throwaway database (Django's test-database machinery, on whatever DATABASE_URL points at),
-registers a synthetic cluster, starts a real web process (daphne, gpusched.asgi) per channel layer,
+registers a synthetic cluster, starts a real web process (`runweb`) per channel layer,
 opens `--clients` Cluster-page websockets to it on loopback, then commits `--changes` changes (a
 node cordoned or uncordoned, each its own transaction) one every `--interval` seconds. For each
 change and client: the time from the commit returning to the client receiving the first delta
@@ -106,8 +106,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if shutil.which("daphne") is None and not _module_available("daphne"):
-            raise CommandError("daphne is not installed")
         try:
             settings.SECRET_KEY  # noqa: B018
         except ImproperlyConfigured:  # debug off and no key: a throwaway key for a throwaway db
@@ -416,7 +414,7 @@ def _admin_cookie() -> str:
 
 @contextmanager
 def _web_process(redis_url: str | None) -> Iterator[str]:
-    """bench/web_process.py's daphne, with its failure to start said as the command's error."""
+    """bench/web_process.py's web process, with its failure to start said as the command's error."""
     try:
         with web_server(redis_url=redis_url) as base:
             yield base
@@ -440,12 +438,6 @@ def _in_thread(fn: Any, *args: Any) -> Any:
     if "error" in box:
         raise box["error"]
     return box["result"]
-
-
-def _module_available(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
 
 
 def _machine() -> dict[str, Any]:

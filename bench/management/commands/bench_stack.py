@@ -1,6 +1,6 @@
 """`manage.py bench_stack`: the whole production-shaped stack under tenant and dashboard load.
 
-Starts docker-compose.yml's process set natively (bench/stack.py): migrate, then web (daphne),
+Starts docker-compose.yml's process set natively (bench/stack.py): migrate, then web (`runweb`),
 scheduler, simulator and, when the `prometheus` binary is installed, Prometheus and the ingester,
 with the compose commands and environments (debug off), on a fresh PostgreSQL database created on
 the server DATABASE_URL points at (dropped afterwards) and the Redis at --redis-url. Two things

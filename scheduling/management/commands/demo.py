@@ -71,16 +71,7 @@ class Command(BaseCommand):
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"
-        web = [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            options["host"],
-            "-p",
-            str(options["port"]),
-            "gpusched.asgi:application",
-        ]
+        web = [*manage, "runweb", "--host", options["host"], "--port", str(options["port"])]
         cluster = self._kubernetes if options["kubernetes"] else self._database
         children = {"web": subprocess.Popen(web, cwd=ROOT)}
         children.update(cluster(manage, options))

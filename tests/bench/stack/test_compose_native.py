@@ -1,6 +1,6 @@
 """docker-compose.yml's process set, run natively (bench/stack.py), end to end.
 
-migrate, web (daphne), scheduler, simulator and ingester run as real processes of their compose
+migrate, web (`runweb`), scheduler, simulator and ingester run as real processes of their compose
 commands and environments (debug off, GPUSCHED_SECRET_KEY from the environment as compose asks),
 on a fresh PostgreSQL database and Redis, with the Debian Prometheus scraping the simulator from
 deploy/compose/prometheus.yml. Two things are shortened so the test takes seconds rather than
