@@ -12,6 +12,8 @@ benchmarks and the tests) starts it through this command, so the server's settin
   otherwise take them from any client on loopback.
 - Idle keep-alive connections stay open 75 s: at uvicorn's 5 s, a tenant's pooled connection was
   closed under a request it had just sent (transport errors in bench_stack).
+- No per-message compression of websockets (browsers ask for it, daphne never agreed to it): a
+  delta is serialized once for all of a process's sockets, but would be compressed once per socket.
 - No lifespan protocol (Django's ASGI handler has none) and no Server header.
 - Logging is Django's (settings.LOGGING): the access log too, as one line per request in
   GPUSCHED_LOG_FORMAT.
@@ -55,6 +57,7 @@ class Command(BaseCommand):
             server_header=False,
             timeout_keep_alive=KEEP_ALIVE_S,
             timeout_graceful_shutdown=STOP_GRACE_S,
+            ws_per_message_deflate=False,
             access_log=not options["no_access_log"],
             log_config=None,
         )
