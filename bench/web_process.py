@@ -5,6 +5,7 @@ Used by the dashboard tests and by `bench_live`."""
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +42,16 @@ def database_url() -> str:
     raise RuntimeError(f"no URL for {db['ENGINE']}")
 
 
+def signing_key() -> str:
+    """This process's SECRET_KEY; with debug off and none configured, a throwaway one set first
+    (a benchmark on a scratch database), so the web process and its caller sign alike."""
+    try:
+        return str(settings.SECRET_KEY)
+    except ImproperlyConfigured:
+        settings.SECRET_KEY = secrets.token_urlsafe(32)
+        return str(settings.SECRET_KEY)
+
+
 @contextmanager
 def web_server(
     *,
@@ -54,7 +66,7 @@ def web_server(
         **os.environ,
         "DATABASE_URL": database_url(),
         "GPUSCHED_DEBUG": "1",  # serves the static files
-        "GPUSCHED_SECRET_KEY": str(settings.SECRET_KEY),  # sessions made by the tests are valid
+        "GPUSCHED_SECRET_KEY": signing_key(),  # sessions made by the caller are valid
         "GPUSCHED_LOG_LEVEL": "WARNING",
     }
     env.pop("REDIS_URL", None)

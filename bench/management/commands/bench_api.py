@@ -15,34 +15,22 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api import services as api_services
+from bench.web_process import web_server
 from scheduling import services
 from scheduling.core.types import Resources
 from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
 
 Request = Callable[[http.client.HTTPConnection, int], int]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -66,42 +54,30 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         token = self._seed(options["workloads"], options["nodes"])
-        port = _free_port()
-        env = {
-            **os.environ,
+        environment = {
+            "GPUSCHED_DEBUG": "0",  # debug would slow every request
+            "GPUSCHED_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback, as compose serves it
             "GPUSCHED_API_RATE": "1000000/second",
             "GPUSCHED_API_SUBMIT_RATE": "1000000/second",
             "GPUSCHED_LOG_LEVEL": "WARNING",
-            # A throwaway key when none is set (debug stays off: it would slow every request).
-            "GPUSCHED_SECRET_KEY": os.environ.get("GPUSCHED_SECRET_KEY") or secrets.token_hex(32),
         }
-        server = subprocess.Popen(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runweb", "--port", str(port)]
-            + ["--no-access-log"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         try:
-            self._wait_for(port)
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-            cursor = self._cursor(port, headers)
-            results = {}
-            for clients in [int(c) for c in str(options["concurrency"]).split(",")]:
-                run = {**options, "clients": clients}
-                results[f"list_first_page@{clients}"] = self._drive(
-                    port, headers, run, self._list(None)
-                )
-                results[f"list_by_cursor@{clients}"] = self._drive(
-                    port, headers, run, self._list(cursor)
-                )
-                results[f"submit@{clients}"] = self._drive(port, headers, run, self._submit())
-        finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            with web_server(environment=environment) as base:
+                port = int(urlsplit(base).port or 0)
+                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                cursor = self._cursor(port, headers)
+                results = {}
+                for clients in [int(c) for c in str(options["concurrency"]).split(",")]:
+                    run = {**options, "clients": clients}
+                    results[f"list_first_page@{clients}"] = self._drive(
+                        port, headers, run, self._list(None)
+                    )
+                    results[f"list_by_cursor@{clients}"] = self._drive(
+                        port, headers, run, self._list(cursor)
+                    )
+                    results[f"submit@{clients}"] = self._drive(port, headers, run, self._submit())
+        except RuntimeError as exc:  # the web process did not start
+            raise CommandError(str(exc)) from exc
         doc = {
             "workloads_seeded": options["workloads"],
             "nodes": options["nodes"],
@@ -133,16 +109,6 @@ class Command(BaseCommand):
                 pod_sets=[services.PodSetSpec(name="main", count=1, template=template)],
             )
         return token
-
-    def _wait_for(self, port: int) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise CommandError("the web process did not start")
 
     def _cursor(self, port: int, headers: dict[str, str]) -> str:
         """A cursor about half way down the list."""

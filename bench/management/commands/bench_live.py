@@ -23,7 +23,6 @@ import logging
 import multiprocessing
 import os
 import platform
-import secrets
 import shutil
 import statistics
 import sys
@@ -38,13 +37,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test import Client
 
 from bench import live_clients
-from bench.web_process import web_server
+from bench.web_process import signing_key, web_server
 from dashboard.live import ClusterView, apply
 from dashboard.selectors import head_event_id
 from scheduling import services
@@ -106,10 +104,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            settings.SECRET_KEY  # noqa: B018
-        except ImproperlyConfigured:  # debug off and no key: a throwaway key for a throwaway db
-            settings.SECRET_KEY = secrets.token_urlsafe(32)
+        signing_key()  # before the admin's session cookie is signed
         logging.getLogger("scheduling").setLevel(logging.WARNING)  # stdout is for the JSON
         creation = connection.creation
         original = connection.settings_dict["NAME"]
