@@ -4,9 +4,11 @@ websocket, shared by all of them.
 It keeps, for each view someone watches, that view's state as of an outbox cursor (an Event id).
 Each step reads the outbox rows after the lowest cursor, turns them into one delta per view
 (`live.LiveView.changes`), applies it to the kept state, remembers it in a short buffer and hands
-it, serialized once, to each of the view's sockets in this process. A read after a push comes no
-sooner than the coalescing window after the read before it began, so a burst of commits reaches a
-browser as one delta, and a step that took longer than the window is followed by the next at once.
+it, serialized once, to each of the view's sockets in this process, in the background: the next
+read need not wait for a hundred sockets to be written, only its own deltas wait for the step
+before's to be out. A read after a push comes no sooner than the coalescing window after the read
+before it began, so a burst of commits reaches a browser as one delta, and a step that took
+longer than the window is followed by the next at once.
 
 A client connecting with the last id it saw (and the `epoch` of the state it came from) gets the
 buffered deltas after that id; one that is unknown, from another process or view epoch, or more
@@ -68,6 +70,10 @@ class Subscriber(Protocol):
 
     async def deliver(self, message: dict[str, Any]) -> None:
         """Handle one live.* message: a delta, a sample or a reset of the view."""
+
+
+# A delta and the sockets it goes to.
+_Delivery = tuple[list[Subscriber], dict[str, Any]]
 
 
 @dataclass
@@ -145,6 +151,7 @@ class Tailer:
         self._sampler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-sampler")
         self._task: asyncio.Task[None] | None = None
         self._sampling: asyncio.Task[None] | None = None
+        self._delivering: asyncio.Task[None] | None = None
         self._epochs = 0
         self.poll_s = conf.value("DASHBOARD_POLL_SECONDS")
         self.coalesce_s = conf.value("DASHBOARD_COALESCE_SECONDS")
@@ -177,12 +184,12 @@ class Tailer:
 
     async def stop(self) -> None:
         """Stop the loop and the sampling, and close their threads' database connections."""
-        for task in (self._task, self._sampling):
+        for task in (self._task, self._sampling, self._delivering):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._task = self._sampling = None
+        self._task = self._sampling = self._delivering = None
         for executor in (self._executor, self._sampler):
             await self._on(executor, connections.close_all)
             executor.shutdown(wait=False)
@@ -309,13 +316,16 @@ class Tailer:
 
     async def step(self) -> tuple[bool, bool]:
         """One read of the outbox (and the sampling started, if due and not running); returns
-        (pushed anything, more waiting)."""
+        (pushed anything, more waiting). The deltas go out in the background: the next read
+        does not wait for this step's sockets, only for its own deltas' turn."""
         self._drop_idle()
         pushed = more = False
         if self.lives:
             # The read and every view's update in one trip to the database thread: on a busy
             # machine each hop between the loop and that thread waits for a core.
             more, updates = await self._db(self._read_updates, list(self.lives.values()))
+            await self._delivered()  # a socket's deltas go out in order, one step's at a time
+            outgoing: list[_Delivery] = []
             for live, events, outcome in updates:
                 if outcome is _Redo.REBUILD:
                     await self._rebuild(live)
@@ -323,7 +333,15 @@ class Tailer:
                 elif outcome is _Redo.BROKEN:
                     live.broken = True
                 else:
-                    pushed = await self._advance(live, events, outcome) or pushed
+                    delivery = self._advance(live, events, outcome)
+                    if delivery is not None:
+                        outgoing.append(delivery)
+            if outgoing:
+                self._delivering = asyncio.get_running_loop().create_task(
+                    self._deliver(outgoing), name="dashboard deltas"
+                )
+                self._delivering.add_done_callback(_log_failure)
+                pushed = True
             self._start_sampling()
         self.steps += 1
         return pushed, more
@@ -351,13 +369,16 @@ class Tailer:
                 updates.append((live, mine, _Redo.BROKEN))
         return more, updates
 
-    async def _advance(self, live: Live, events: list[EventRow], changes: Changes | None) -> bool:
-        """Move the view past `events`. Events that concern it are pushed as a delta, even with
-        no visible change, so a client's last id says "everything up to here is shown"."""
+    def _advance(
+        self, live: Live, events: list[EventRow], changes: Changes | None
+    ) -> _Delivery | None:
+        """Move the view past `events`. Events that concern it become a delta, even with no
+        visible change, so a client's last id says "everything up to here is shown": returned
+        with the sockets watching now (one that joins later gets it in its catch-up)."""
         first = live.entries[-1].last if live.entries else live.base
         live.cursor = events[-1][0]
         if changes is None:
-            return False
+            return None
         apply(live.state, changes)
         delta = {
             "type": "delta",
@@ -372,19 +393,26 @@ class Tailer:
         live.entries.append(Entry(first, live.cursor, texts))
         while len(live.entries) > self.buffered:
             live.base = live.entries.popleft().last
-        await self._send(
-            live,
-            {
-                "type": "live.delta",
-                "epoch": live.epoch,
-                "from": first,
-                "to": live.cursor,
-                "frames": texts,
-            },
-        )
-        return True
+        message = {
+            "type": "live.delta",
+            "epoch": live.epoch,
+            "from": first,
+            "to": live.cursor,
+            "frames": texts,
+        }
+        return list(live.subscribers), message
+
+    async def _deliver(self, outgoing: list[_Delivery]) -> None:
+        for subscribers, message in outgoing:
+            await self._send_to(subscribers, message)
+
+    async def _delivered(self) -> None:
+        """Wait for the deltas of the step before, so a socket gets every view's deltas in order."""
+        if self._delivering is not None:
+            await asyncio.wait([self._delivering])  # its sockets' failures are logged there
 
     async def _rebuild(self, live: Live) -> None:
+        await self._delivered()  # the reset comes after the old epoch's last deltas
         fresh = await self._build(live.view, live.sampled)
         fresh.subscribers, fresh.idle_since = live.subscribers, live.idle_since
         self.lives[live.view.key] = fresh
@@ -439,9 +467,12 @@ class Tailer:
     # --- plumbing -------------------------------------------------------------------------
 
     async def _send(self, live: Live, message: dict[str, Any]) -> None:
-        """To every socket of the view, in turn: one message at a time, in the tailer's order.
-        A socket's failure is its own (it is closing, or its handler has a bug)."""
-        for subscriber in list(live.subscribers):
+        await self._send_to(list(live.subscribers), message)
+
+    async def _send_to(self, subscribers: list[Subscriber], message: dict[str, Any]) -> None:
+        """To each socket in turn: one message at a time, in the tailer's order. A socket's
+        failure is its own (it is closing, or its handler has a bug)."""
+        for subscriber in subscribers:
             try:
                 await subscriber.deliver(message)
             except Exception:

@@ -10,9 +10,8 @@ traceback a bug report needs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import (
@@ -24,13 +23,11 @@ from django.http import (
 )
 from django.shortcuts import render
 from django.template import loader
-from django.utils.decorators import sync_and_async_middleware
 from django.views import defaults
 
 from api.views import fallbacks
 
 Handler = Callable[[HttpRequest], HttpResponseBase]
-AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -69,22 +66,9 @@ def _is_debug_404(response: HttpResponseBase) -> bool:
     )
 
 
-@sync_and_async_middleware
-def debug_not_found(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
-    if iscoroutinefunction(get_response):
-        async_response = get_response
-
-        async def replace_async(request: HttpRequest) -> HttpResponseBase:
-            response = await async_response(request)
-            if _is_debug_404(response):  # the page reads the session: not on the event loop
-                return await sync_to_async(not_found)(request)
-            return response
-
-        return replace_async
-    sync_response: Handler = get_response  # type: ignore[assignment]
-
+def debug_not_found(get_response: Handler) -> Handler:
     def replace(request: HttpRequest) -> HttpResponseBase:
-        response = sync_response(request)
+        response = get_response(request)
         return not_found(request) if _is_debug_404(response) else response
 
     return replace

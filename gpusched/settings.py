@@ -10,6 +10,9 @@ GPUSCHED_DB_POOL_SIZE   PostgreSQL only: the most connections one process keeps 
                         by its threads (default 0: none; the web role's deployments set it).
 GPUSCHED_DB_CONN_MAX_AGE
                         seconds a thread keeps its connection (default 0), where there is no pool.
+GPUSCHED_WEB_REQUEST_THREADS
+                        the most HTTP requests a web process runs at once (default 2; the rest
+                        wait their turn): gpusched/request_handler.py.
 REDIS_URL               Redis for the channel layer; default is the in-memory layer (one process).
 HTTPS, cookies and static files: GPUSCHED_SECURE_*, GPUSCHED_HSTS_*, GPUSCHED_CSRF_TRUSTED_ORIGINS
 and GPUSCHED_STATIC_ROOT, described in the "security" and "static files" sections below.
@@ -31,6 +34,17 @@ def _env_bool(name: str, default: bool = False) -> bool:
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int, minimum: int) -> int:
+    value = os.environ.get(name, "").strip() or str(default)
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number >= {minimum}, not {value!r}")
+    return number
 
 
 def _env_list(name: str, default: str) -> list[str]:
@@ -124,7 +138,7 @@ if os.environ.get("DATABASE_URL"):
     # forked and set up (docs/benchmarks.md). Only for processes whose threads give their
     # connection back (Django closes it at the end of every request): a thread that keeps one
     # holds a place in the pool for as long as it lives.
-    _pool_size = int(os.environ.get("GPUSCHED_DB_POOL_SIZE", "0"))
+    _pool_size = _env_int("GPUSCHED_DB_POOL_SIZE", 0, minimum=0)
     if _pool_size:
         if _default_db["ENGINE"] != "django.db.backends.postgresql":
             raise ImproperlyConfigured("GPUSCHED_DB_POOL_SIZE needs a PostgreSQL DATABASE_URL")
@@ -244,6 +258,13 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # one is refused with 413 before it is decoded; JSON is decoded with bounded nesting
 # (gpusched/jsonbody.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1024 * 1024)
+
+# --- requests in flight ----------------------------------------------------------------------
+
+# How many HTTP requests one web process runs at once, each on a thread of its own
+# (gpusched/request_handler.py): more only queue for the GIL ahead of the event loop and the
+# dashboard's deltas. Two keep the process busy while one of them waits on the database.
+WEB_REQUEST_THREADS = _env_int("GPUSCHED_WEB_REQUEST_THREADS", 2, minimum=1)
 
 # --- the simulator -----------------------------------------------------------------------------
 

@@ -1,41 +1,36 @@
-"""Production static files, served by the web process itself: whitenoise, kept asynchronous.
+"""Production static files, served by the web process itself: whitenoise, with the file's body
+handed to the event loop asynchronously.
 
-whitenoise's middleware is synchronous. Listed as it is in this ASGI project, it would make Django
-run every request's middleware chain through a thread (and drive the async dashboard views through
-async_to_sync), then hand each file to the event loop as a synchronous iterator, which Django's
-ASGI handler warns about. This middleware keeps whitenoise's work, namely the file table built once
-at start, hashed names cached for ten years, the compressed variants that collectstatic made,
-conditional and range requests, and only makes the hand-over asynchronous.
+whitenoise's middleware returns each file as a synchronous iterator, which Django's ASGI handler
+warns about and reads on the request's thread in blocks. This middleware keeps whitenoise's work,
+namely the file table built once at start, hashed names cached for ten years, the compressed
+variants that collectstatic made, conditional and range requests, and only changes the hand-over.
 
 Only used with debug off; in debug, gpusched/asgi.py serves the apps' static folders directly.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 
-from asgiref.sync import markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-GetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+GetResponse = Callable[[HttpRequest], HttpResponseBase]
 
 
 class StaticFilesMiddleware:
-    sync_capable = False
-    async_capable = True
-
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
         # whitenoise reads STATIC_ROOT and the WHITENOISE_* settings; it never calls on to the
         # next middleware itself, this class does.
         self.whitenoise = WhiteNoiseMiddleware(get_response=None)
-        markcoroutinefunction(self)
 
-    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         static_file = self.whitenoise.files.get(request.path_info)
         if static_file is None:
-            return await self.get_response(request)
+            return self.get_response(request)
         response = self.whitenoise.serve(static_file, request)
         response.streaming_content = _read_in_a_thread(response.streaming_content)
         return response

@@ -41,7 +41,6 @@ class GpuLoad:
     sampled_at: datetime
     age_seconds: float
     stale: bool  # older than the freshness window: LoadAware scores neutral
-    pods: tuple[tuple[str, str], ...]  # (namespace, pod)
     mig: tuple[MigLoad, ...] = ()
 
 
@@ -55,7 +54,6 @@ class _LatestRow(NamedTuple):
     fb_used_mib: float | None
     fb_free_mib: float | None
     sampled_at: datetime
-    pods: list[list[str]]
 
 
 def gpu_loads(
@@ -83,7 +81,6 @@ def _gpu_load(parts: list[_LatestRow], now: datetime, window: float) -> GpuLoad:
     first = parts[0]
     sampled_at = min(part.sampled_at for part in parts)  # the oldest part sets the age
     age = max((now - sampled_at).total_seconds(), 0.0)
-    pods = tuple(sorted({(pod[0], pod[1]) for part in parts for pod in part.pods}))
     instances = [part for part in parts if part.mig_instance]
     if not instances:
         busy, fb_used, fb_free = first.busy, first.fb_used_mib, first.fb_free_mib
@@ -106,7 +103,6 @@ def _gpu_load(parts: list[_LatestRow], now: datetime, window: float) -> GpuLoad:
         sampled_at=sampled_at,
         age_seconds=age,
         stale=age > window,
-        pods=pods,
         mig=mig,
     )
 

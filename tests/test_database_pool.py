@@ -1,20 +1,18 @@
 """GPUSCHED_DB_POOL_SIZE: the web role's threads share a few PostgreSQL connections.
 
-Each case runs in a fresh interpreter, since the settings read the environment once.
+Each case runs in a fresh interpreter (tests/fresh_settings.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.fresh_settings import run
+
 POSTGRES_URL = os.environ.get("GPUSCHED_TEST_POSTGRES_URL", "")
-ROOT = Path(__file__).resolve().parents[1]
 
 # What an ASGI web process does per request: its database work on a thread of its own, the
 # connection closed when the request ends (Django's request_finished).
@@ -39,22 +37,6 @@ print(json.dumps({"requests": len(pids), "backends": len(set(pids))}))
 """
 
 
-def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    scrubbed = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GPUSCHED_DB_") and k != "DATABASE_URL"
-    }
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**scrubbed, "DJANGO_SETTINGS_MODULE": "gpusched.settings", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.postgres
 @pytest.mark.skipif(not POSTGRES_URL, reason="GPUSCHED_TEST_POSTGRES_URL is not set")
 @pytest.mark.parametrize(("pool_size", "most_backends"), [("3", 3), ("0", 30)])
@@ -77,6 +59,10 @@ def test_requests_on_threads_of_their_own_share_the_pool(
         (
             {"DATABASE_URL": "sqlite:////tmp/pool.sqlite3", "GPUSCHED_DB_POOL_SIZE": "4"},
             "GPUSCHED_DB_POOL_SIZE needs a PostgreSQL DATABASE_URL",
+        ),
+        (
+            {"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none", "GPUSCHED_DB_POOL_SIZE": "x"},
+            "GPUSCHED_DB_POOL_SIZE must be a whole number >= 0, not 'x'",
         ),
         (
             {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard.selectors import Doc, iso
@@ -20,7 +21,7 @@ from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.stranded import stranded_gpus
 from scheduling.core.types import MILLI_PER_GPU, SharingMode
-from scheduling.models import Gpu, GpuAssignment, Node
+from scheduling.models import Gpu, Node
 from telemetry import selectors as telemetry
 
 
@@ -63,40 +64,59 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
             "topology",
         )
     )
-    gpus = Gpu.objects.order_by("node_id", "index")
-    assignments = GpuAssignment.objects.filter(active=True)
+    # Each GPU with its active holders, one row per holder (or one with none): one query, not two.
+    gpus = Gpu.objects.annotate(
+        held=FilteredRelation("assignments", condition=Q(assignments__active=True))
+    ).order_by("node_id", "index")
     if names is not None:
-        ids = [row[0] for row in rows]
-        gpus = gpus.filter(node_id__in=ids)
-        assignments = assignments.filter(gpu__node_id__in=ids)
-    holders: dict[int, list[list[Any]]] = defaultdict(list)
-    for gpu_id, milli, slot, state, pod, tenant, workload in assignments.values_list(
-        "gpu_id",
-        "milli",
-        "mig_slot",
-        "allocation__state",
-        "allocation__pod__name",
-        "allocation__pod__workload__tenant__name",
-        "allocation__pod__workload__name",
-    ):
-        holders[gpu_id].append([tenant, workload, pod, milli, slot, state == "reserved"])
+        gpus = gpus.filter(node_id__in=[row[0] for row in rows])
     gpus_of: dict[int, list[Doc]] = defaultdict(list)
     models: dict[int, Counter[str]] = defaultdict(Counter)
     memory: dict[int, int] = {}
-    for gpu_id, node_id, index, model, memory_mib, sharing, mig_layout, used in gpus.values_list(
-        "id", "node_id", "index", "model", "memory_mib", "sharing", "mig_layout", "used_milli"
+    docs: dict[int, Doc] = {}
+    for (
+        gpu_id,
+        node_id,
+        index,
+        model,
+        memory_mib,
+        sharing,
+        mig_layout,
+        used,
+        milli,
+        slot,
+        state,
+        pod,
+        tenant,
+        workload,
+    ) in gpus.values_list(
+        "id",
+        "node_id",
+        "index",
+        "model",
+        "memory_mib",
+        "sharing",
+        "mig_layout",
+        "used_milli",
+        "held__milli",
+        "held__mig_slot",
+        "held__allocation__state",
+        "held__allocation__pod__name",
+        "held__allocation__pod__workload__tenant__name",
+        "held__allocation__pod__workload__name",
     ):
-        doc: Doc = {
-            "i": index,
-            "sharing": sharing,
-            "used": used,
-            "holders": sorted(holders.get(gpu_id, []), key=lambda h: (h[4] or 0, h[2])),
-        }
-        if mig_layout:
-            doc["mig"] = list(mig_layout)
-        gpus_of[node_id].append(doc)
-        models[node_id][model] += 1
-        memory[node_id] = max(memory.get(node_id, 0), memory_mib)
+        doc = docs.get(gpu_id)
+        if doc is None:
+            doc = docs[gpu_id] = {"i": index, "sharing": sharing, "used": used, "holders": []}
+            if mig_layout:
+                doc["mig"] = list(mig_layout)
+            gpus_of[node_id].append(doc)
+            models[node_id][model] += 1
+            memory[node_id] = max(memory.get(node_id, 0), memory_mib)
+        if milli is not None:
+            doc["holders"].append([tenant, workload, pod, milli, slot, state == "reserved"])
+    for doc in docs.values():
+        doc["holders"].sort(key=lambda h: (h[4] or 0, h[2]))
     result = NodeDocs({}, {})
     for node_id, name, cordoned, source, cpu, cpu_used, mem, mem_used, topology in rows:
         key = None

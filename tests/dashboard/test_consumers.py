@@ -48,6 +48,27 @@ async def test_signed_in_users_who_are_not_admins_are_refused(layer: str) -> Non
     assert not connected
 
 
+async def test_a_session_signed_in_before_the_password_changed_is_refused(layer: str) -> None:
+    cookie = await admin_cookie()
+
+    def change_password() -> None:
+        admin = get_user_model().objects.get(username="admin")
+        admin.set_password("a-new-password")
+        admin.save()
+
+    await sync_to_async(change_password)()
+    connected, _ = await communicator("ws/live/cluster/", cookie).connect(timeout=5)
+    assert not connected
+
+
+async def test_an_unknown_session_key_is_refused(layer: str) -> None:
+    cookie = await admin_cookie()
+    name, _, key = cookie.partition(b"=")
+    forged = name + b"=" + key[::-1]
+    connected, _ = await communicator("ws/live/cluster/", forged).connect(timeout=5)
+    assert not connected
+
+
 async def test_sockets_from_another_site_are_refused(layer: str) -> None:
     cookie = await admin_cookie()
     for origin in (b"http://evil.example", None):
