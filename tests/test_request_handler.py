@@ -151,6 +151,5 @@ def test_a_thread_count_that_cannot_work_is_refused_at_start(value: str) -> None
     result = run("import django; django.setup()", GPUSCHED_WEB_REQUEST_THREADS=value)
     assert result.returncode != 0
     assert (
-        f"GPUSCHED_WEB_REQUEST_THREADS must be a whole number >= 1, not {value!r}"
-        in result.stderr
+        f"GPUSCHED_WEB_REQUEST_THREADS must be a whole number >= 1, not {value!r}" in result.stderr
     )
