@@ -330,7 +330,7 @@ def test_the_plain_scrape_config_keeps_each_roles_metrics_port(
     job["static_configs"] = [{"targets": ["127.0.0.1:9101"]}]
     checked = tmp_path / "prometheus.yml"
     checked.write_text(yaml.safe_dump(config))
-    assert config["rule_files"] == [rules_file.name]  # the rules saved beside it (README)
+    assert config["rule_files"] == [rules_file.name]  # saved beside it (docs/operations.md)
     result = run([promtool, "check", "config", str(checked)], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 

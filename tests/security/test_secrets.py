@@ -110,7 +110,7 @@ def test_kubernetes_manifests_take_every_secret_from_a_secret() -> None:
         for document in yaml.safe_load_all(path.read_text()):
             if not document:
                 continue
-            # The admin creates the Secret (README); the repository holds none.
+            # The admin creates the Secret (docs/deployment.md); the repository holds none.
             assert document.get("kind") != "Secret", path
             for entry in env_entries(document):
                 if SECRET_NAME.search(entry["name"]):
