@@ -4,6 +4,14 @@
     - {name: h100, count: 4, topology: dgx-h100}        # CPU, memory, GPU model from the preset
     - {name: a100-mig, count: 1, topology: dgx-a100, sharing: mig,
        migLayout: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}
+    - name: tas                                         # nodes spread over topology domains
+      count: 64
+      topology: dgx-h100
+      domains:
+        levels:                                         # outermost first, as Kueue's Topology
+        - {label: cloud.provider.com/topology-block, count: 2, prefix: b}
+        - {label: cloud.provider.com/topology-rack, count: 4, prefix: r}   # per block
+        nvlink: cloud.provider.com/topology-rack       # one multi-node NVLink domain per rack
     workload:
       seed: 1
       tenants:
@@ -18,12 +26,25 @@
         utilization: {kind: constant, mean: 0.85}
       # or, instead of tenants: philly: {path: data/philly.csv, maxGpusPerPod: 8}
 
+A pool with `domains` is laid out over nested topology domains, in order: its first
+count/(product of the level counts) nodes in the first innermost domain, and so on. Each node
+carries one label per level, valued `<prefix><n>` from 1 (values repeat across parents, as in
+Kueue's Topology Aware Scheduling examples: rack `r1` exists in block `b1` and in `b2`), and,
+with `nvlink`, GPU Feature Discovery's `nvidia.com/gpu.clique` = `<clusterUUID>.<cliqueId>` (one
+cluster UUID per domain of that level: a multi-node NVLink domain such as a GB200 NVL72 rack). The
+pool becomes one pool per innermost domain, named `<pool>-<value>-<value>` (its nodes
+`<pool>-b1-r1-0000`, ...), each labelled `gpusched.io/pool: <pool>`, so the database side and the
+simulated Kubernetes label the same nodes alike.
+
 Every key is checked; an unknown or malformed one is an error that names it.
 """
 
 from __future__ import annotations
 
+import math
+import uuid
 from dataclasses import dataclass, field, replace
+from itertools import product
 from pathlib import Path
 
 from scheduling.core import yaml_documents
@@ -38,6 +59,10 @@ from sim.cluster import PRESETS, NodePool
 from sim.utilization import SPEC_KEYS, ProfileError, UtilizationProfile
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
+# GPU Feature Discovery's label for a multi-node NVLink domain, `<clusterUUID>.<cliqueId>`
+# (NVIDIA/k8s-device-plugin docs/gpu-feature-discovery/README.md and internal/lm/imex.go).
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+POOL_LABEL = "gpusched.io/pool"
 
 
 class SpecError(ValueError):
@@ -97,14 +122,16 @@ def load_spec(name_or_path: str) -> ClusterSpec:
 def parse_spec(doc: object, *, base: Path = Path(".")) -> ClusterSpec:
     top = _map(doc, "spec", {"nodePools", "workload"})
     pools = tuple(
-        _pool(item, f"nodePools[{k}]")
+        pool
         for k, item in enumerate(_list(top.get("nodePools"), "nodePools"))
+        for pool in _pools(item, f"nodePools[{k}]")
     )
     if not pools:
         raise SpecError("nodePools must list at least one pool")
     names = [pool.name for pool in pools]
     if len(set(names)) != len(names):
-        raise SpecError("nodePools: pool names must be unique")
+        clash = next(name for name in names if names.count(name) > 1)
+        raise SpecError(f"nodePools: pool names must be unique ({clash!r} twice)")
     workload = _map(top.get("workload", {}), "workload", {"seed", "tenants", "philly"})
     seed = _int(workload.get("seed", 0), "workload.seed")
     tenants = tuple(
@@ -125,7 +152,7 @@ def parse_spec(doc: object, *, base: Path = Path(".")) -> ClusterSpec:
     return ClusterSpec(pools=pools, tenants=tenants, philly=philly, seed=seed)
 
 
-def _pool(raw: object, path: str) -> NodePool:
+def _pools(raw: object, path: str) -> tuple[NodePool, ...]:
     doc = _map(
         raw,
         path,
@@ -140,8 +167,62 @@ def _pool(raw: object, path: str) -> NodePool:
             "sharing",
             "migLayout",
             "labels",
+            "domains",
         },
     )
+    pool = _pool(doc, path)
+    if "domains" not in doc:
+        return (pool,)
+    return _spread(pool, doc["domains"], f"{path}.domains")
+
+
+def _spread(pool: NodePool, raw: object, path: str) -> tuple[NodePool, ...]:
+    """One pool per innermost domain of `raw`'s levels, its nodes labelled with their domains."""
+    doc = _map(raw, path, {"levels", "nvlink"})
+    levels = []
+    for k, item in enumerate(_list(doc.get("levels"), f"{path}.levels")):
+        level = _map(item, f"{path}.levels[{k}]", {"label", "count", "prefix"})
+        label = str(level.get("label") or "")
+        if not label:
+            raise SpecError(f"{path}.levels[{k}].label is required")
+        count = _int(level.get("count", 0), f"{path}.levels[{k}].count")
+        if count < 1:
+            raise SpecError(f"{path}.levels[{k}].count must be at least 1")
+        levels.append((label, count, str(level.get("prefix", ""))))
+    if not levels:
+        raise SpecError(f"{path}.levels must list at least one level")
+    labels = [label for label, _, _ in levels]
+    if len(set(labels)) != len(labels):
+        raise SpecError(f"{path}.levels: each label once")
+    nvlink = str(doc.get("nvlink", ""))
+    if nvlink and nvlink not in labels:
+        raise SpecError(f"{path}.nvlink {nvlink!r} is not one of the levels' labels")
+    domains = math.prod(count for _, count, _ in levels)
+    if pool.count == 0 or pool.count % domains:
+        raise SpecError(
+            f"{path}: count {pool.count} does not divide into {domains} domains of equal size"
+        )
+    pools = []
+    for indices in product(*(range(count) for _, count, _ in levels)):
+        values = [f"{prefix}{i + 1}" for (_, _, prefix), i in zip(levels, indices, strict=True)]
+        node_labels = {POOL_LABEL: pool.name, **dict(zip(labels, values, strict=True))}
+        if nvlink:
+            depth = labels.index(nvlink) + 1
+            domain = "/".join(values[:depth])
+            cluster = uuid.uuid5(uuid.NAMESPACE_URL, f"gpusched-sim/{pool.name}/{domain}")
+            node_labels[CLIQUE_LABEL] = f"{cluster}.1"
+        pools.append(
+            replace(
+                pool,
+                name="-".join((pool.name, *values)),
+                count=pool.count // domains,
+                labels={**pool.labels, **node_labels},
+            )
+        )
+    return tuple(pools)
+
+
+def _pool(doc: dict[str, object], path: str) -> NodePool:
     topology = str(doc.get("topology", ""))
     if topology not in PRESETS:
         raise SpecError(f"{path}.topology {topology!r} is not one of {', '.join(sorted(PRESETS))}")

@@ -11,7 +11,7 @@ from scheduling.models import Gpu, Node, Pod, Workload
 from scheduling.profile_files import load_profile
 from sim.arrivals import GeneratedArrivals
 from sim.simulator import Simulator
-from sim.spec import parse_spec
+from sim.spec import load_spec, parse_spec
 from telemetry.exposition import render_exposition
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +103,15 @@ def test_workloads_arrive_run_report_metrics_and_finish() -> None:
 def test_simulate_command_runs_one_step() -> None:
     call_command("simulate", "--cluster", "demo", "--once", "--metrics-port", "0")
     assert Node.objects.count() == 16
+
+
+def test_nodes_carry_their_topology_domains_on_the_database_side() -> None:
+    simulator = Simulator(load_spec("topology"), clock=Clock())
+    assert simulator.setup() == 64
+    labels = Node.objects.get(name="h100-b2-r3-0005").labels
+    assert labels["cloud.provider.com/topology-block"] == "b2"
+    assert labels["cloud.provider.com/topology-rack"] == "r3"
+    rack = [n for n in Node.objects.all() if n.labels["cloud.provider.com/topology-rack"] == "r3"]
+    assert len(rack) == 16  # r3 of b1 and r3 of b2: rack values repeat across blocks
+    cliques = {n.labels["nvidia.com/gpu.clique"] for n in rack}
+    assert len(cliques) == 2

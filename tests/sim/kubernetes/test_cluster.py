@@ -106,3 +106,18 @@ def test_with_dra_each_node_publishes_a_resource_slice(clock: Clock) -> None:
 def test_building_is_deterministic() -> None:
     first, second = build(load_spec("demo")), build(load_spec("demo"))
     assert first.nodes == second.nodes
+
+
+def test_the_topology_spec_nodes_carry_block_rack_and_clique_labels(clock: Clock) -> None:
+    simulated = SimulatedCluster.from_spec(load_spec("topology"), clock=clock).start()
+    try:
+        core = client_for(client.CoreV1Api, simulated.kube)
+        rack = core.list_node(
+            label_selector="cloud.provider.com/topology-block=b2,cloud.provider.com/topology-rack=r3"
+        ).items
+        assert [n.metadata.name for n in rack] == [f"h100-b2-r3-{k:04d}" for k in range(8)]
+        assert len({n.metadata.labels["nvidia.com/gpu.clique"] for n in rack}) == 1
+        assert rack[0].metadata.labels["kubernetes.io/hostname"] == "h100-b2-r3-0000"
+        assert len(core.list_node(label_selector="nvidia.com/gpu.clique").items) == 64
+    finally:
+        simulated.close()
