@@ -46,6 +46,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
+from typing import Any
 
 from scheduling.core import yaml_documents
 from scheduling.core.types import (
@@ -222,7 +223,7 @@ def _spread(pool: NodePool, raw: object, path: str) -> tuple[NodePool, ...]:
     return tuple(pools)
 
 
-def _pool(doc: dict[str, object], path: str) -> NodePool:
+def _pool(doc: dict[str, Any], path: str) -> NodePool:
     topology = str(doc.get("topology", ""))
     if topology not in PRESETS:
         raise SpecError(f"{path}.topology {topology!r} is not one of {', '.join(sorted(PRESETS))}")

@@ -9,7 +9,9 @@ Status errors, on a threaded stdlib server bound to loopback.
 GET lists (or watches with `watch=true`), POST creates, PUT replaces, PATCH patches (merge,
 strategic merge for built-in kinds, JSON patch), DELETE deletes (DeleteOptions from the query and
 the body); POST on pods/binding binds, on pods/eviction evicts. `dryRun=All` writes nothing.
-kubectl's `as=Table` requests get a server-side Table (sim/kubernetes/tables.py).
+Bodies may be JSON, YAML or (built-in kinds) protobuf; answers are JSON, or the Table and
+partial-metadata shapes kubectl asks for (sim/kubernetes/negotiation.py, tables.py). A resource
+served in another shape than it is stored (core/v1 events) is converted on the way out.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubernetes import client
 
-from sim.kubernetes import binding, discovery, errors, eviction, selectors, tables
+from sim.kubernetes import binding, discovery, errors, eviction, negotiation, selectors, tables
 from sim.kubernetes.errors import ApiError
-from sim.kubernetes.registry import Registry
+from sim.kubernetes.kinds import rules_for, view_for
+from sim.kubernetes.registry import Page, Registry
 from sim.kubernetes.resources import TABLE, Resource, core, resource
 from sim.kubernetes.watch import DEFAULT_TIMEOUT_S, WatchRequest, stream
 
@@ -35,6 +38,12 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _TRUE = ("true", "1")
+# What the API server warns when a delete leaves the propagation to a kind whose default orphans
+# the dependents (batch/v1 Jobs: pkg/registry/batch/job/storage/storage.go).
+ORPHAN_WARNING = (
+    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+    "to remove them or set propagationPolicy=Orphan to suppress this warning"
+)
 
 
 class ApiServer:
@@ -107,8 +116,8 @@ class ApiServer:
             with self.registry.lock:
                 self.requests.append((method, handler.path))
         try:
-            body = _body(handler)
-            result = self.route(method, parts.path, query, body, handler)
+            raw = _read(handler)
+            result = self.route(method, parts.path, query, raw, handler)
         except ApiError as exc:
             handler.send_json(exc.code, exc.status())
             return
@@ -120,7 +129,7 @@ class ApiServer:
             handler.send_json(*result)
 
     def route(
-        self, method: str, path: str, query: dict[str, str], body: Any, handler: _Handler
+        self, method: str, path: str, query: dict[str, str], raw: bytes, handler: _Handler
     ) -> tuple[int, Obj] | None:
         segments = [s for s in path.split("/") if s]
         if segments in (["healthz"], ["readyz"], ["livez"]):
@@ -128,9 +137,15 @@ class ApiServer:
             return None
         if segments == ["version"]:
             return 200, discovery.VERSION
+        if segments[:2] == ["openapi", "v3"]:
+            found_doc = discovery.openapi_v3("/".join(segments[2:]), self.served)
+            if found_doc is None:
+                handler.send_text(404, "404 page not found")
+            return None if found_doc is None else (200, found_doc)
         if not segments or segments[0] not in ("api", "apis"):
             handler.send_text(404, "404 page not found")
             return None
+        negotiation.check_accept(handler.headers.get("Accept"))
         if segments[0] == "api":
             group, rest = "", segments[1:]
             if not rest:
@@ -150,7 +165,7 @@ class ApiServer:
             if listing is None:
                 raise errors.path_not_found()
             return 200, listing
-        return self._resource_route(method, group, version, rest, query, body, handler)
+        return self._resource_route(method, group, version, rest, query, raw, handler)
 
     def _resource_route(
         self,
@@ -159,7 +174,7 @@ class ApiServer:
         version: str,
         rest: list[str],
         query: dict[str, str],
-        body: Any,
+        raw: bytes,
         handler: _Handler,
     ) -> tuple[int, Obj] | None:
         namespace: str | None = None
@@ -169,12 +184,17 @@ class ApiServer:
             raise errors.path_not_found()
         plural, name = rest[0], rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
+        content_type = handler.headers.get("Content-Type")
         if group == "" and plural == "bindings" and namespace and method == "POST" and not name:
+            body = negotiation.decode_body(raw, content_type, custom=False, patch=False)
             name = str(((body or {}).get("metadata") or {}).get("name") or "")
             return 201, self._bind(namespace, name, body)
         found = resource(group, plural)
         if found is None or version not in self.served[found.key]:
             raise errors.path_not_found()
+        body = negotiation.decode_body(
+            raw, content_type, custom=found.custom, patch=method == "PATCH"
+        )
         if (namespace is not None) != found.namespaced and (name or method != "GET"):
             raise errors.path_not_found()
         if sub and sub not in found.subresources:
@@ -191,7 +211,8 @@ class ApiServer:
                 return 201, self._bind(space, name, body)
             return 201, eviction.evict(api, space, name, body)
         if method == "GET":
-            return 200, _served(api.read(found, space, name), found, version)
+            served = _served(api.read(found, space, name), found, version)
+            return 200, self._shaped(found, version, [served], handler, query, single=True)
         if method == "PUT":
             obj = api.replace(found, space, name, body, subresource=sub, dry_run=dry_run)
             return 200, _served(obj, found, version)
@@ -205,9 +226,48 @@ class ApiServer:
                     self.status_patches.append((space, name, body))
             return 200, _served(obj, found, version)
         if method == "DELETE" and not sub:
-            code, obj = api.delete(found, space, name, _delete_options(query, body))
+            options = _delete_options(query, body)
+            code, obj = api.delete(found, space, name, options)
+            _warn_orphaning(found, options, handler)
             return code, _served(obj, found, version)
         raise errors.method_not_allowed()
+
+    def _shaped(
+        self,
+        found: Resource,
+        version: str,
+        items: list[Obj],
+        handler: _Handler,
+        query: dict[str, str],
+        *,
+        single: bool = False,
+        page: Page | None = None,
+    ) -> Obj:
+        """The answer in the shape the client asked for: the object or list as served, a Table,
+        or partial metadata."""
+        shape = negotiation.wanted_shape(handler.headers.get("Accept"))
+        meta: Obj = {}
+        if page is not None:
+            meta["resourceVersion"] = str(page.revision)
+            if page.continue_token:
+                meta["continue"] = page.continue_token
+            if page.remaining is not None:
+                meta["remainingItemCount"] = page.remaining
+        if shape == "Table":
+            include = query.get("includeObject", "Metadata")
+            return tables.table(found, items, self.registry.now(), meta, include)
+        if shape == "PartialObjectMetadata" and single:
+            return tables.partial(items[0])
+        if shape == "PartialObjectMetadataList" and not single:
+            return tables.partial_list(items, meta)
+        if shape:
+            raise errors.ApiError(
+                406, "NotAcceptable", f"as={shape} is not available for this request"
+            )
+        if single:
+            return items[0]
+        return {"apiVersion": found.api_version(version), "kind": found.list_kind,
+                "metadata": meta, "items": items}  # fmt: skip
 
     def _collection(
         self,
@@ -233,32 +293,27 @@ class ApiServer:
                 limit=_int(query, "limit", 0),
                 token=query.get("continue", ""),
             )
-            if tables.wanted(handler.headers.get("Accept", "")):
-                return 200, tables.table(found, page, api.now())
-            meta: Obj = {"resourceVersion": str(page.revision)}
-            if page.continue_token:
-                meta["continue"] = page.continue_token
-            if page.remaining is not None:
-                meta["remainingItemCount"] = page.remaining
             items = [_served(o, found, version) for o in page.items]
-            doc = {"apiVersion": found.api_version(version), "kind": found.list_kind}
-            return 200, {**doc, "metadata": meta, "items": items}
+            return 200, self._shaped(found, version, items, handler, query, page=page)
         if method == "POST":
             if namespace is None and found.namespaced:
                 raise errors.method_not_allowed()
             obj = api.create(found, namespace or "", body, dry_run=query.get("dryRun") == "All")
             return 201, _served(obj, found, version)
         if method == "DELETE":
+            options = _delete_options(query, body)
             deleted = api.delete_collection(
                 found,
                 namespace,
                 label_selector=labels,
                 field_selector=fields,
-                options=_delete_options(query, body),
+                options=options,
             )
+            _warn_orphaning(found, options, handler)
             doc = {"apiVersion": found.api_version(version), "kind": found.list_kind}
             meta = {"resourceVersion": str(api.storage.revision)}
-            return 200, {**doc, "metadata": meta, "items": deleted}
+            items = [_served(o, found, version) for o in deleted]
+            return 200, {**doc, "metadata": meta, "items": items}
         raise errors.method_not_allowed()
 
     def _bind(self, namespace: str, name: str, body: Any) -> Obj:
@@ -283,9 +338,23 @@ class ApiServer:
             since = int(since_text) if since_text not in ("", "0") else None
         except ValueError as exc:
             raise errors.bad_request(f"invalid resource version: {since_text}") from exc
+        shape = negotiation.wanted_shape(handler.headers.get("Accept"))
+        include = query.get("includeObject", "Metadata")
+
+        def render(obj: Obj) -> Obj:
+            served = _served(obj, found, version)
+            if shape == "Table":
+                meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                return tables.table(found, [served], self.registry.now(), meta, include)
+            if shape == "PartialObjectMetadata":
+                return tables.partial(served)
+            return served
+
         request = WatchRequest(
             resource=found,
             api_version=found.api_version(version),
+            render=render,
+            render_key=f"{version}|{shape}|{include}",
             namespace=namespace,
             labels=selectors.parse_labels(query.get("labelSelector")),
             fields=selectors.parse_fields(query.get("fieldSelector"), found),
@@ -346,6 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:  # noqa: N802
         self.server.api.dispatch(self, "DELETE")
 
+    def parse_request(self) -> bool:
+        self.warnings: list[str] = []  # Warning headers of this request's answer
+        return super().parse_request()
+
     def send_json(self, code: int, doc: Obj) -> None:
         self._send(code, json.dumps(doc).encode(), "application/json")
 
@@ -354,6 +427,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, data: bytes, content_type: str) -> None:
         self.send_response(code)
+        for warning in self.warnings:
+            self.send_header("Warning", f'299 - "{warning}"')
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -378,15 +453,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _body(handler: _Handler) -> Any:
+def _read(handler: _Handler) -> bytes:
     length = int(handler.headers.get("Content-Length") or 0)
-    raw = handler.rfile.read(length) if length else b""
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+    return handler.rfile.read(length) if length else b""
+
+
+def _warn_orphaning(found: Resource, options: Obj, handler: _Handler) -> None:
+    if rules_for(found.key).default_propagation != "Orphan":
+        return
+    if options.get("propagationPolicy") is None and options.get("orphanDependents") is None:
+        handler.warnings.append(ORPHAN_WARNING)
 
 
 def _int(query: dict[str, str], key: str, default: int) -> int:
@@ -413,7 +489,11 @@ def _delete_options(query: dict[str, str], body: Any) -> Obj:
 
 
 def _served(obj: Obj, found: Resource, version: str) -> Obj:
-    api_version = found.api_version(version)
-    if obj.get("kind") == "Status" or obj.get("apiVersion") == api_version:
+    """A stored object as `found` serves it at `version` (Status bodies as they are)."""
+    if obj.get("kind") == "Status":
         return obj
-    return {**obj, "apiVersion": api_version}
+    view = view_for(found.key)
+    if view is not None:
+        obj = view.out(obj)
+    api_version = found.api_version(version)
+    return obj if obj.get("apiVersion") == api_version else {**obj, "apiVersion": api_version}

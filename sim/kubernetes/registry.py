@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sim.kubernetes import errors, patches, selectors
-from sim.kubernetes.kinds import rules_for
+from sim.kubernetes.kinds import rules_for, view_for
 from sim.kubernetes.meta import clone, new_uid, rfc3339, validate_metadata
-from sim.kubernetes.resources import BY_KEY, TABLE, Resource, core
+from sim.kubernetes.resources import BY_KEY, STORED, Resource, core, stored
 from sim.kubernetes.store import Change, Storage
 
 Obj = dict[str, Any]
@@ -256,15 +256,17 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
     ) -> Obj:
+        view = view_for(resource.key)
         with self.lock:
             old = self.read(resource, namespace, name)
+            base = view.out(old) if view else old  # a patch applies to the served shape
             try:
                 if content_type == patches.MERGE:
-                    new = patches.merge_patch(old, body)
+                    new = patches.merge_patch(base, body)
                 elif content_type == patches.STRATEGIC and not resource.custom:
-                    new = patches.strategic_merge(old, body)
+                    new = patches.strategic_merge(base, body)
                 elif content_type == patches.JSON_PATCH:
-                    new = patches.json_patch(old, body)
+                    new = patches.json_patch(base, body)
                 else:
                     accepted = [patches.JSON_PATCH, patches.MERGE]
                     if not resource.custom:
@@ -276,6 +278,8 @@ class Registry:
                 raise errors.bad_request("the patch does not leave an object with metadata")
             if new["metadata"].get("name") != name:
                 raise errors.bad_request("metadata.name: the patch may not change the name")
+            if view:
+                new = view.into(new)
             if isinstance(body, dict):
                 self._check_version(
                     resource, old, (body.get("metadata") or {}).get("resourceVersion")
@@ -313,7 +317,8 @@ class Registry:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
-        new["apiVersion"], new["kind"] = resource.api_version(), resource.kind
+        kept = stored(resource)
+        new["apiVersion"], new["kind"] = kept.api_version(), kept.kind
         rules = rules_for(resource.key)
         problems = validate_metadata(
             new["metadata"], namespaced=resource.namespaced, dns_label=rules.dns_label_names
@@ -363,11 +368,10 @@ class Registry:
         with self.lock:
             old = self.read(resource, namespace, name)
             self._check_preconditions(resource, old, options.get("preconditions") or {})
-            policy = _propagation(options)
+            rules = rules_for(resource.key)
+            policy = _propagation(options, rules.default_propagation)
             requested = options.get("gracePeriodSeconds")
-            grace = rules_for(resource.key).grace_period_s(
-                old, int(requested) if requested is not None else None
-            )
+            grace = rules.grace_period_s(old, int(requested) if requested is not None else None)
             meta = old["metadata"]
             if meta.get("deletionTimestamp"):
                 return 200, self._delete_again(resource, old, grace)
@@ -515,7 +519,7 @@ class Registry:
         obj["status"] = {"phase": "Terminating"}
         self.storage.put(core("namespaces"), obj)
         name = obj["metadata"]["name"]
-        for resource in TABLE:
+        for resource in STORED:
             if resource.namespaced:
                 for item in self.storage.items(resource, name):
                     if not item["metadata"].get("deletionTimestamp"):
@@ -527,7 +531,7 @@ class Registry:
         space = self.storage.get(core("namespaces"), "", name)
         if space is None or not space["metadata"].get("deletionTimestamp"):
             return None
-        if any(self.storage.count(r, name) for r in TABLE if r.namespaced):
+        if any(self.storage.count(r, name) for r in STORED if r.namespaced):
             return None
         return self.storage.remove(core("namespaces"), "", name).obj
 
@@ -561,7 +565,8 @@ def decode(resource: Resource, body: Any) -> Obj:
     if not isinstance(obj.get("metadata") or {}, dict):
         raise errors.bad_request("metadata must be an object")
     obj["metadata"] = obj.get("metadata") or {}
-    return obj
+    view = view_for(resource.key)
+    return view.into(obj) if view else obj
 
 
 def _spec_of(obj: Obj) -> Obj:
@@ -573,11 +578,11 @@ def _where(obj: Obj) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta["name"])
 
 
-def _propagation(options: Obj) -> str:
+def _propagation(options: Obj, default: str) -> str:
     policy = options.get("propagationPolicy")
     if policy is None and options.get("orphanDependents") is not None:
         policy = "Orphan" if options["orphanDependents"] else "Background"
-    policy = policy or "Background"
+    policy = policy or default
     if policy not in ("Background", "Foreground", "Orphan"):
         raise errors.bad_request(
             f'propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", '

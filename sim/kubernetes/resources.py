@@ -9,6 +9,11 @@ subresource else starts with an empty one), and whether a delete answers with th
 a Status. Custom resources (the CRD-backed kinds: pod groups, Kueue, NodeResourceTopology) do
 not accept strategic merge patches, as the API server refuses them for CRDs.
 
+A row may be another version of a stored resource (`stored_as`): core/v1 events are the
+events.k8s.io/v1 events in another shape, as both are one storage in the API server. Its objects
+are converted on the way in and out (sim/kubernetes/kinds/events.py), and its field selectors
+read the stored object's paths (`field_paths`).
+
 Shapes are those of the Kubernetes API reference (kubernetes.io/docs/reference/kubernetes-api/),
 the scheduler-plugins and Volcano CRDs, Kueue's v1beta2 API reference and the NFD
 NodeResourceTopology API; docs/kubernetes.md cites each.
@@ -37,10 +42,19 @@ class Resource:
     status_on_create: bool = False
     returns_deleted_object: bool = False
     custom: bool = False  # served by a CRD in a real cluster
+    stored_as: str = ""  # the key of the resource whose objects these are, in another shape
+    field_paths: tuple[tuple[str, str], ...] = ()  # field selector -> path in the stored object
 
     @property
     def key(self) -> str:
         return f"{self.group}/{self.plural}"
+
+    @property
+    def storage_key(self) -> str:
+        return self.stored_as or self.key
+
+    def field_path(self, selector: str) -> str:
+        return dict(self.field_paths).get(selector, selector)
 
     @property
     def storage_version(self) -> str:
@@ -81,15 +95,28 @@ POD_FIELDS = (
     "status.phase",
     "status.nominatedNodeName",
 )
+# pkg/apis/events/v1/conversion.go and pkg/apis/core/v1/conversion.go (the field labels each
+# version accepts), over the one field set of pkg/registry/core/event/strategy.go.
 EVENT_FIELDS = (
     "regarding.kind",
     "regarding.name",
     "regarding.namespace",
     "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
     "reason",
     "reportingController",
     "type",
 )
+CORE_EVENT_PATHS = (
+    *((f"involvedObject.{f}", f"regarding.{f}")
+      for f in ("kind", "name", "namespace", "uid", "apiVersion", "resourceVersion", "fieldPath")),
+    ("reason", "reason"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource.component"),
+    ("type", "type"),
+)  # fmt: skip
 
 R = Resource
 TABLE: tuple[Resource, ...] = (
@@ -101,10 +128,14 @@ TABLE: tuple[Resource, ...] = (
     R("", ("v1",), "pods", "Pod", True, ("status", "binding", "eviction"), ("po",), POD_FIELDS,
       returns_deleted_object=True),
     R("", ("v1",), "configmaps", "ConfigMap", True, (), ("cm",), tracks_generation=False),
+    R("", ("v1",), "events", "Event", True, (), ("ev",), tuple(p for p, _ in CORE_EVENT_PATHS),
+      tracks_generation=False, stored_as="events.k8s.io/events", field_paths=CORE_EVENT_PATHS),
     # events.k8s.io, coordination, policy, scheduling
     R("events.k8s.io", ("v1",), "events", "Event", True, (), ("ev",), EVENT_FIELDS,
       tracks_generation=False),
     R("coordination.k8s.io", ("v1",), "leases", "Lease", True, tracks_generation=False),
+    R("batch", ("v1",), "jobs", "Job", True, ("status",), (), ("status.successful",),
+      field_paths=(("status.successful", "status.succeeded"),)),
     R("policy", ("v1",), "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",),
       ("pdb",)),
     R("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False, (), ("pc",),
@@ -153,12 +184,20 @@ def core(plural: str) -> Resource:
     return BY_KEY[f"/{plural}"]
 
 
+def stored(resource: Resource) -> Resource:
+    """The resource whose objects `resource` serves (itself, unless it is another shape)."""
+    return BY_KEY[resource.storage_key]
+
+
+STORED = tuple(r for r in TABLE if not r.stored_as)  # every stored resource once
+
+
 def named(key: str) -> Resource:
     """A resource by `group/plural` (`/pods`, `policy/poddisruptionbudgets`) or by a bare plural
     that only one group serves (`pods`, `leases`)."""
     if key in BY_KEY:
         return BY_KEY[key]
-    matches = [r for r in TABLE if r.plural == key]
+    matches = [r for r in STORED if r.plural == key]
     if len(matches) != 1:
         raise KeyError(f"{key!r} names {len(matches)} resources; use group/plural")
     return matches[0]

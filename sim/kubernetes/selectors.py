@@ -144,8 +144,9 @@ def from_object(selector: Mapping[str, Any] | None) -> LabelSelector:
 
 # --- field selectors ------------------------------------------------------------------------
 
-FieldTerm = tuple[str, bool, str]  # field, negated, value
+FieldTerm = tuple[str, bool, str]  # path in the stored object, negated, value
 _ALWAYS = ("metadata.name", "metadata.namespace")
+_ABSENT = {"spec.unschedulable": "false", "status.succeeded": "0"}  # what a missing field reads
 
 
 def parse_fields(text: str | None, resource: Resource) -> tuple[FieldTerm, ...]:
@@ -162,7 +163,7 @@ def parse_fields(text: str | None, resource: Resource) -> tuple[FieldTerm, ...]:
         field = field.strip()
         if field not in _ALWAYS and field not in resource.field_selectors:
             raise errors.bad_request(f"field label not supported: {field}")
-        terms.append((field, op == "!=", value.strip()))
+        terms.append((resource.field_path(field), op == "!=", value.strip()))
     return tuple(terms)
 
 
@@ -173,7 +174,7 @@ def field_value(obj: Obj, field: str) -> str:
     if isinstance(current, bool):
         return "true" if current else "false"
     if current is None:
-        return "false" if field == "spec.unschedulable" else ""
+        return _ABSENT.get(field, "")
     return str(current)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.kubernetes import errors
-from sim.kubernetes.resources import TABLE, Resource
+from sim.kubernetes.resources import STORED, Resource, stored
 
 Obj = dict[str, Any]
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -35,15 +35,27 @@ class Change:
     resource: Resource
     obj: Obj  # the new state; for DELETED the last state, carrying the deletion's revision
     previous: Obj | None
-    _lines: dict[tuple[str, str, str], bytes] = field(default_factory=dict)
+    _lines: dict[tuple[str, str, str, str], bytes] = field(default_factory=dict)
 
-    def line(self, kind: str, obj: Obj, api_version: str, *, variant: str = "") -> bytes:
+    def line(
+        self,
+        kind: str,
+        obj: Obj,
+        api_version: str,
+        *,
+        variant: str = "",
+        render: Callable[[Obj], Obj] | None = None,
+        shape: str = "",
+    ) -> bytes:
         """The watch line `{"type","object"}` for `obj` (this change's object, or a `variant` of
-        it such as its previous state), encoded once per served version."""
-        key = (kind, variant, api_version)
+        it such as its previous state), encoded once per served version and `shape` (what
+        `render` makes of it: another version's shape, a Table row)."""
+        key = (kind, variant, api_version, shape)
         cached = self._lines.get(key)
         if cached is None:
-            if obj.get("apiVersion") != api_version:
+            if render is not None:
+                obj = render(obj)
+            elif obj.get("apiVersion") != api_version:
                 obj = {**obj, "apiVersion": api_version}
             cached = (json.dumps({"type": kind, "object": obj}) + "\n").encode()
             self._lines[key] = cached
@@ -55,10 +67,11 @@ class Storage:
         self.lock = threading.RLock()
         self.revision = 1
         self.history_limit = history_limit
-        self._objects: dict[str, dict[str, dict[str, Obj]]] = {r.key: {} for r in TABLE}
-        self._history: dict[str, deque[Change]] = {r.key: deque() for r in TABLE}
-        self._compacted: dict[str, int] = {r.key: 0 for r in TABLE}
-        self._changed = {r.key: threading.Condition(self.lock) for r in TABLE}
+        # By storage key: a resource served in another shape (core/v1 events) shares its store.
+        self._objects: dict[str, dict[str, dict[str, Obj]]] = {r.key: {} for r in STORED}
+        self._history: dict[str, deque[Change]] = {r.key: deque() for r in STORED}
+        self._compacted: dict[str, int] = {r.key: 0 for r in STORED}
+        self._changed = {r.key: threading.Condition(self.lock) for r in STORED}
         self.by_uid: dict[str, tuple[Resource, str, str]] = {}
         self.dependents: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> objects
         self.listeners: list[Callable[[Change], None]] = []
@@ -66,12 +79,12 @@ class Storage:
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, resource: Resource, namespace: str, name: str) -> Obj | None:
-        return self._objects[resource.key].get(namespace, {}).get(name)
+        return self._objects[resource.storage_key].get(namespace, {}).get(name)
 
     def items(self, resource: Resource, namespace: str | None = None) -> list[Obj]:
         """Objects in key order: by namespace, then name."""
         with self.lock:
-            spaces = self._objects[resource.key]
+            spaces = self._objects[resource.storage_key]
             names = [namespace] if namespace is not None else sorted(spaces)
             out: list[Obj] = []
             for space in names:
@@ -80,7 +93,7 @@ class Storage:
             return out
 
     def count(self, resource: Resource, namespace: str | None = None) -> int:
-        spaces = self._objects[resource.key]
+        spaces = self._objects[resource.storage_key]
         if namespace is not None:
             return len(spaces.get(namespace, {}))
         return sum(len(objects) for objects in spaces.values())
@@ -93,10 +106,11 @@ class Storage:
 
     def put(self, resource: Resource, obj: Obj) -> Change:
         """Store `obj` (a fresh dict nobody else changes) as the new state of its key."""
+        resource = stored(resource)
         with self.lock:
             meta = obj["metadata"]
             namespace, name = str(meta.get("namespace") or ""), str(meta["name"])
-            spaces = self._objects[resource.key]
+            spaces = self._objects[resource.storage_key]
             previous = spaces.get(namespace, {}).get(name)
             self.revision += 1
             meta["resourceVersion"] = str(self.revision)
@@ -106,8 +120,9 @@ class Storage:
             return self._record(Change(self.revision, kind, resource, obj, previous))
 
     def remove(self, resource: Resource, namespace: str, name: str) -> Change:
+        resource = stored(resource)
         with self.lock:
-            spaces = self._objects[resource.key]
+            spaces = self._objects[resource.storage_key]
             previous = spaces[namespace].pop(name)
             if not spaces[namespace]:
                 del spaces[namespace]
@@ -156,10 +171,10 @@ class Storage:
     def changes_since(self, resource: Resource, revision: int) -> list[Change]:
         """Every change of `resource` after `revision`; 410 Expired when some were compacted."""
         with self.lock:
-            compacted = self._compacted[resource.key]
+            compacted = self._compacted[resource.storage_key]
             if revision < compacted:
                 raise errors.expired(f"too old resource version: {revision} ({compacted})")
-            history = self._history[resource.key]
+            history = self._history[resource.storage_key]
             if not history or history[-1].revision <= revision:
                 return []
             start = bisect.bisect_right(history, revision, key=lambda c: c.revision)
@@ -168,13 +183,13 @@ class Storage:
     def wait(self, resource: Resource, revision: int, timeout_s: float) -> None:
         """Block until `resource` changes after `revision` or the timeout passes."""
         with self.lock:
-            history = self._history[resource.key]
+            history = self._history[resource.storage_key]
             if history and history[-1].revision > revision:
                 return
-            self._changed[resource.key].wait(timeout_s)
+            self._changed[resource.storage_key].wait(timeout_s)
 
     def compacted(self, resource: Resource) -> int:
-        return self._compacted[resource.key]
+        return self._compacted[resource.storage_key]
 
     def compact(self) -> None:
         """Forget all history: a watch from any version before now gets 410 Expired."""
@@ -190,6 +205,6 @@ class Storage:
                 condition.notify_all()
 
     def all_objects(self) -> Iterator[tuple[Resource, Obj]]:
-        for r in TABLE:
+        for r in STORED:
             for obj in self.items(r):
                 yield r, obj

@@ -41,6 +41,8 @@ class WatchRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     bookmarks: bool = False
     initial_events_end: bool = False
+    render: Callable[[Obj], Obj] | None = None  # a stored object as this watch serves it
+    render_key: str = ""  # watches with the same key render alike (and share encoded lines)
 
     def passes(self, obj: Obj | None) -> bool:
         if obj is None:
@@ -56,17 +58,27 @@ class WatchRequest:
 def event_for(request: WatchRequest, change: Change) -> bytes | None:
     now = change.type != DELETED and request.passes(change.obj)
     before = request.passes(change.previous)
+
+    def line(kind: str, obj: Obj, variant: str = "") -> bytes:
+        return change.line(
+            kind,
+            obj,
+            request.api_version,
+            variant=variant,
+            render=request.render,
+            shape=request.render_key,
+        )
+
     if now:
-        kind = MODIFIED if before else ADDED
-        return change.line(kind, change.obj, request.api_version)
+        return line(MODIFIED if before else ADDED, change.obj)
     if not before:
         return None
     if change.type == DELETED:
-        return change.line(DELETED, change.obj, request.api_version)
+        return line(DELETED, change.obj)
     assert change.previous is not None
     left = {**change.previous, "metadata": dict(change.previous["metadata"])}
     left["metadata"]["resourceVersion"] = str(change.revision)
-    return change.line(DELETED, left, request.api_version, variant="left the selector")
+    return line(DELETED, left, "left the selector")
 
 
 def _line(kind: str, obj: Obj) -> bytes:
@@ -96,7 +108,8 @@ def stream(
         else:
             cursor, initial = request.since, []
     for obj in initial:
-        write(_line(ADDED, _served(obj, request.api_version)))
+        served = request.render(obj) if request.render else _served(obj, request.api_version)
+        write(_line(ADDED, served))
     if request.initial_events_end and request.bookmarks:
         write(_bookmark(request, cursor, initial_end=True))
     next_bookmark = started + bookmark_interval_s

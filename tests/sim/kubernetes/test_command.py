@@ -162,5 +162,5 @@ def test_kubectl_reads_it_through_the_written_kubeconfig(fakekube: Running) -> N
     table = subprocess.run(
         [kubectl, "get", "nodes"], env=env, capture_output=True, text=True, timeout=60
     )
-    assert table.stdout.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    assert table.stdout.splitlines()[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert "Ready" in table.stdout.splitlines()[1]
