@@ -74,4 +74,7 @@ class SimulatedCluster:
         self.kube.close()
 
     def run_once(self) -> KubeletReport:
-        return self.kubelets.run_once()
+        """The kubelets' step, then the controllers' (Job deadlines and back-offs)."""
+        report = self.kubelets.run_once()
+        self.kube.jobs.tick()
+        return report

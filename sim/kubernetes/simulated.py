@@ -1,5 +1,6 @@
-"""One simulated Kubernetes API: the store and its controllers, the HTTP API server, and the
-objects a fresh cluster has (the default namespaces, the system PriorityClasses)."""
+"""One simulated Kubernetes API: the store and its controllers (the Job controller among them:
+`jobs.tick()` lets time act on Jobs), the HTTP API server, and the objects a fresh cluster has
+(the default namespaces, the system PriorityClasses)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kubernetes import client
 
 from sim.kubernetes import controllers
 from sim.kubernetes.http import ApiServer
+from sim.kubernetes.jobs import JobController
 from sim.kubernetes.kinds.scheduling import SYSTEM_CLASSES
 from sim.kubernetes.registry import Registry
 from sim.kubernetes.resources import TABLE, named
@@ -41,6 +43,8 @@ class SimulatedKubernetes(StateHelpers):
     ) -> None:
         self.registry = Registry(Storage(history_limit=history_limit), clock=clock)
         controllers.install(self.registry)
+        self.jobs = JobController(self.registry)
+        self.registry.reactions.append(self.jobs.react)
         self.server = ApiServer(
             self.registry,
             port=port,

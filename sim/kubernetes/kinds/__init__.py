@@ -9,6 +9,7 @@ from sim.kubernetes.kinds import events
 from sim.kubernetes.kinds.base import Rules, View
 from sim.kubernetes.kinds.dra import DeviceClassRules, ResourceClaimRules, ResourceSliceRules
 from sim.kubernetes.kinds.events import CoreEventRules, EventRules
+from sim.kubernetes.kinds.jobs import JobRules
 from sim.kubernetes.kinds.leases import LeaseRules
 from sim.kubernetes.kinds.pods import PodRules
 from sim.kubernetes.kinds.policy import PodDisruptionBudgetRules
@@ -26,6 +27,7 @@ RULES: dict[str, Rules] = {
     "events.k8s.io/events": EventRules(),
     "/events": CoreEventRules(),
     "coordination.k8s.io/leases": LeaseRules(),
+    "batch/jobs": JobRules(),
     "policy/poddisruptionbudgets": PodDisruptionBudgetRules(),
     "scheduling.k8s.io/priorityclasses": PriorityClassRules(),
     "scheduling.k8s.io/podgroups": KubernetesPodGroupRules(),

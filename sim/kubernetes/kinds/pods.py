@@ -62,13 +62,7 @@ class PodRules(Rules):
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
             raise errors.bad_request("spec must be an object")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-            if isinstance(container, dict):
-                _default_requests(container)
+        default_spec(spec)
         _admit_priority(api, obj)
         tolerations = spec.setdefault("tolerations", [])
         for default in DEFAULT_TOLERATIONS:
@@ -85,7 +79,7 @@ class PodRules(Rules):
     ) -> list[FieldError]:
         if subresource == "status":
             return _validate_status(obj)
-        problems = _validate_spec(obj.get("spec"))
+        problems = validate_spec(obj.get("spec"))
         if old is not None:
             problems += _validate_update(obj.get("spec") or {}, old.get("spec") or {})
         return problems
@@ -97,6 +91,17 @@ class PodRules(Rules):
         if requested is not None:
             return max(0, requested)
         return int(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
+
+
+def default_spec(spec: Obj) -> None:
+    """SetDefaults_PodSpec's defaults the simulation reads (pods, and the pod templates of Jobs)."""
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if isinstance(container, dict):
+            _default_requests(container)
 
 
 def _default_requests(container: Obj) -> None:
@@ -169,18 +174,19 @@ def _q(value: object) -> Decimal | None:
         return None
 
 
-def _validate_spec(spec: Any) -> list[FieldError]:
+def validate_spec(spec: Any, at: str = "spec") -> list[FieldError]:
+    """A pod spec's checks, reported under `at` (`spec.template.spec` in a Job)."""
     if not isinstance(spec, dict):
-        return [errors.required("spec")]
+        return [errors.required(at)]
     problems: list[FieldError] = []
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
-        problems.append(errors.required("spec.containers"))
+        problems.append(errors.required(f"{at}.containers"))
         containers = []
     seen: set[str] = set()
     for group in ("initContainers", "containers"):
         for k, container in enumerate(spec.get(group) or []):
-            path = f"spec.{group}[{k}]"
+            path = f"{at}.{group}[{k}]"
             if not isinstance(container, dict):
                 problems.append(errors.invalid(path, container, "must be an object"))
                 continue
@@ -200,12 +206,14 @@ def _validate_spec(spec: Any) -> list[FieldError]:
     for k, gate in enumerate(names):
         why = qualified_name_problem(str(gate or ""))
         if why:
-            problems.append(errors.invalid(f"spec.schedulingGates[{k}].name", gate, why))
+            problems.append(errors.invalid(f"{at}.schedulingGates[{k}].name", gate, why))
         elif names.index(gate) != k:
-            problems.append(errors.duplicate(f"spec.schedulingGates[{k}].name", gate))
+            problems.append(errors.duplicate(f"{at}.schedulingGates[{k}].name", gate))
     grace = spec.get("terminationGracePeriodSeconds")
     if grace is not None and (not isinstance(grace, int) or grace < 0):
-        problems.append(errors.invalid("spec.terminationGracePeriodSeconds", grace, "must be >= 0"))
+        problems.append(
+            errors.invalid(f"{at}.terminationGracePeriodSeconds", grace, "must be >= 0")
+        )
     return problems
 
 

@@ -169,3 +169,33 @@ def test_typed_client_creates_in_protobuf(kubectl: Kubectl, sim: SimulatedCluste
     assert "pod/loose evicted" in drained and f"node/{H100} drained" in drained
     assert sim.kube.objects("pods", "team") == []
     assert sim.kube.get_object("nodes", "", H100)["spec"]["unschedulable"] is True
+
+
+def test_jobs_with_kubectl(kubectl: Kubectl, sim: SimulatedCluster, clock: Clock) -> None:
+    """`kubectl create job` (a protobuf Job with its pod template), get, describe, delete."""
+    kubectl("create", "namespace", "team")
+    created = kubectl("create", "job", "pi", "-n", "team", "--image=perl", "--", "perl", "-e", "1")
+    assert created.stdout.strip() == "job.batch/pi created"
+    stored = sim.kube.get_object("jobs", "team", "pi")
+    assert stored["spec"]["template"]["spec"]["containers"][0]["command"] == ["perl", "-e", "1"]
+    assert stored["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    clock.advance(42)
+    jobs = kubectl("get", "jobs", "-n", "team").stdout
+    assert header(jobs) == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert rows(jobs) == [["pi", "Running", "0/1", "42s", "42s"]]
+    (pod,) = sim.kube.objects("pods", "team")
+    described = kubectl("describe", "job", "pi", "-n", "team").stdout
+    assert "Pods Statuses:    1 Active (0 Ready) / 0 Succeeded / 0 Failed" in described
+    events_part = described.split("Events:")[1].splitlines()
+    created_line = events_part[3].split()
+    assert (
+        created_line[:2] == ["Normal", "SuccessfulCreate"] and created_line[3] == "job-controller"
+    )
+    assert events_part[3].endswith(f"Created pod: {pod['metadata']['name']}")
+
+    # kubectl deletes with propagationPolicy=Background: the pod goes too.
+    assert kubectl("delete", "job", "pi", "-n", "team").stdout.strip() == 'job.batch "pi" deleted'
+    assert sim.kube.objects("pods", "team") == []  # never bound: gone at once
+    assert kubectl("get", "jobs", "-n", "team", ok=False).stderr.strip() == (
+        "No resources found in team namespace."
+    )
