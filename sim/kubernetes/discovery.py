@@ -29,6 +29,7 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+IN_ALL = ("/pods", "batch/jobs")  # the served kinds of the `all` category (`kubectl get all`)
 SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "binding": ["create"],
@@ -78,6 +79,7 @@ def resource_list(group_name: str, version: str, served: dict[str, tuple[str, ..
                 "kind": r.kind,
                 "verbs": list(ALL_VERBS),
                 **({"shortNames": list(r.short_names)} if r.short_names else {}),
+                **({"categories": ["all"]} if r.key in IN_ALL else {}),
             }
         )
         for sub in r.subresources:

@@ -4,7 +4,8 @@ negotiation): request bodies by their Content-Type, answers by the Accept header
 - Bodies: JSON (also without a Content-Type), YAML, and Kubernetes' protobuf for built-in kinds
   (sim/kubernetes/protobuf.py); custom resources take no protobuf, as the API server serves CRDs
   without it. Anything else is 415 `the body of the request was in an unknown format - accepted
-  media types include: ...`. Patches carry their patch type and a JSON body.
+  media types include: ...`. Patches carry their patch type and a JSON body; a server-side
+  apply patch (application/apply-patch+yaml) is 415 too, before the object is looked up.
 - Answers are JSON. A client that accepts neither JSON nor a wildcard gets 406 `only the
   following media types are accepted: application/json`: the simulated server writes no
   protobuf or YAML. client-go's typed clients ask `application/vnd.kubernetes.protobuf,
@@ -20,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from sim.kubernetes import errors, protobuf
+from sim.kubernetes import errors, patches, protobuf
 
 JSON, YAML = "application/json", "application/yaml"
 BUILT_IN_TYPES = (JSON, YAML, protobuf.MEDIA_TYPE)
@@ -33,10 +34,14 @@ def media_type(header: str | None) -> str:
 
 def decode_body(raw: bytes, content_type: str | None, *, custom: bool, patch: bool) -> Any:
     """The request body as JSON data (None when empty)."""
+    kind = media_type(content_type)
+    if patch:  # checked even without a body: the type decides what the server does
+        if kind not in patches.accepted(custom=custom):
+            raise errors.unsupported_media_type(kind, patches.accepted(custom=custom))
+        return _json(raw) if raw else None
     if not raw:
         return None
-    kind = media_type(content_type)
-    if patch or kind in ("", JSON):
+    if kind in ("", JSON):
         return _json(raw)
     if kind == YAML:
         try:

@@ -20,6 +20,13 @@ STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
 
+
+def accepted(*, custom: bool) -> tuple[str, ...]:
+    """The patch types a resource takes: no strategic merge for custom resources (as for CRDs),
+    no server-side apply anywhere."""
+    return (JSON_PATCH, MERGE) if custom else (JSON_PATCH, MERGE, STRATEGIC)
+
+
 # Merge keys of the `patchStrategy: merge` lists, by path from the object root ("*" = any
 # element of a list). From the Go types' patchMergeKey tags (k8s.io/api core/v1, meta/v1).
 MERGE_KEYS: dict[str, str] = {

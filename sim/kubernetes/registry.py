@@ -268,10 +268,8 @@ class Registry:
                 elif content_type == patches.JSON_PATCH:
                     new = patches.json_patch(base, body)
                 else:
-                    accepted = [patches.JSON_PATCH, patches.MERGE]
-                    if not resource.custom:
-                        accepted.append(patches.STRATEGIC)
-                    raise errors.unsupported_media_type(content_type, tuple(accepted))
+                    accepted = patches.accepted(custom=resource.custom)
+                    raise errors.unsupported_media_type(content_type, accepted)
             except patches.PatchError as exc:
                 raise errors.ApiError(422, "", str(exc)) from exc
             if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):

@@ -73,6 +73,9 @@ def test_namespace_pod_events_describe_and_delete(
     again = kubectl("create", "-f", str(second), ok=False)
     assert again.returncode == 1
     assert 'pods "eval" already exists' in again.stderr
+    server_side = kubectl("apply", "--server-side", "-f", str(manifest), ok=False)
+    assert server_side.returncode == 1  # no server-side apply: refused, nothing changed
+    assert "accepted media types include: application/json-patch+json" in server_side.stderr
 
     # gpusched binds it and records the Scheduled event (events.k8s.io/v1); the kubelet starts it.
     api = KubeApi(sim.kube.api_client(), reporting_instance="gpusched-test")
@@ -184,6 +187,8 @@ def test_jobs_with_kubectl(kubectl: Kubectl, sim: SimulatedCluster, clock: Clock
     assert header(jobs) == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
     assert rows(jobs) == [["pi", "Running", "0/1", "42s", "42s"]]
     (pod,) = sim.kube.objects("pods", "team")
+    everything = kubectl("get", "all", "-n", "team").stdout
+    assert f"pod/{pod['metadata']['name']}" in everything and "job.batch/pi" in everything
     described = kubectl("describe", "job", "pi", "-n", "team").stdout
     assert "Pods Statuses:    1 Active (0 Ready) / 0 Succeeded / 0 Failed" in described
     events_part = described.split("Events:")[1].splitlines()
