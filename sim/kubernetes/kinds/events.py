@@ -86,17 +86,21 @@ RENAMED = (
     ("reportingComponent", "reportingController"),
 )
 SAME = ("reason", "type", "eventTime", "series", "action", "related", "reportingInstance")
+CORE_TO_STORED = (*RENAMED, *((key, key) for key in SAME))
+
+
+def _copy(source: Obj, target: Obj, pairs: tuple[tuple[str, str], ...]) -> Obj:
+    """`target` with source[a] as target[b] for each set (a, b) pair (unset: omitted)."""
+    for key, renamed in pairs:
+        if source.get(key) not in (None, "", 0, {}):
+            target[renamed] = source[key]
+    return target
 
 
 def to_core(event: Obj) -> Obj:
     """A stored (events.k8s.io/v1) event as core/v1 serves it."""
     core: Obj = {"apiVersion": "v1", "kind": "Event", "metadata": event["metadata"]}
-    for old, new in RENAMED:
-        if event.get(new) not in (None, "", 0, {}):
-            core[old] = event[new]
-    for key in SAME:
-        if event.get(key) not in (None, ""):
-            core[key] = event[key]
+    _copy(event, core, tuple((b, a) for a, b in CORE_TO_STORED))
     core.setdefault("involvedObject", {})
     core.setdefault("source", {})
     for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
@@ -110,13 +114,7 @@ def from_core(core: Obj) -> Obj:
     """A core/v1 event body as it is stored (events.k8s.io/v1)."""
     event: Obj = {"apiVersion": "events.k8s.io/v1", "kind": "Event"}
     event["metadata"] = core.get("metadata") or {}
-    for old, new in RENAMED:
-        if core.get(old) not in (None, "", 0, {}):
-            event[new] = core[old]
-    for key in SAME:
-        if core.get(key) not in (None, ""):
-            event[key] = core[key]
-    return event
+    return _copy(core, event, CORE_TO_STORED)
 
 
 class CoreEventRules(Rules):
