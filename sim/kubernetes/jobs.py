@@ -185,8 +185,14 @@ class JobController:
     # --- one Job -----------------------------------------------------------------------------
 
     def _pods(self, job: Obj) -> list[Obj]:
-        uid, namespace = job["metadata"]["uid"], job["metadata"]["namespace"]
-        return [p for p in self.api.storage.items(PODS, namespace) if controller_uid(p) == uid]
+        """The pods the Job controls, by the store's owner index, in name order."""
+        uid = job["metadata"]["uid"]
+        found = []
+        for key, namespace, name in sorted(self.api.storage.dependents.get(uid, ())):
+            pod = self.api.storage.get(PODS, namespace, name) if key == PODS.key else None
+            if pod is not None and controller_uid(pod) == uid:
+                found.append(pod)
+        return found
 
     def _sync(self, namespace: str, name: str) -> None:
         job = self.api.storage.get(JOBS, namespace, name)

@@ -175,9 +175,10 @@ class Registry:
                 meta.pop("generation", None)
             if resource.has_status and not resource.status_on_create:
                 obj.pop("status", None)
-            rules.prepare_create(self, obj)
+            # The name first (the store's generateName retry, 1.31+), so defaults see it.
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = self._generate_name(resource, namespace, str(meta["generateName"]))
+            rules.prepare_create(self, obj)
             name = str(meta.get("name") or "")
             problems = validate_metadata(
                 meta, namespaced=resource.namespaced, dns_label=rules.dns_label_names

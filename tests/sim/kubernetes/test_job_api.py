@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -17,6 +18,7 @@ from tests.sim.kubernetes.helpers import Clock, client_for, status
 from tests.sim.kubernetes.jobs import NAMESPACE, batch, bind_all, job, pods_of
 
 TRACKING = "batch.kubernetes.io/job-tracking"
+INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def test_served_at_batch_v1_with_discovery(sim: SimulatedCluster) -> None:
@@ -196,3 +198,58 @@ def test_the_job_table_kubectl_reads(sim: SimulatedCluster, clock: Clock) -> Non
         f"batch.kubernetes.io/controller-uid={uid}",
     ]  # fmt: skip
     assert row["object"]["kind"] == "PartialObjectMetadata"
+
+
+# kubernetes-sigs/kueue site/static/examples/tas/sample-job-required.yaml, as Kueue's Topology
+# Aware Scheduling documentation writes it.
+KUEUE_TAS_SAMPLE = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: tas-sample-required
+  labels:
+    kueue.x-k8s.io/queue-name: tas-user-queue
+spec:
+  parallelism: 10
+  completions: 10
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: "cloud.provider.com/topology-rack"
+    spec:
+      containers:
+      - name: dummy-job
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: ["pause"]
+        resources:
+          requests:
+            cpu: "1"
+            memory: "200Mi"
+      restartPolicy: Never
+"""
+
+
+def test_kueues_tas_sample_job_held_placed_and_released(sim: SimulatedCluster) -> None:
+    body = yaml.safe_load(KUEUE_TAS_SAMPLE)
+    body["spec"]["suspend"] = True  # what Kueue's Job webhook sets on a queued Job
+    created = batch(sim).create_namespaced_job(NAMESPACE, body)
+    name = created.metadata.name
+    assert name.startswith("tas-sample-required") and len(name) == len("tas-sample-required") + 5
+    assert created.metadata.labels == {"kueue.x-k8s.io/queue-name": "tas-user-queue"}
+    assert pods_of(sim, name) == []
+    # Admission: the flavor's node labels into the template, then unsuspend, as Kueue does.
+    flavor = {"cloud.provider.com/node-group": "tas-group"}
+    batch(sim).patch_namespaced_job(
+        name, NAMESPACE, {"spec": {"template": {"spec": {"nodeSelector": flavor}}}}
+    )
+    batch(sim).patch_namespaced_job(name, NAMESPACE, {"spec": {"suspend": False}})
+    pods = pods_of(sim, name)
+    assert sorted(int(p["metadata"]["labels"][INDEX]) for p in pods) == list(range(10))
+    for pod in pods:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["kueue.x-k8s.io/podset-required-topology"] == (
+            "cloud.provider.com/topology-rack"
+        )
+        assert pod["spec"]["nodeSelector"] == flavor
+        assert pod["spec"]["containers"][0]["args"] == ["pause"]
