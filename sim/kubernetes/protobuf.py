@@ -3,7 +3,7 @@ simulated API server works on.
 
 client-go's generated clients for built-in kinds send `Content-Type:
 application/vnd.kubernetes.protobuf` (kubectl 1.32's `create namespace`, `create configmap`,
-`create job`, `drain`'s evictions: `Request.UseProtobufAsDefault` in
+`create job`, `debug node/...`; kube-scheduler's Bindings: `Request.UseProtobufAsDefault` in
 k8s.io/client-go/rest/request.go), and client-go never falls back to JSON after a 415 for it (its
 415 fallback is for CBOR only: `requestClientContentConfigProvider` in rest/client.go). So the
 body has to be read as the API server reads it.

@@ -44,6 +44,11 @@ MESSAGES: dict[str, str] = {
     "NamespaceSpec": "1 finalizers *s",
     "NamespaceStatus": "1 phase s; 2 conditions -",
     "ConfigMap": "1 metadata ObjectMeta; 4 immutable b?; 2 data {s}; 3 binaryData {y}",
+    "Binding": "1 metadata ObjectMeta; 2 target ObjectReference",  # kube-scheduler's bind
+    "ObjectReference": (
+        "1 kind s; 2 namespace s; 3 name s; 4 uid s; 5 apiVersion s; 6 resourceVersion s;"
+        "7 fieldPath s"
+    ),
     "Pod": "1 metadata ObjectMeta; 2 spec PodSpec; 3 status -",
     "PodTemplateSpec": "1 metadata ObjectMeta; 2 spec PodSpec",
     "PodSpec": (

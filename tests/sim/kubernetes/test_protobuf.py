@@ -183,3 +183,17 @@ def test_yaml_bodies_and_what_the_client_accepts(kube: SimulatedKubernetes) -> N
     code, doc = raw(kube, "GET", "/api/v1/namespaces/from-yaml", accept=PROTOBUF)
     assert (code, doc["reason"]) == (406, "NotAcceptable")
     assert doc["message"] == "only the following media types are accepted: application/json"
+
+
+def test_a_protobuf_binding_binds(kube: SimulatedKubernetes) -> None:
+    """kube-scheduler binds through client-go's typed client, in protobuf."""
+    kube.add_pod({"metadata": {"name": "p", "namespace": "ml-team"},
+                  "spec": {"containers": [{"name": "main", "image": "x"}]}})  # fmt: skip
+    target = _field(1, b"Node") + _field(3, b"h100-0000")
+    binding = _field(1, _field(1, b"p") + _field(3, b"ml-team")) + _field(2, target)
+    code, doc = raw(
+        kube, "POST", "/api/v1/namespaces/ml-team/pods/p/binding",
+        _envelope("v1", "Binding", binding), content_type=PROTOBUF,
+    )  # fmt: skip
+    assert (code, doc["status"]) == (201, "Success")
+    assert kube.pod("ml-team", "p")["spec"]["nodeName"] == "h100-0000"
