@@ -213,7 +213,7 @@ def topology_from_json(doc: dict[str, Any]) -> NodeTopology:
         gpu_numa=tuple(int(v) for v in doc["gpu_numa"]),
         gpu_switch=tuple(int(v) for v in doc["gpu_switch"]),
         links=tuple(tuple(str(cell) for cell in row) for row in doc["links"]),
-        numa_cpus=tuple(int(v) for v in doc.get("numa_cpus", [])),
+        numa_cpus=tuple(None if v is None else int(v) for v in doc.get("numa_cpus", [])),
     )
 
 

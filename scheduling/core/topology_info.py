@@ -18,7 +18,7 @@ gpusched's optional extensions (written by `manage.py topologyagent`; a reader t
 seeds' keys ignores them, as Go's decoder does):
 
     "links":    {"0": {"1": "NV18", "2": "PIX", ...}, ...}   `nvidia-smi topo -m` class of each pair
-    "numaCpus": {"0": 112, "1": 112}                         logical CPUs per NUMA node
+    "numaCpus": {"0": 112, "1": 112}                         logical CPUs of the NUMA nodes known
     "gpus":     {"0": {"uuid": "GPU-...", "pciBusId": "00000000:18:00.0",
                        "name": "NVIDIA H100 80GB HBM3", "memoryMiB": 81559, "mig": false}, ...}
 
@@ -84,8 +84,9 @@ class TopologyInfo:
                 a: {b: topology.links[i][j] for j, b in enumerate(ids) if i != j}
                 for i, a in enumerate(ids)
             }
-        if topology.numa_cpus:
-            doc["numaCpus"] = {str(u): n for u, n in enumerate(topology.numa_cpus)}
+        if any(n is not None for n in topology.numa_cpus):
+            # A NUMA node whose CPUs are unknown is left out, never written as 0 CPUs.
+            doc["numaCpus"] = {str(u): n for u, n in enumerate(topology.numa_cpus) if n is not None}
         if self.gpus:
             doc["gpus"] = {
                 gpu_id: _identity_doc(identity)
@@ -225,7 +226,7 @@ def _derived_links(numa: Sequence[int], switch: Sequence[int]) -> tuple[tuple[st
     return tuple(tuple(derived(i, j) for j in order) for i in order)
 
 
-def _numa_cpus(table: object, numa_count: int) -> tuple[int, ...]:
+def _numa_cpus(table: object, numa_count: int) -> tuple[int | None, ...]:
     if table is None:
         return ()
     if not isinstance(table, Mapping):
@@ -237,7 +238,7 @@ def _numa_cpus(table: object, numa_count: int) -> tuple[int, ...]:
             raise TopologyError(f"numaCpus[{raw}] must be a CPU count of a NUMA node")
         counts[node] = value
     size = max(numa_count, max(counts, default=-1) + 1)
-    return tuple(counts.get(u, 0) for u in range(size))
+    return tuple(counts.get(u) for u in range(size))  # None: a NUMA node the writer left out
 
 
 def _identities(table: object, ids: Sequence[int]) -> tuple[GpuIdentity, ...]:

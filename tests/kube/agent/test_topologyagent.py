@@ -121,12 +121,25 @@ def test_unchanged_facts_write_nothing_and_a_changed_output_rewrites(
     assert node_doc(fake)["metadata"]["annotations"].keys() >= {KEY}
 
 
+DAMAGE = {
+    "cpu list": lambda text: text.replace("0-55,112-167", "zz", 1),
+    "numa node": lambda text: text.replace("\t0\n", "\t999999\n", 1),
+    "short row": lambda text: text.replace(
+        "\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tPIX", "", 1
+    ),
+}
+
+
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
         ("exit", "exit status 9: NVML: Driver/library version mismatch"),
         ("garbled", "nvidia-smi topo -m: "),
         ("disagree", "shows 8 GPUs, --query-gpu lists 6"),
+        # Outputs that made the agent raise ValueError / MemoryError (issue 33's low item).
+        ("cpu list", "line 3: GPU0: CPU Affinity 'zz' is not a CPU list"),
+        ("numa node", "line 3: GPU0: NUMA node 999999 is beyond 1023"),
+        ("short row", "line 3: GPU0 has 10 link cells, the header names 16 devices"),
     ],
 )
 def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
@@ -143,6 +156,8 @@ def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
         nvidia_smi.fail("NVML: Driver/library version mismatch")
     elif fault == "garbled":
         nvidia_smi.serve(recorded("dgx-h100")[:300], query_csv(8))  # cut off mid-matrix
+    elif fault in DAMAGE:
+        nvidia_smi.serve(DAMAGE[fault](recorded("dgx-h100")), query_csv(8))
     else:
         nvidia_smi.serve(recorded("dgx-h100"), query_csv(6))
     first, second = agent.run_once(), agent.run_once()
