@@ -15,7 +15,17 @@ DEFAULTS = {
     "TELEMETRY_POD_MINUTE_RETENTION_SECONDS": 7 * 24 * 3600.0,
     # A GPU or node that has not reported for this long is forgotten.
     "TELEMETRY_GPU_RETENTION_SECONDS": 24 * 3600.0,
+    # What one source (all its scrape targets together, or one Prometheus query) may bring in a
+    # cycle: sample lines (series) read, and nodes placed. The design point, 5,000 nodes x 8 GPUs
+    # x 10 fields, is 400,000 series; beyond the caps lines are not read and series are left
+    # out, counted in the cycle report, /metrics and the dashboard's sources (issue 33).
+    "TELEMETRY_MAX_SERIES_PER_SOURCE": 500_000,
+    "TELEMETRY_MAX_NODES_PER_SOURCE": 10_000,
 }
+
+
+def count(name: str) -> int:
+    return int(getattr(settings, name, DEFAULTS[name]))
 
 
 def seconds(name: str) -> float:

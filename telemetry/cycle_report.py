@@ -20,6 +20,10 @@ class CycleReport:
     samples_skipped: int = 0
     samples_skipped_reasons: dict[str, int] = field(default_factory=dict)
     values_clamped: dict[str, int] = field(default_factory=dict)  # metric -> values
+    # Which rule placed the series on their nodes (telemetry.placement: node label, Hostname,
+    # instance, scrape target): label sets per rule.
+    nodes_by_rule: dict[str, int] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # what a cap or an unknown node cost
     errors: list[str] = field(default_factory=list)
     # Pods the exporter shows on other GPUs than gpusched recorded (new this cycle; each
     # (pod, GPUs) counted once), and how many of all found were corrected (telemetry.assignments).
@@ -39,6 +43,11 @@ class CycleReport:
             f"{self.samples} samples, {self.skipped} lines skipped, {self.samples_skipped} "
             f"samples left out, {self.stale_marked} nodes marked stale, {self.total_s:.3f} s"
         )
+        if self.nodes_by_rule:
+            rules = ", ".join(f"{rule} {n}" for rule, n in self.nodes_by_rule.items())
+            text += f" (nodes by {rules})"
+        if self.left_out:
+            text += "; left out: " + "; ".join(self.left_out)
         if self.assignment_mismatches:
             text += (
                 f", {self.assignment_mismatches} GPU assignment mismatches "

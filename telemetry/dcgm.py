@@ -5,8 +5,8 @@ the fields of one GPU are gathered, their units normalized, and the labels that 
 the GPU and the pod are read in every spelling dcgm-exporter and Prometheus produce
 (`reference/wire-formats.md` §1):
 
-- node: `Hostname` (releases), `hostname` (master), else the host part of Prometheus' `instance`,
-  else the scrape target's host given by the caller;
+- node: telemetry.placement (a node label, `Hostname`, `instance`, the scrape target; only the
+  cluster's nodes when they are known, at most so many per source);
 - GPU: `gpu` (index), `UUID` / `uuid` (`--use-old-namespace`), `modelName`, `pci_bus_id`;
   MIG instances add `GPU_I_PROFILE` and `GPU_I_ID` (the UUID stays the parent GPU's);
 - pod: `exported_pod` / `pod` / `pod_name`, and the same for namespace and container. A
@@ -15,6 +15,10 @@ the GPU and the pod are read in every spelling dcgm-exporter and Prometheus prod
   unprefixed ones then name the *exporter's* pod. Such series carry the operator's `service` /
   `endpoint` target labels, and on them an unprefixed `pod` is not a workload. Empty values
   (`pod=""`, 2.x releases) mean no pod.
+
+Metric names are read in either case (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, and the lower-case
+`dcgm_fi_prof_gr_engine_active` that NVIDIA/dcgm-exporter#272 shows); the 1.x names
+(`dcgm_gpu_utilization`, ...) are other metrics, counted unknown.
 
 Units: utilizations become ratios 0-1 (`DCGM_FI_DEV_GPU_UTIL` is in %, the `PROF_*` fields are
 already ratios), framebuffer stays MiB, power W, temperature °C; `XID_ERRORS` is the last XID
@@ -38,9 +42,11 @@ import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from itertools import repeat
+from typing import NamedTuple, TypeVar
 
-from telemetry.parsing import Sample, SeriesGroup
+from telemetry.parsing import ColumnBlock, Sample, Scrape, SeriesGroup
+from telemetry.placement import NO_NODE, Attribution
 
 __all__ = [
     "FIELDS",
@@ -52,6 +58,7 @@ __all__ = [
     "busy_ratio",
     "gpu_samples",
     "gpu_samples_from_groups",
+    "gpu_samples_from_scrape",
 ]
 
 
@@ -213,7 +220,6 @@ def busy_ratio(values: Mapping[str, float]) -> float | None:
 
 
 # Reasons a sample is skipped (the keys of MapStats.skipped), besides unknown metrics and blanks.
-NO_NODE = "no node label"
 NO_GPU_INDEX = "no gpu label"
 BAD_GPU_INDEX = "gpu label not an index"
 GPU_INDEX_RANGE = "gpu index out of range"
@@ -246,6 +252,10 @@ class MapStats:
     blank: int = 0  # NaN or DCGM blank sentinels
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> samples left out
     clamped: dict[str, int] = field(default_factory=dict)  # metric -> values kept at its edge
+    attributed: dict[str, int] = field(default_factory=dict)  # rule -> label sets it placed
+    unknown_nodes: list[str] = field(default_factory=list)  # the first names that matched none
+
+    MAX_EXAMPLES = 5
 
     @property
     def no_gpu(self) -> int:
@@ -265,6 +275,10 @@ class MapStats:
             self.skip(reason, count)
         for metric, count in other.clamped.items():
             self.clamped[metric] = self.clamped.get(metric, 0) + count
+        for rule, count in other.attributed.items():
+            self.attributed[rule] = self.attributed.get(rule, 0) + count
+        room = self.MAX_EXAMPLES - len(self.unknown_nodes)
+        self.unknown_nodes.extend(other.unknown_nodes[: max(room, 0)])
 
 
 # What a label set says of its GPU: key, pod, uuid, model name, PCI bus id, MIG profile.
@@ -272,12 +286,16 @@ _Identity = tuple[GpuKey, PodRef | None, str, str, str, str]
 
 
 def gpu_samples(
-    samples: Iterable[Sample], *, default_node: str = ""
+    samples: Iterable[Sample],
+    *,
+    default_node: str = "",
+    attribution: Attribution | None = None,
 ) -> tuple[list[GpuSample], MapStats]:
     """Gather samples into GpuSamples, one per (GPU or MIG instance, pod).
 
-    `default_node` names the node when no label does (a direct scrape knows its target).
-    A GPU shared by several pods (time-slicing, MPS) appears once per pod, with the same values.
+    `default_node` is the scrape target's host (a direct scrape knows its target); `attribution`
+    the cluster's nodes and the node cap (telemetry.placement). A GPU shared by several pods
+    (time-slicing, MPS) appears once per pod, with the same values.
     """
     groups: dict[frozenset[tuple[str, str]], SeriesGroup] = {}
     for sample in samples:
@@ -286,53 +304,147 @@ def gpu_samples(
         if group is None:
             group = groups[key] = SeriesGroup(sample.labels)
         group.add(sample.name, sample.value, sample.timestamp)
-    return gpu_samples_from_groups(groups.values(), default_node=default_node)
+    return gpu_samples_from_groups(
+        groups.values(), default_node=default_node, attribution=attribution
+    )
 
 
-_ATTR = {metric: spec.attr for metric, spec in FIELDS.items()}
-_SCALE = {metric: spec.scale for metric, spec in FIELDS.items()}
+_V = TypeVar("_V")
+
+
+def _either_case(table: Mapping[str, _V]) -> dict[str, _V]:
+    """A table keyed by metric name, for the names as printed in either case."""
+    return {**table, **{metric.lower(): value for metric, value in table.items()}}
+
+
+_ATTR = _either_case({metric: spec.attr for metric, spec in FIELDS.items()})
+_SCALE = _either_case({metric: spec.scale for metric, spec in FIELDS.items()})
+_CANONICAL = _either_case({metric: metric for metric in FIELDS})
 _SCALED = tuple((spec.attr, spec.scale) for spec in FIELDS.values() if spec.scale != 1.0)
 # Each field's range, and its range widened by the clamping margin, in exposition units.
-_EDGES = {m: (spec.minimum / spec.scale, spec.maximum / spec.scale) for m, spec in FIELDS.items()}
-_MARGINS = {metric: spec.exposed_range for metric, spec in FIELDS.items()}
+_EDGES = _either_case(
+    {m: (spec.minimum / spec.scale, spec.maximum / spec.scale) for m, spec in FIELDS.items()}
+)
+_MARGINS = _either_case({metric: spec.exposed_range for metric, spec in FIELDS.items()})
 _Bounds = tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def gpu_samples_from_groups(
-    groups: Iterable[SeriesGroup], *, default_node: str = ""
+    groups: Iterable[SeriesGroup],
+    *,
+    default_node: str = "",
+    attribution: Attribution | None = None,
 ) -> tuple[list[GpuSample], MapStats]:
     """gpu_samples() for the output of parsing.parse_grouped(): each label set is read once.
-    Bad series (a GPU index that is not one, labels longer than what is stored) and bad values
-    (outside their field's range) are skipped and counted by reason, never fatal."""
-    stats = MapStats()
-    gpus: dict[tuple[GpuKey, PodRef | None], GpuSample] = {}
-    bounds: dict[tuple[str, ...], _Bounds] = {}
-    samples = known = 0
+    Bad series (a GPU index that is not one, labels longer than what is stored, a node not in
+    the cluster or over the cap) and bad values (outside their field's range) are skipped and
+    counted by reason, never fatal."""
+    mapper = _Mapper(default_node, attribution or Attribution())
     for group in groups:
+        mapper.group(group)
+    return mapper.result()
+
+
+def gpu_samples_from_scrape(
+    scrape: Scrape, *, default_node: str = "", attribution: Attribution | None = None
+) -> tuple[list[GpuSample], MapStats]:
+    """gpu_samples_from_groups() for the output of parsing.parse_scrape(): the fields read as
+    whole families are checked against their range and scaled a column at a time (a C-level
+    pass per field, not a check per GPU), then each label set is read once."""
+    mapper = _Mapper(default_node, attribution or Attribution())
+    for block in scrape.columns:
+        mapper.block(block)
+    for group in scrape.groups:
+        mapper.group(group)
+    return mapper.result()
+
+
+# A whole column is taken as it is when its sum is a number (no NaN) and its extremes are within
+# the field's range and below DCGM's blanks; any other column is checked value by value.
+_COLUMN_EDGES = {
+    metric: (low, min(high, math.nextafter(DCGM_BLANK, 0.0)))
+    for metric, (low, high) in _EDGES.items()
+}
+
+
+class _Mapper:
+    """Samples -> GpuSamples, one per (GPU or MIG instance, pod), with the stats."""
+
+    def __init__(self, default_node: str, rules: Attribution) -> None:
+        self.default_node = default_node
+        self.rules = rules
+        self.stats = MapStats()
+        self.gpus: dict[tuple[GpuKey, PodRef | None], GpuSample] = {}
+        self.bounds: dict[tuple[str, ...], _Bounds] = {}
+        self.samples = self.known = 0
+
+    def group(self, group: SeriesGroup) -> None:
         values = group.values
-        samples += len(values)
-        known += len(values.keys() & _ATTR.keys())
-        found = _known_values(values, bounds, stats)
-        if not found:
-            continue
-        identity = _identity(group.labels, default_node)
+        self.samples += len(values)
+        self.known += len(values.keys() & _ATTR.keys())
+        found = _known_values(values, self.bounds, self.stats)
+        if found:
+            self.place(group.labels, found, group.timestamps)
+
+    def block(self, block: ColumnBlock) -> None:
+        count = len(block.labels)
+        self.samples += count * len(block.columns)
+        attrs: list[str] = []
+        clean: list[list[float]] = []
+        messy: list[str] = []
+        known = [metric for metric in block.columns if metric in _ATTR]
+        # A field printed in both cases: value by value, in order, as a label set would be read.
+        twice = len({_ATTR[metric] for metric in known}) != len(known)
+        for metric in known:
+            column = block.columns[metric]
+            self.known += count
+            low, high = _COLUMN_EDGES[metric]
+            total = sum(column)
+            if not twice and total == total and min(column) >= low and max(column) <= high:
+                scale = _SCALE[metric]
+                attrs.append(_ATTR[metric])
+                clean.append(column if scale == 1.0 else [value * scale for value in column])
+            else:
+                messy.append(metric)
+        if not attrs and not messy:
+            return
+        rows: Iterable[tuple[float, ...]] = zip(*clean, strict=True) if clean else repeat(())
+        place = self.place
+        if not messy:
+            for labels, row in zip(block.labels, rows, strict=False):
+                place(labels, dict(zip(attrs, row, strict=True)), None)
+            return
+        for index, (labels, row) in enumerate(zip(block.labels, rows, strict=False)):
+            found = dict(zip(attrs, row, strict=True))
+            raw = {metric: block.columns[metric][index] for metric in messy}
+            found.update(_known_values(raw, self.bounds, self.stats))
+            if found:
+                place(labels, found, None)
+
+    def place(
+        self, labels: Mapping[str, str], found: dict[str, float], stamps: dict[str, float] | None
+    ) -> None:
+        stats = self.stats
+        identity = _identity(labels, self.default_node, self.rules, stats)
         if isinstance(identity, str):
             stats.skip(identity, len(found))
-            continue
+            return
         key, pod = identity[0], identity[1]
-        gpu = gpus.get((key, pod))
+        gpu = self.gpus.get((key, pod))
         if gpu is None:
-            gpu = gpus[(key, pod)] = GpuSample(key, *identity[2:], pod, found)
+            gpu = self.gpus[(key, pod)] = GpuSample(key, *identity[2:], pod, found)
         else:
             gpu.values.update(found)
         stats.used += len(found)
-        if group.timestamps:
-            newest = max(group.timestamps.values())
+        if stamps:
+            newest = max(stamps.values())
             if gpu.timestamp is None or newest > gpu.timestamp:
                 gpu.timestamp = newest
-    stats.samples = samples
-    stats.unknown_metric = samples - known
-    return list(gpus.values()), stats
+
+    def result(self) -> tuple[list[GpuSample], MapStats]:
+        self.stats.samples = self.samples
+        self.stats.unknown_metric = self.samples - self.known
+        return list(self.gpus.values()), self.stats
 
 
 def _known_values(
@@ -374,50 +486,65 @@ def _known_values(
         if not low <= value <= high:
             widest_low, widest_high = _MARGINS[metric]
             if not widest_low <= value <= widest_high:
-                stats.skip(f"{OUT_OF_RANGE}: {metric}")
+                stats.skip(f"{OUT_OF_RANGE}: {_CANONICAL[metric]}")
                 continue
             value = min(max(value, low), high)
-            stats.clamped[metric] = stats.clamped.get(metric, 0) + 1
+            name = _CANONICAL[metric]
+            stats.clamped[name] = stats.clamped.get(name, 0) + 1
         found[_ATTR[metric]] = value * _SCALE[metric]
     return found
 
 
-def _identity(labels: Mapping[str, str], default_node: str) -> _Identity | str:
+def _identity(
+    labels: Mapping[str, str], target: str, rules: Attribution, stats: MapStats
+) -> _Identity | str:
     """The GPU a label set names, or why it names none that can be stored."""
     get = labels.get
-    host = get("Hostname") or get("hostname") or _instance_host(get("instance", ""))
-    node = host or default_node
     index = get("gpu", "")
-    if not node:
-        return NO_NODE
     if not index:
         return NO_GPU_INDEX
     if not _GPU_INDEX.match(index):
         return BAD_GPU_INDEX
     if int(index) > MAX_GPU_INDEX:
         return GPU_INDEX_RANGE
+    node, rule, named = rules.place(labels, target)
+    if not node:
+        examples = stats.unknown_nodes
+        if named and len(examples) < stats.MAX_EXAMPLES and named not in examples:
+            examples.append(named)
+        return rule
+    stats.attributed[rule] = stats.attributed.get(rule, 0) + 1
     pod = pod_of(labels)
-    identity = (
-        GpuKey(node, int(index), get("GPU_I_ID", "")),
-        pod,
-        get("UUID") or get("uuid") or "",
-        get("modelName", ""),
-        get("pci_bus_id", ""),
-        get("GPU_I_PROFILE", ""),
-    )
-    lengths = {
-        "node": len(node),
-        "mig_instance": len(identity[0].mig_instance),
-        "uuid": len(identity[2]),
-        "model_name": len(identity[3]),
-        "mig_profile": len(identity[5]),
-    }
-    if pod is not None:
-        lengths.update(namespace=len(pod[0]), pod=len(pod[1]), container=len(pod[2]))
-    for name, length in lengths.items():
-        if length > LABEL_LIMITS[name]:
-            return f"{LABEL_TOO_LONG}: {name}"
-    return identity
+    mig_instance = get("GPU_I_ID", "")
+    uuid = get("UUID") or get("uuid") or ""
+    model_name = get("modelName", "")
+    mig_profile = get("GPU_I_PROFILE", "")
+    if (
+        len(node) > _LIMIT_NODE
+        or len(uuid) > _LIMIT_UUID
+        or len(model_name) > _LIMIT_MODEL
+        or len(mig_instance) > _LIMIT_MIG_INSTANCE
+        or len(mig_profile) > _LIMIT_MIG_PROFILE
+        or (pod is not None and max(map(len, pod)) > _LIMIT_POD)
+    ):
+        lengths = {
+            "node": node,
+            "uuid": uuid,
+            "model_name": model_name,
+            "mig_instance": mig_instance,
+            "mig_profile": mig_profile,
+            **(dict(zip(("namespace", "pod", "container"), pod, strict=True)) if pod else {}),
+        }
+        name = next(k for k, v in lengths.items() if len(v) > LABEL_LIMITS[k])
+        return f"{LABEL_TOO_LONG}: {name}"
+    key = GpuKey(node, int(index), mig_instance)
+    return key, pod, uuid, model_name, get("pci_bus_id", ""), mig_profile
+
+
+_LIMIT_NODE, _LIMIT_UUID, _LIMIT_MODEL, _LIMIT_MIG_INSTANCE, _LIMIT_MIG_PROFILE = (
+    LABEL_LIMITS[k] for k in ("node", "uuid", "model_name", "mig_instance", "mig_profile")
+)
+_LIMIT_POD = min(LABEL_LIMITS[k] for k in ("namespace", "pod", "container"))
 
 
 def pod_of(labels: Mapping[str, str]) -> PodRef | None:
@@ -437,13 +564,3 @@ def pod_of(labels: Mapping[str, str]) -> PodRef | None:
         pod,
         get("exported_container") or get("container") or get("container_name") or "",
     )
-
-
-def _instance_host(instance: str) -> str:
-    """`10.0.1.5:9400` -> `10.0.1.5`, `[::1]:9400` -> `::1`, `node-1` -> `node-1`."""
-    if not instance:
-        return ""
-    if instance.startswith("["):
-        return instance[1:].partition("]")[0]
-    host, sep, port = instance.rpartition(":")
-    return host if sep and port.isdigit() else instance

@@ -42,6 +42,13 @@ values_clamped = Counter(
     ["metric"],
     registry=registry,
 )
+series_placed = Counter(
+    "gpusched_telemetry_series_placed",
+    "Label sets (a GPU, or a GPU and pod) placed on a node, by the rule that named it: node "
+    "label, Hostname, instance, scrape target (telemetry.placement).",
+    ["rule"],
+    registry=registry,
+)
 assignment_mismatches = Counter(
     "gpusched_gpu_assignment_mismatches",
     "Pods dcgm-exporter shows on other GPUs than gpusched recorded (each pod and GPU set once), "
@@ -81,6 +88,8 @@ def record_cycle(report: CycleReport) -> None:
         samples_skipped.labels(reason=reason).inc(count)
     for metric, count in report.values_clamped.items():
         values_clamped.labels(metric=metric).inc(count)
+    for rule, count in report.nodes_by_rule.items():
+        series_placed.labels(rule=rule).inc(count)
     corrected = min(report.assignments_corrected, report.assignment_mismatches)
     assignment_mismatches.labels(result="corrected").inc(corrected)
     assignment_mismatches.labels(result="uncorrected").inc(report.assignment_mismatches - corrected)

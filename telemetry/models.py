@@ -146,6 +146,9 @@ class SourceStatus(models.Model):
     failures_total = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     last_gpus = models.PositiveIntegerField(default=0)
+    # What the last successful attempt left out (a cap reached, series on no node of the
+    # cluster); "" when it kept everything.
+    last_warning = models.TextField(blank=True, default="")
 
     def __str__(self) -> str:
         return self.name

@@ -7,9 +7,11 @@ whole text at the first bad line. So parsing here works line by line:
 1. A strict fast path reads the canonical subset that exporters such as dcgm-exporter write:
    `name{label="value",...} value [timestamp]` with no escapes in label values. A label block is
    parsed once and shared by every line that repeats it (every field of one GPU does). A whole
-   family whose lines list the same label sets as an earlier one, in the same order (a
-   dcgm-exporter scrape lists its GPUs in the same order for every field), is converted and
-   added column by column with C-level builtins instead of line by line.
+   family (a run of lines between comment lines, in an exporter's output) whose lines list the
+   same label sets as an earlier one, in the same order (a dcgm-exporter scrape lists its GPUs
+   in the same order for every field), is checked, converted and added column by column with a
+   few C-level passes over its text instead of line by line; any other run is split into lines
+   by one regex pass.
 2. Any line the fast path does not accept is handed, alone, to
    `prometheus_client.parser.text_string_to_metric_families`; what it accepts is kept.
 3. What neither accepts is skipped and counted by reason; the rest of the scrape is kept.
@@ -23,19 +25,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple
 
 from prometheus_client.parser import parse_labels, text_string_to_metric_families
 
 __all__ = [
+    "SERIES_CAP",
+    "ColumnBlock",
     "ParseStats",
+    "Scrape",
     "Sample",
     "SeriesGroup",
     "parse_exposition",
     "parse_grouped",
+    "parse_scrape",
     "samples_from_vector",
 ]
 
@@ -59,9 +66,9 @@ class ParseStats:
 
     MAX_EXAMPLES = 5
 
-    def skip(self, reason: str, line: str) -> None:
-        self.skipped += 1
-        self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
+    def skip(self, reason: str, line: str, count: int = 1) -> None:
+        self.skipped += count
+        self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + count
         if len(self.examples) < self.MAX_EXAMPLES:
             self.examples.append(f"{reason}: {line[:200]}")
 
@@ -82,6 +89,7 @@ INVALID_LABELS = "invalid labels"
 INVALID_VALUE = "invalid value"
 MALFORMED = "malformed line"
 DUPLICATE = "duplicate series"
+SERIES_CAP = "over the series cap"
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -110,20 +118,76 @@ class SeriesGroup:
             self.timestamps[name] = timestamp
 
 
-def parse_grouped(text: str, *, columnar: bool = True) -> tuple[list[SeriesGroup], ParseStats]:
-    """Parse exposition text into samples grouped by label set; bad lines are skipped and counted.
+def parse_scrape(text: str, *, columnar: bool = True, max_series: int | None = None) -> Scrape:
+    """Parse exposition text into whole families as columns and the other samples grouped by
+    label set; bad lines are skipped and counted.
 
     Every DCGM field of one GPU carries the same labels, so a scrape is a few label sets with
     many samples each: grouping here lets the caller read each label set once. A second sample
     of the same series (same name and labels) is skipped, as Prometheus rejects it.
-    `columnar=False` turns off the whole-family fast path (_Parser.family), for tests.
+    `columnar=False` turns off the whole-family path (_Parser.family): no columns, for tests.
+    Past `max_series` sample lines the text is not read: those lines are counted (SERIES_CAP).
     """
     stats = ParseStats()
-    # One C-level regex pass splits every line: (name, label block, value, timestamp) for the
-    # canonical ones, (..., other) for comments, blank and non-canonical lines.
-    matches: list[_Match] = _LINE.findall(text)  # one per line, one more after a final newline
-    stats.lines = len(matches) - (1 if not text or text.endswith("\n") else 0)
+    if max_series is not None:
+        text, beyond = _first_series(text, max_series)
+        if beyond:
+            stats.skip(SERIES_CAP, f"{beyond} lines past the first {max_series} series", beyond)
     parser = _Parser(stats)
+    stats.lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    for other, run in _runs(text):
+        if other:
+            parser.other(run)
+        elif not (columnar and parser.family_text(run)):
+            _lines(parser, run, columnar=columnar)
+    return parser.result()
+
+
+def parse_grouped(
+    text: str, *, columnar: bool = True, max_series: int | None = None
+) -> tuple[list[SeriesGroup], ParseStats]:
+    """parse_scrape() with every sample grouped by label set (the columns added to their
+    groups): for readers of label sets one by one."""
+    scrape = parse_scrape(text, columnar=columnar, max_series=max_series)
+    by_labels: dict[int, SeriesGroup] = {id(group.labels): group for group in scrape.groups}
+    for block in scrape.columns:
+        names = list(block.columns)
+        rows = zip(*block.columns.values(), strict=True)
+        for labels, row in zip(block.labels, rows, strict=True):
+            group = by_labels.get(id(labels))
+            if group is None:
+                group = by_labels[id(labels)] = SeriesGroup(labels)
+                scrape.groups.append(group)
+            group.values.update(zip(names, row, strict=True))
+    return scrape.groups, scrape.stats
+
+
+def _runs(text: str) -> Iterator[tuple[bool, str]]:
+    """The text as (True, line) for each comment or blank line that starts a stretch, and
+    (False, run) for each run of lines up to the next comment line (a family, in an exporter's
+    output), found by C-level searches for "#". A blank line inside a run stays in it (the run is
+    then read line by line)."""
+    pos, size = 0, len(text)
+    while pos < size:
+        if text[pos] in "#\n":
+            end = text.find("\n", pos)
+            end = size if end < 0 else end
+            yield True, text[pos:end]
+            pos = end + 1
+            continue
+        stop = text.find("#", pos)
+        while stop > 0 and text[stop - 1] != "\n":  # a "#" inside a line
+            stop = text.find("#", stop + 1)
+        stop = size if stop < 0 else stop
+        yield False, text[pos : stop - 1 if text[stop - 1] == "\n" else stop]
+        pos = stop
+
+
+def _lines(parser: _Parser, run: str, *, columnar: bool) -> None:
+    """A run line by line: one C-level regex pass splits it into (name, label block, value,
+    timestamp) for the canonical lines, (..., other) for the rest; runs of canonical lines of
+    one name still take the whole-family path when they can."""
+    matches: list[_Match] = _LINE.findall(run)
     names = list(map(_NAME, matches))
     start, end = 0, len(matches)
     while start < end:
@@ -138,28 +202,71 @@ def parse_grouped(text: str, *, columnar: bool = True) -> tuple[list[SeriesGroup
         if not (columnar and parser.family(matches[start:stop], names[start:stop])):
             parser.lines(matches[start:stop])
         start = stop
-    return parser.result()
+
+
+_SAMPLE_LINE = re.compile(r"^[ \t]*[^#\s].*$", re.MULTILINE)
+# The value, and the label block, of each line of a run that is all `name{block} value` lines.
+_RUN_VALUE = re.compile(r"\} ([^\s_]+)$", re.MULTILINE)
+_RUN_BLOCK = r"^{name}\{{(.*)\}} [^\s_]+$"  # per family: its name is a valid metric name
+
+
+def _first_series(text: str, max_series: int) -> tuple[str, int]:
+    """The text up to its `max_series`-th sample line (not a comment, not blank), and how many
+    sample lines come after it. A text with no more lines than that is taken whole at once."""
+    if text.count("\n") < max_series:
+        return text, 0
+    matches = _SAMPLE_LINE.finditer(text)
+    if max_series > 0:
+        last = next(islice(matches, max_series - 1, None), None)
+        if last is None:
+            return text, 0
+        end, rest = last.end(), last.end() + 1
+    else:
+        end = rest = 0
+    beyond = sum(1 for _ in _SAMPLE_LINE.finditer(text, rest))
+    return text[:end], beyond
 
 
 _Match = tuple[str, str, str, str, str]  # name, label block, value, timestamp, other line
 _NAME, _BLOCK, _VALUE, _STAMP = (itemgetter(i) for i in range(4))
 
 
+@dataclass
+class ColumnBlock:
+    """Label sets met as whole families, in the order every family lists them, and the values of
+    each such family in that order: metric name -> one value per label set. A label set may have
+    other samples in the parse's groups too (lines outside whole families)."""
+
+    labels: list[Mapping[str, str]]
+    columns: dict[str, list[float]]
+
+
+@dataclass
+class Scrape:
+    """One parse: whole families as columns (read column by column, never per label set), the
+    other samples grouped by label set, and the stats."""
+
+    columns: list[ColumnBlock]
+    groups: list[SeriesGroup]
+    stats: ParseStats
+
+
 class _Ref:
     """A sequence of label sets met as a whole family (every field of every GPU, in order),
     with the families waiting to be added to it column by column."""
 
-    def __init__(self, blocks: list[str], values: list[dict[str, float]]) -> None:
+    def __init__(self, blocks: list[str], groups: list[SeriesGroup]) -> None:
         self.blocks = blocks
-        self.values = values
+        self.groups = groups
         self.columns: list[tuple[str, list[float]]] = []
 
     def flush(self) -> None:
+        """Into the groups' values, as lines read one by one are."""
         if self.columns:
             names = [name for name, _ in self.columns]
             rows = zip(*(column for _, column in self.columns), strict=True)
-            for values, row in zip(self.values, rows, strict=True):
-                values.update(zip(names, row, strict=True))
+            for group, row in zip(self.groups, rows, strict=True):
+                group.values.update(zip(names, row, strict=True))
             self.columns.clear()
 
 
@@ -173,39 +280,59 @@ class _Parser:
         self.seen: set[str] = set()  # metric names met so far
         self.refs: list[_Ref] = []
         self.pending: set[str] = set()  # metric names of the columns not flushed yet
+        self.shapes: dict[tuple[str, ...], tuple[str, ...] | None] = {}  # _fast_labels' cache
 
     def group(self, block: str) -> SeriesGroup | None:
         try:
             return self.groups[block]
         except KeyError:
-            labels = _fast_labels(block)
+            labels = _fast_labels(block, self.shapes)
             group = self.groups[block] = None if labels is None else SeriesGroup(labels)
             return group
 
+    def family_text(self, run: str) -> bool:
+        """The whole-family path for a run of lines as an exporter writes a family: every line
+        `name{block} value` of one name met for the first time (checked by counting C-level
+        matches: a line that is not so makes a count differ). False: line by line."""
+        brace = run.find("{")
+        name = run[:brace]
+        if brace <= 0 or name in self.seen or not _METRIC_NAME.fullmatch(name):
+            return False
+        count = run.count("\n") + 1
+        values = _RUN_VALUE.findall(run)
+        if len(values) != count:
+            return False
+        blocks = re.findall(_RUN_BLOCK.format(name=name), run, re.MULTILINE)
+        if len(blocks) != count:
+            return False
+        return self._add_family(name, values, blocks)
+
     def family(self, rows: list[_Match], names: list[str]) -> bool:
-        """The fast path for a run of lines that is one whole family: one metric name met for
-        the first time, no timestamps, valid values, and label sets in an order met before (or
-        all distinct). Checked and converted with C-level builtins; the values are added to
-        their groups in columns, once per group. False: the run needs the line-by-line path."""
+        """The whole-family path for a run of canonical lines (from _LINE): one metric name met
+        for the first time, no timestamps. False: the run needs the line-by-line path."""
         name = names[0]
         if name in self.seen or names.count(name) != len(rows):
             return False
         if list(map(_STAMP, rows)).count("") != len(rows):
             return False
+        return self._add_family(name, list(map(_VALUE, rows)), list(map(_BLOCK, rows)))
+
+    def _add_family(self, name: str, values: list[str], blocks: list[str]) -> bool:
+        """Valid values, and label sets in an order met before (or all distinct): converted with
+        C-level builtins and added to their groups in columns, once per group."""
         try:
-            column = list(map(float, map(_VALUE, rows)))
+            column = list(map(float, values))
         except ValueError:
             return False
-        blocks = list(map(_BLOCK, rows))
         ref = next((ref for ref in self.refs if ref.blocks == blocks), None)
         if ref is None:
             if len(self.refs) >= self.MAX_REFS or len(set(blocks)) != len(blocks):
                 return False
             groups = [self.group(block) for block in blocks]
-            values = [group.values for group in groups if group is not None]
-            if len(values) != len(groups):
+            found = [group for group in groups if group is not None]
+            if len(found) != len(groups):
                 return False
-            ref = _Ref(blocks, values)
+            ref = _Ref(blocks, found)
             self.refs.append(ref)
         ref.columns.append((name, column))
         self.seen.add(name)
@@ -265,12 +392,18 @@ class _Parser:
             ref.flush()
         self.pending.clear()
 
-    def result(self) -> tuple[list[SeriesGroup], ParseStats]:
-        self.flush()
+    def result(self) -> Scrape:
+        columns = [
+            ColumnBlock([group.labels for group in ref.groups], dict(ref.columns))
+            for ref in self.refs
+            if ref.columns
+        ]
         found = [group for group in self.groups.values() if group is not None and group.values]
         found.extend(self.slow.values())
-        self.stats.samples = sum(len(group.values) for group in found)
-        return found, self.stats
+        self.stats.samples = sum(len(group.values) for group in found) + sum(
+            len(block.labels) * len(block.columns) for block in columns
+        )
+        return Scrape(columns, found, self.stats)
 
 
 def parse_exposition(text: str) -> tuple[list[Sample], ParseStats]:
@@ -297,20 +430,42 @@ def _comment_ok(line: str) -> bool:
     return parts[1] == "HELP" or (len(parts) == 4 and parts[3].strip() in _TYPES)
 
 
-def _fast_labels(block: str) -> Mapping[str, str] | None:
-    """`a="1",b="2"` -> {"a": "1", "b": "2"}; None for what the slow path must judge."""
+def _fast_labels(
+    block: str, shapes: dict[tuple[str, ...], tuple[str, ...] | None]
+) -> Mapping[str, str] | None:
+    """`a="1",b="2"` -> {"a": "1", "b": "2"}; None for what the slow path must judge.
+
+    Free of backslashes, a block splits at its quotes into ['a=', '1', ',b=', '2', ''] (a
+    trailing comma leaves ',' last): its shape (the parts between the values) and its values.
+    The blocks of one exporter share a few shapes, so a shape is judged once (`shapes`, the
+    parse's cache): valid, with distinct names and no __name__ (else the slow path judges)."""
     if not block:
         return {}
-    if not _LABEL_BLOCK.fullmatch(block):
+    if "\\" in block:
         return None
-    # Well formed and free of quotes and backslashes in values: splitting at the quotes gives
-    # ['a=', '1', ',b=', '2', ''] (a trailing comma leaves ',' last): names, values alternate.
     parts = block.split('"')
-    names = "".join(parts[0:-1:2])[:-1].split("=,")
-    labels = dict(zip(names, parts[1::2], strict=True))
-    if len(labels) != len(names) or "__name__" in labels:
-        return None  # duplicate names and __name__ are for the slow path to judge
-    return labels
+    shape = tuple(parts[0::2])
+    try:
+        names = shapes[shape]
+    except KeyError:
+        names = _shape_names(shape)
+        if len(shapes) < MAX_SHAPES:
+            shapes[shape] = names
+    if names is None:
+        return None
+    return dict(zip(names, parts[1::2], strict=True))
+
+
+MAX_SHAPES = 1024  # label-name layouts remembered per parse (hostile input cannot grow it)
+
+
+def _shape_names(shape: tuple[str, ...]) -> tuple[str, ...] | None:
+    if not _LABEL_BLOCK.fullmatch('""'.join(shape)):
+        return None
+    names = tuple(part.lstrip(",")[:-1] for part in shape[:-1])
+    if len(set(names)) != len(names) or "__name__" in names:
+        return None
+    return names
 
 
 def _slow_sample(line: str) -> Sample | str:

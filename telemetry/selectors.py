@@ -16,6 +16,7 @@ from typing import NamedTuple
 from django.db.models import Sum
 from django.utils import timezone
 
+from scheduling.models import Node
 from telemetry import conf
 from telemetry.models import GpuLatest, GpuMinute, NodeTelemetry, PodMinute, SourceStatus
 
@@ -146,6 +147,12 @@ def node_freshness(
         if node not in result:
             result[node] = NodeFreshness(node, str(NodeTelemetry.State.MISSING), None, None, 0)
     return result
+
+
+def cluster_nodes() -> frozenset[str] | None:
+    """The nodes gpusched manages: telemetry is placed on no other (telemetry.placement). None while
+    none is registered (a source ingested before its cluster is placed as its labels say)."""
+    return frozenset(Node.objects.values_list("name", flat=True)) or None
 
 
 def source_statuses() -> list[SourceStatus]:

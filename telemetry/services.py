@@ -23,7 +23,7 @@ from django.db.models import F, Max, Min
 from django.utils import timezone
 
 from telemetry import conf
-from telemetry.dcgm import GpuKey, GpuSample, busy_ratio
+from telemetry.dcgm import GpuKey, GpuSample, PodRef, busy_ratio
 from telemetry.models import (
     GpuLatest,
     GpuMinute,
@@ -67,47 +67,48 @@ def samples_ingest(
     observed = adapt_time(observed_at)
     times: dict[float, Any] = {observed_ts: observed}  # adapted once per distinct timestamp
     latest: dict[GpuKey, tuple[Any, ...]] = {}
-    latest_pods: dict[GpuKey, list[list[str]]] = {}
+    latest_pods: dict[GpuKey, list[PodRef]] = {}  # stored as [[namespace, pod, container]]
     raw: list[tuple[Any, ...]] = []
     node_newest: dict[str, float] = {}
     node_gpus: dict[str, int] = defaultdict(int)
     raw_append = raw.append
     for sample in gpus:
         key = sample.key
+        node, index, mig_instance = key
         values = sample.values
         get = values.get
         busy = busy_ratio(values)
         pod = sample.pod
         pods = latest_pods.get(key)
-        if pod is None:
-            raw_append(
-                (observed, *key, "", "", pods is None, busy, get("fb_used_mib"), get("power_w"))
+        namespace, name = ("", "") if pod is None else (pod[0], pod[1])
+        raw_append(
+            (
+                observed,
+                node,
+                index,
+                mig_instance,
+                namespace,
+                name,
+                pods is None,
+                busy,
+                get("fb_used_mib"),
+                get("power_w"),
             )
-        else:
-            raw_append(
-                (
-                    observed,
-                    *key,
-                    pod[0],
-                    pod[1],
-                    pods is None,
-                    busy,
-                    get("fb_used_mib"),
-                    get("power_w"),
-                )
-            )
+        )
         if pods is not None:  # the same GPU, for another pod
             if pod is not None:
-                pods.append(list(pod))
+                pods.append(pod)
             continue
-        latest_pods[key] = [list(pod)] if pod is not None else []
+        latest_pods[key] = [pod] if pod is not None else []
         ts = observed_ts if sample.timestamp is None else min(sample.timestamp, observed_ts)
         sampled_at = times.get(ts)
         if sampled_at is None:
             sampled_at = times[ts] = adapt_time(datetime.fromtimestamp(ts, tz=UTC))
         xid = get("xid_last")
         latest[key] = (
-            *key,
+            node,
+            index,
+            mig_instance,
             sample.uuid,
             sample.model_name,
             sample.mig_profile,
@@ -117,15 +118,21 @@ def samples_ingest(
             source,
             sampled_at,
         )
-        node_gpus[key.node] += 1
-        if ts > node_newest.get(key.node, -1.0):
-            node_newest[key.node] = ts
+        node_gpus[node] += 1
+        if ts > node_newest.get(node, -1.0):
+            node_newest[node] = ts
     adapt_json = connection.ops.adapt_json_value
-    no_pods = adapt_json([], None)
-    latest_rows = [
-        (*row, adapt_json(pods, None) if (pods := latest_pods[key]) else no_pods)
-        for key, row in latest.items()
-    ]
+    # A pod's GPUs list the same pods: each list is encoded once.
+    encoded: dict[tuple[PodRef, ...], Any] = {(): adapt_json([], None)}
+
+    def pods_json(pods: list[PodRef]) -> Any:
+        key = tuple(pods)
+        value = encoded.get(key)
+        if value is None:
+            value = encoded[key] = adapt_json(pods, None)
+        return value
+
+    latest_rows = [(*row, pods_json(latest_pods[key])) for key, row in latest.items()]
     fresh = NodeTelemetry.State.FRESH.value
     node_rows = [
         (node, fresh, times[ts], node_gpus[node], source) for node, ts in node_newest.items()
@@ -366,9 +373,15 @@ def telemetry_prune(*, now: datetime | None = None) -> PruneResult:
 
 
 def source_status_record(
-    *, name: str, now: datetime | None = None, error: str | None = None, gpus: int = 0
+    *,
+    name: str,
+    now: datetime | None = None,
+    error: str | None = None,
+    gpus: int = 0,
+    warning: str = "",
 ) -> SourceStatus:
-    """Record one attempt of a source: a success (error None) or a failure with its error."""
+    """Record one attempt of a source: a success (error None, with what it left out, if
+    anything) or a failure with its error."""
     now = now or timezone.now()
     with transaction.atomic():
         status, _ = SourceStatus.objects.select_for_update().get_or_create(name=name)
@@ -377,6 +390,7 @@ def source_status_record(
             status.last_success_at = now
             status.consecutive_failures = 0
             status.last_gpus = gpus
+            status.last_warning = warning[:2000]
         else:
             status.consecutive_failures = F("consecutive_failures") + 1
             status.failures_total = F("failures_total") + 1

@@ -1,30 +1,36 @@
 """Where GPU samples come from: thin adapters behind one method, `fetch() -> Fetched`.
 
-    PrometheusSource  PromQL through prometheus-api-client: one instant query for all DCGM
-                      fields; quantile_over_time() for p95 over a window.
+    PrometheusSource  PromQL on Prometheus' HTTP API (/api/v1/query): one instant query for all
+                      DCGM fields; quantile_over_time() for p95 over a window.
     ScrapeSource      GET each dcgm-exporter `/metrics` directly (the embedded default).
 
-Both bound every call by `timeout` (for a scrape, wall-clock time from connect to the last byte)
-and never retry within a cycle: the ingester's next cycle is
-the retry. prometheus-api-client mounts `Retry(total=3, backoff_factor=1, ...)` by default, which
-turns one refused connection into ~6 s of sleeps (wire-formats.md §2); here it gets
-`Retry(total=0)`. A source raises when it gets nothing at all; partial failures (one exporter of
-many) come back in `Fetched.errors`.
+Bounded, however a server frames or paces its answer (issue 33):
+- time: one deadline, `timeout` from the start of a fetch, over every request of it (connect,
+  headers, the whole body with or without Content-Length, however slowly dripped): a watchdog
+  shuts the socket at the deadline. Nothing is retried within a cycle (the next cycle is the
+  retry: Prometheus clients that retry with back-off turn one refused connection into seconds of
+  sleeps, wire-formats.md §2), and a target that did not start by the deadline is not started.
+- size: `max_bytes` of body per request; `limits.max_series` sample lines per source (the lines
+  beyond are not parsed: a scrape's memory and time are bounded by the cap, not by the
+  exporter), `limits.max_nodes` nodes per source (telemetry.dcgm.Attribution). What a cap leaves
+  out is counted by reason in the parse and mapping stats, and named in Fetched.capped.
+A source raises when it gets nothing at all; partial failures (one exporter of many) come back
+in `Fetched.errors`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit
-
-from urllib3.util.retry import Retry
+from urllib.parse import urlencode, urlsplit
 
 from telemetry.dcgm import (
     FIELDS,
@@ -33,13 +39,22 @@ from telemetry.dcgm import (
     MapStats,
     busy_ratio,
     gpu_samples,
-    gpu_samples_from_groups,
+    gpu_samples_from_scrape,
 )
-from telemetry.parsing import ParseStats, parse_grouped, samples_from_vector
+from telemetry.parsing import SERIES_CAP, ParseStats, parse_scrape, samples_from_vector
+from telemetry.placement import NODE_CAP, Attribution
 
 
 class SourceError(Exception):
     """The source gave nothing this cycle (unreachable, timed out, refused the query)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per source (telemetry.conf: TELEMETRY_MAX_SERIES_PER_SOURCE, ..._NODES_PER_SOURCE)."""
+
+    max_series: int = 500_000  # 5,000 nodes x 8 GPUs x 10 fields is 400,000
+    max_nodes: int = 10_000
 
 
 @dataclass
@@ -49,11 +64,83 @@ class Fetched:
     mapping: MapStats = field(default_factory=MapStats)
     errors: list[str] = field(default_factory=list)  # partial failures, e.g. one target down
 
+    @property
+    def capped(self) -> list[str]:
+        """What the source's caps left out, in words (empty when nothing)."""
+        out = []
+        if lines := self.parse.skipped_reasons.get(SERIES_CAP):
+            out.append(f"{lines} exposition lines past the series cap")
+        if samples := self.mapping.skipped.get(NODE_CAP):
+            out.append(f"{samples} samples of nodes past the node cap")
+        return out
+
 
 class TelemetrySource(Protocol):
     name: str
 
-    def fetch(self) -> Fetched: ...
+    def fetch(self, known_nodes: frozenset[str] | None = None) -> Fetched:
+        """`known_nodes`: the cluster's nodes, the only ones series may be placed on (None: not
+        checked; telemetry.placement)."""
+        ...
+
+
+# --- one bounded request ------------------------------------------------------------------------
+
+
+def http_get(url: str, *, deadline: float, max_bytes: int, accept: str) -> tuple[bytes, str | None]:
+    """The body of `url`, or the error, by `deadline` (time.monotonic()) in all: a watchdog shuts
+    the socket down at the deadline, so neither a stalled connect, nor headers or a body dripped a
+    byte at a time (each read well within any socket timeout), nor a body without Content-Length
+    read to the close, can hold the caller longer."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return b"", "timed out before it could start"
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connection = kind(parts.hostname or "", parts.port, timeout=remaining)
+    expired = threading.Event()
+    sockets: list[socket.socket] = []  # the connection drops its socket for a read-to-close body
+    watchdog = threading.Timer(remaining, _shut_down, (sockets, connection, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    chunks: list[bytes] = []
+    try:
+        connection.connect()
+        if connection.sock is not None:
+            sockets.append(connection.sock)
+        connection.request("GET", target, headers={"Accept": accept})
+        response = connection.getresponse()
+        size = 0
+        while chunk := response.read1(1 << 16):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return b"", f"response larger than {max_bytes} bytes"
+        if response.status != 200:
+            said = b"".join(chunks)[:300].decode("utf-8", errors="replace").strip()
+            return b"", f"HTTP {response.status} {response.reason}" + (f": {said}" if said else "")
+    except Exception as exc:  # every failure of one request is that request's error
+        if expired.is_set() or isinstance(exc, TimeoutError):
+            return b"", "timed out"
+        return b"", f"{type(exc).__name__}: {exc}"
+    finally:
+        watchdog.cancel()
+        connection.close()
+    if expired.is_set():  # cut off while reading: what came is only part of the body
+        return b"", "timed out"
+    return b"".join(chunks), None
+
+
+def _shut_down(
+    sockets: list[socket.socket], connection: http.client.HTTPConnection, expired: threading.Event
+) -> None:
+    """At the deadline: unblock whatever the request's thread is waiting for on its socket."""
+    expired.set()
+    for sock in [*sockets, connection.sock]:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 # --- direct scrape -----------------------------------------------------------------------------
@@ -71,6 +158,7 @@ class ScrapeSource:
         timeout: float = 2.0,
         max_workers: int = 16,
         max_bytes: int = 256 * 1024 * 1024,
+        limits: Limits | None = None,
     ) -> None:
         if not targets:
             raise ValueError("ScrapeSource needs at least one target URL")
@@ -78,71 +166,40 @@ class ScrapeSource:
         self.timeout = timeout
         self.max_workers = max_workers
         self.max_bytes = max_bytes  # exporters are reached directly, never through a proxy
+        self.limits = limits or Limits()
 
-    def fetch(self) -> Fetched:
+    def fetch(self, known_nodes: frozenset[str] | None = None) -> Fetched:
+        deadline = time.monotonic() + self.timeout
         workers = min(self.max_workers, len(self.targets))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scrape") as pool:
-            bodies = list(pool.map(self._get, self.targets))
+            bodies = list(pool.map(lambda url: self._get(url, deadline), self.targets))
         fetched = Fetched(gpus=[])
+        attribution = Attribution(known=known_nodes, max_nodes=self.limits.max_nodes)
+        series_left = self.limits.max_series
         for url, (body, error) in zip(self.targets, bodies, strict=True):
             if error is not None:
                 fetched.errors.append(f"{url}: {error}")
                 continue
-            groups, stats = parse_grouped(body)
+            scrape = parse_scrape(body, max_series=series_left)
+            series_left = max(series_left - scrape.stats.samples, 0)
             node = urlsplit(url).hostname or ""  # for exporters that do not name their node
-            gpus, mapping = gpu_samples_from_groups(groups, default_node=node)
+            gpus, mapping = gpu_samples_from_scrape(
+                scrape, default_node=node, attribution=attribution
+            )
             fetched.gpus.extend(gpus)
-            fetched.parse.merge(stats)
+            fetched.parse.merge(scrape.stats)
             fetched.mapping.merge(mapping)
         if len(fetched.errors) == len(self.targets):
             raise SourceError("; ".join(fetched.errors))
         return fetched
 
-    def _get(self, url: str) -> tuple[str, str | None]:
-        """The body of `url`, or the error, within `timeout` of wall-clock time in all: a
-        watchdog shuts the connection down at the deadline, so neither a stalled connect, nor
-        headers or a body dripped a byte at a time (each read well within any socket timeout)
-        can hold the cycle longer."""
-        parts = urlsplit(url)
-        secure = parts.scheme == "https"
-        kind = http.client.HTTPSConnection if secure else http.client.HTTPConnection
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        connection = kind(parts.hostname or "", parts.port, timeout=self.timeout)
-        expired = threading.Event()
-        watchdog = threading.Timer(self.timeout, _shut_down, (connection, expired))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            connection.request("GET", target, headers={"Accept": "text/plain"})
-            response = connection.getresponse()
-            if response.status != 200:
-                return "", f"HTTP {response.status} {response.reason}"
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := response.read1(1 << 16):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > self.max_bytes:
-                    return "", f"response larger than {self.max_bytes} bytes"
-        except Exception as exc:  # every failure of one target is that target's error
-            if expired.is_set() or isinstance(exc, TimeoutError):
-                return "", f"timed out after {self.timeout:g} s"
-            return "", f"{type(exc).__name__}: {exc}"
-        finally:
-            watchdog.cancel()
-            connection.close()
-        if expired.is_set():  # cut off while reading: what came is only part of the body
-            return "", f"timed out after {self.timeout:g} s"
-        return b"".join(chunks).decode("utf-8", errors="replace"), None
-
-
-def _shut_down(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """At the deadline: unblock whatever the scrape thread is waiting for on this connection."""
-    expired.set()
-    sock = connection.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+    def _get(self, url: str, deadline: float) -> tuple[str, str | None]:
+        body, error = http_get(
+            url, deadline=deadline, max_bytes=self.max_bytes, accept="text/plain"
+        )
+        if error == "timed out":
+            error = f"timed out after {self.timeout:g} s"
+        return body.decode("utf-8", errors="replace"), error
 
 
 # --- Prometheus ---------------------------------------------------------------------------------
@@ -159,37 +216,32 @@ class PrometheusSource:
         *,
         timeout: float = 2.0,
         matchers: str = "",
-        client: Any = None,
+        max_bytes: int = 256 * 1024 * 1024,
+        limits: Limits | None = None,
     ) -> None:
-        """`matchers` narrows every selector, e.g. `job="gpu-metrics"`; `client` replaces
-        the PrometheusConnect (tests)."""
-        self.url = url
+        """`matchers` narrows every selector, e.g. `job="gpu-metrics"`."""
+        self.url = url.rstrip("/")
         self.timeout = timeout
         self.matchers = matchers
-        if client is None:
-            from prometheus_api_client import PrometheusConnect
-
-            client = PrometheusConnect(url=url, retry=Retry(total=0, redirect=0), timeout=timeout)
-        self.client = client
+        self.max_bytes = max_bytes
+        self.limits = limits or Limits()
 
     def fields_query(self) -> str:
         names = "|".join(FIELDS)
         extra = f",{self.matchers}" if self.matchers else ""
         return f'{{__name__=~"{names}"{extra}}}'
 
-    def fetch(self) -> Fetched:
+    def fetch(self, known_nodes: frozenset[str] | None = None) -> Fetched:
         """The current value of every DCGM field of every GPU, in one query.
 
         An instant query stamps each value with the evaluation time, not the scrape time, so
         the values' age starts at this fetch, as for a direct scrape. Series of an exporter
         that stopped answering are marked stale by Prometheus and drop out of the result.
         """
-        result = self._query(self.fields_query())
-        samples, stats = samples_from_vector(result)
-        gpus, mapping = gpu_samples(samples)
-        for gpu in gpus:
+        fetched = self._fetch(self.fields_query(), known_nodes=known_nodes)
+        for gpu in fetched.gpus:
             gpu.timestamp = None
-        return Fetched(gpus=gpus, parse=stats, mapping=mapping)
+        return fetched
 
     def fetch_quantile(self, metric: str, *, window: str = "1h", q: float = 0.95) -> Fetched:
         """`quantile_over_time(q, metric[window])` per series, mapped like fetch() (so
@@ -197,10 +249,8 @@ class PrometheusSource:
         if metric not in FIELDS:
             raise ValueError(f"not a known DCGM field: {metric}")
         selector = f"{metric}{{{self.matchers}}}" if self.matchers else metric
-        result = self._query(f"quantile_over_time({q:g}, {selector}[{window}])")
-        samples, stats = samples_from_vector(result, name=metric)
-        gpus, mapping = gpu_samples(samples)
-        return Fetched(gpus=gpus, parse=stats, mapping=mapping)
+        query = f"quantile_over_time({q:g}, {selector}[{window}])"
+        return self._fetch(query, name=metric)
 
     def busy_quantile(self, *, window: str = "1h", q: float = 0.95) -> dict[GpuKey, float]:
         """p95 (by default) busy ratio per GPU over `window`: PROF_GR_ENGINE_ACTIVE where the
@@ -213,13 +263,39 @@ class PrometheusSource:
                     result[gpu.key] = busy  # the PROF field, queried second, wins
         return result
 
+    def _fetch(
+        self, query: str, *, name: str | None = None, known_nodes: frozenset[str] | None = None
+    ) -> Fetched:
+        result = self._query(query)
+        cap = self.limits.max_series
+        samples, stats = samples_from_vector(result[:cap], name=name)
+        if len(result) > cap:
+            beyond = len(result) - cap
+            stats.skip(SERIES_CAP, f"{beyond} series past the first {cap}", beyond)
+        attribution = Attribution(known=known_nodes, max_nodes=self.limits.max_nodes)
+        gpus, mapping = gpu_samples(samples, attribution=attribution)
+        return Fetched(gpus=gpus, parse=stats, mapping=mapping)
+
     def _query(self, query: str) -> list[dict[str, Any]]:
         # Prometheus stops evaluating, too (its durations take no fractions: milliseconds).
-        params = {"timeout": f"{max(round(self.timeout * 1000), 1)}ms"}
+        params = {"query": query, "timeout": f"{max(round(self.timeout * 1000), 1)}ms"}
+        url = f"{self.url}/api/v1/query?{urlencode(params)}"
+        deadline = time.monotonic() + self.timeout
+        body, error = http_get(
+            url, deadline=deadline, max_bytes=self.max_bytes, accept="application/json"
+        )
+        if error is not None:
+            if error == "timed out":
+                error = f"timed out after {self.timeout:g} s"
+            raise SourceError(f"{self.url}: {error}")
         try:
-            result = self.client.custom_query(query, params=params)
-        except Exception as exc:  # requests' errors, PrometheusApiClientException, bad JSON
-            raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(result, list):
-            raise SourceError(f"{self.url}: expected a vector result, got {type(result).__name__}")
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise SourceError(f"{self.url}: the answer is not JSON: {exc}") from exc
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(data, dict) or doc.get("status") != "success":
+            raise SourceError(f"{self.url}: the query failed: {str(doc)[:300]}")
+        result = data.get("result")
+        if data.get("resultType") != "vector" or not isinstance(result, list):
+            raise SourceError(f"{self.url}: expected a vector result, got {data.get('resultType')}")
         return result

@@ -34,9 +34,10 @@ from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec
-from telemetry.dcgm import gpu_samples_from_groups
+from telemetry.dcgm import gpu_samples_from_scrape
 from telemetry.exposition import render_exposition
-from telemetry.parsing import parse_grouped
+from telemetry.parsing import parse_scrape
+from telemetry.placement import Attribution
 from telemetry.sources import Fetched
 
 SIDES = ("database", "kubernetes")
@@ -233,10 +234,10 @@ class ExpositionSource:
     def __init__(self, world: World) -> None:
         self.world = world
 
-    def fetch(self) -> Fetched:
-        groups, stats = parse_grouped(self.world.exposition())
-        gpus, mapping = gpu_samples_from_groups(groups)
+    def fetch(self, known_nodes: frozenset[str] | None = None) -> Fetched:
+        scrape = parse_scrape(self.world.exposition())
+        gpus, mapping = gpu_samples_from_scrape(scrape, attribution=Attribution(known=known_nodes))
         fetched = Fetched(gpus=gpus)
-        fetched.parse.merge(stats)
+        fetched.parse.merge(scrape.stats)
         fetched.mapping.merge(mapping)
         return fetched

@@ -213,7 +213,8 @@ def cluster_telemetry(now: datetime | None = None, nodes: Iterable[str] = ()) ->
 
 def telemetry_sources(now: datetime | None = None) -> dict[str, Doc]:
     """Each telemetry source (DCGM scrape, Prometheus) as its last attempts left it: failing
-    ones with their error, so an admin sees on the page what /metrics counts."""
+    ones with their error, working ones with what they left out (a cap reached, series on no
+    node of the cluster), so an admin sees on the page what /metrics counts."""
     return {
         status.name: {
             "name": status.name,
@@ -221,6 +222,7 @@ def telemetry_sources(now: datetime | None = None) -> dict[str, Doc]:
             "failures": status.consecutive_failures,
             "failures_total": status.failures_total,
             "error": status.last_error if status.consecutive_failures else "",
+            "warning": "" if status.consecutive_failures else status.last_warning,
             "last_success": iso(status.last_success_at),
             "last_attempt": iso(status.last_attempt_at),
             "gpus": status.last_gpus,

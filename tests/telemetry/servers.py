@@ -120,7 +120,8 @@ class FakeExporter(_Server):
     `states` may be a function of the scrape number, for values that change between scrapes.
     `body` replaces the rendered text (malformed input); `delay` holds every answer back;
     `drip` sends the answer one byte every `drip` seconds (from the status line on, or, with
-    `drip_body`, from the body on).
+    `drip_body`, from the body on); `no_length` leaves Content-Length out (the body ends when
+    the connection closes, as HTTP/1.0 servers and many proxies frame it).
     """
 
     def __init__(
@@ -138,6 +139,7 @@ class FakeExporter(_Server):
         self.delay = 0.0
         self.drip = 0.0
         self.drip_body = False
+        self.no_length = False
 
     @property
     def url(self) -> str:
@@ -158,26 +160,37 @@ class FakeExporter(_Server):
         content_type = "text/plain; version=0.0.4; charset=utf-8"
         body = self.text().encode()
         if self.drip:
-            head = (
-                f"HTTP/1.1 {self.status} OK\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n"
-            ).encode()
-            if self.drip_body:
-                handler.wfile.write(head)
-                head = b""
-            for byte in head + body:
-                handler.wfile.write(bytes([byte]))
-                handler.wfile.flush()
-                time.sleep(self.drip)
+            length = "" if self.no_length else f"Content-Length: {len(body)}\r\n"
+            head = f"HTTP/1.0 {self.status} OK\r\nContent-Type: {content_type}\r\n{length}\r\n"
+            drip(handler, head.encode(), body, self.drip, head_at_once=self.drip_body)
             return
         send(handler, self.status, body, content_type)
+
+
+def drip(
+    handler: BaseHTTPRequestHandler, head: bytes, body: bytes, every: float, *, head_at_once: bool
+) -> None:
+    """Send `head` then `body` a byte every `every` seconds (the head at once if told); a client
+    that hangs up ends it."""
+    if head_at_once:
+        handler.wfile.write(head)
+        head = b""
+    try:
+        for byte in head + body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(every)
+    except OSError:
+        return
 
 
 class FaultyProxy(_Server):
     """An HTTP proxy in front of `upstream` (a Prometheus) that can go down, slow, or erroring.
 
     mode "up" forwards, "slow" waits `delay` seconds first, "error" answers 503 like an
-    overloaded Prometheus; stop() closes the port (connections refused) and start() reopens it.
+    overloaded Prometheus, "drip" answers at once but sends the upstream's body a byte every
+    `drip` seconds without Content-Length; stop() closes the port (connections refused) and
+    start() reopens it.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -185,6 +198,7 @@ class FaultyProxy(_Server):
         self.upstream = upstream.rstrip("/")
         self.mode = "up"
         self.delay = 10.0
+        self.drip = 0.05
 
     def respond(self, handler: BaseHTTPRequestHandler) -> None:
         if self.mode == "slow":
@@ -194,6 +208,10 @@ class FaultyProxy(_Server):
             send(handler, 503, body, "application/json")
             return
         status, body = http_get(self.upstream + handler.path, timeout=10)
+        if self.mode == "drip":
+            head = f"HTTP/1.0 {status} OK\r\nContent-Type: application/json\r\n\r\n".encode()
+            drip(handler, head, body, self.drip, head_at_once=True)
+            return
         send(handler, status, body, "application/json")
 
 

@@ -7,16 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry.dcgm import (
+    DCGM_BLANK,
     FIELDS,
     LABEL_LIMITS,
     MAX_GPU_INDEX,
     GpuKey,
+    GpuSample,
     PodRef,
     busy_ratio,
     gpu_samples,
+    gpu_samples_from_groups,
+    gpu_samples_from_scrape,
     pod_of,
 )
-from telemetry.parsing import Sample, parse_exposition
+from telemetry.parsing import Sample, parse_exposition, parse_grouped, parse_scrape
 
 BASE = {"gpu": "0", "UUID": "GPU-1", "Hostname": "node-1", "modelName": "NVIDIA H100 80GB HBM3"}
 
@@ -276,3 +280,39 @@ def test_dcgm_values_beyond_their_range_are_left_out_or_clamped() -> None:
         "value not finite": 1,
     }
     assert stats.clamped == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 1}
+
+
+_VALUE = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, 0.5, 1.0, 1.01, 55.0, 101.0, -3.0, DCGM_BLANK, 9223372036854775794.0]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["node-a", "node-b"]), st.integers(0, 3)), unique=True),
+    st.lists(
+        st.sampled_from([*FIELDS, "DCGM_FI_DEV_SM_CLOCK", "dcgm_fi_dev_gpu_util"]), unique=True
+    ),
+    st.data(),
+)
+def test_column_by_column_maps_as_label_set_by_label_set(
+    gpus: list[tuple[str, int]], fields: list[str], data: st.DataObject
+) -> None:
+    """A scrape read as whole families (columns checked and scaled once per field) gives the
+    same GPUs, values and counts as the same scrape read label set by label set."""
+    lines = []
+    for field in fields:
+        lines.append(f"# TYPE {field} gauge")
+        for node, index in gpus:
+            value = data.draw(_VALUE)
+            lines.append(f'{field}{{gpu="{index}",Hostname="{node}"}} {value!r}')
+    text = "\n".join(lines) + "\n"
+    by_columns = gpu_samples_from_scrape(parse_scrape(text))
+    by_groups = gpu_samples_from_groups(parse_grouped(text)[0])
+
+    def as_dicts(gpus: list[GpuSample]) -> dict[GpuKey, dict[str, str]]:
+        return {gpu.key: {k: repr(v) for k, v in gpu.values.items()} for gpu in gpus}  # NaN-safe
+
+    assert as_dicts(by_columns[0]) == as_dicts(by_groups[0])
+    assert by_columns[1] == by_groups[1]

@@ -6,6 +6,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from io import StringIO
 
@@ -15,12 +16,16 @@ from django.test import override_settings
 from django.utils import timezone
 
 from bench.experiments.worlds import SimClock as Clock
-from telemetry import selectors
+from dashboard.selectors import cluster as cluster_docs
+from scheduling import services as node_services
+from telemetry import metrics, selectors
 from telemetry.management.commands import ingesttelemetry
 from telemetry.management.commands.ingesttelemetry import Command
 from telemetry.models import GpuLatest, NodeTelemetry, SourceStatus
+from telemetry.placement import NODE_CAP, NODE_UNKNOWN
 from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
-from tests.telemetry.conftest import PrometheusSetup
+from tests.builders import make_node
+from tests.telemetry.conftest import OPERATOR_STATES, PrometheusSetup
 from tests.telemetry.servers import FakeExporter, FaultyProxy, closed_port_url
 
 pytestmark = pytest.mark.django_db
@@ -142,8 +147,8 @@ def test_prometheus_down_or_slow_never_stalls_the_ingester(prometheus: Prometheu
         clock.advance(15)
         started = time.monotonic()
         report = cmd.run_once()
-        assert time.monotonic() - started < 2.0  # not the client's ~6 s of retries
-        assert not report.ok and "ConnectionError" in report.errors[0]
+        assert time.monotonic() - started < 2.0  # no retries with back-off
+        assert not report.ok and "Connection refused" in report.errors[0]
         assert GpuLatest.objects.count() == 9
         assert NodeTelemetry.objects.filter(state="stale").count() == 0
 
@@ -182,6 +187,87 @@ def test_prometheus_on_a_closed_port_costs_less_than_the_timeout() -> None:
     assert time.monotonic() - started < 1.5
     assert not report.ok and len(report.errors) == 1
     assert SourceStatus.objects.get(name="prometheus").failures_total == 1
+
+
+def test_a_cycle_against_a_slow_exporter_without_length_ends_by_timeout_plus_one_second(
+    exporter: FakeExporter,
+) -> None:
+    """The command as run, --timeout 0.5: an exporter that sends its body a byte every 50 ms
+    with no Content-Length (minutes to read) costs the cycle the timeout, not the body."""
+    exporter.drip, exporter.drip_body, exporter.no_length = 0.05, True, True
+    out = StringIO()
+    started = time.monotonic()
+    with pytest.raises(CommandError, match="no telemetry"):
+        call_command("ingesttelemetry", "--targets", exporter.url, "--timeout", "0.5", stdout=out)
+    assert time.monotonic() - started <= 0.5 + 1.0
+    assert "timed out after 0.5 s" in out.getvalue()
+
+
+def test_a_cycle_against_a_slow_prometheus_ends_by_timeout_plus_one_second(
+    prometheus: PrometheusSetup,
+) -> None:
+    with FaultyProxy(prometheus.url) as proxy:
+        proxy.mode = "drip"  # answers at once, then a byte every 50 ms without Content-Length
+        out = StringIO()
+        started = time.monotonic()
+        with pytest.raises(CommandError, match="no telemetry"):
+            call_command(
+                "ingesttelemetry",
+                "--source",
+                "prometheus",
+                "--prometheus-url",
+                proxy.base_url,
+                "--timeout",
+                "0.5",
+                stdout=out,
+            )
+        assert time.monotonic() - started <= 0.5 + 1.0
+    assert "timed out after 0.5 s" in out.getvalue()
+
+
+@override_settings(TELEMETRY_MAX_NODES_PER_SOURCE=2, TELEMETRY_MAX_SERIES_PER_SOURCE=9)
+def test_what_the_caps_leave_out_is_reported_everywhere(exporter: FakeExporter) -> None:
+    """In the cycle's report and log line, the ingester's /metrics, and the dashboard's sources."""
+    exporter.body = "".join(
+        f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",Hostname="node-{n}"}} 5\n'
+        for n in range(4)
+        for g in range(3)
+    )  # 12 series on 4 nodes
+    skipped = {"reason": NODE_CAP}
+    before = metrics.registry.get_sample_value("gpusched_telemetry_samples_skipped_total", skipped)
+    out = StringIO()
+    cmd = Command(stdout=out, stderr=StringIO())
+    cmd.source = ingesttelemetry.build_source({"targets": exporter.url})
+    report = cmd.run_once()
+    metrics.record_cycle(report)
+    assert report.ok and report.nodes == 2 and report.gpus == 6
+    assert report.left_out == [
+        "3 exposition lines past the series cap",
+        "3 samples of nodes past the node cap",
+    ]
+    assert "left out: 3 exposition lines past the series cap" in report.line()
+    after = metrics.registry.get_sample_value("gpusched_telemetry_samples_skipped_total", skipped)
+    assert (after or 0) - (before or 0) == 3
+    assert cluster_docs.telemetry_sources()["scrape"]["warning"] == "; ".join(report.left_out)
+
+
+def test_a_hostname_naming_no_node_of_the_cluster_invents_none(exporter: FakeExporter) -> None:
+    """The exporter's pod name in Hostname: with the cluster's nodes known, its GPUs are placed
+    on the scrape target's node when that is one, and nowhere when not (counted and shown)."""
+    node_services.node_register(spec=make_node("127.0.0.1").gpus(2).build())
+    pod_name = "nvidia-dcgm-exporter-x7k2p"
+    exporter.states = [replace(state, hostname=pod_name) for state in OPERATOR_STATES]
+    report = command(ScrapeSource([exporter.url])).run_once()
+    assert report.ok and report.nodes == 1 and report.nodes_by_rule == {"scrape target": 2}
+    assert set(GpuLatest.objects.values_list("node", flat=True)) == {"127.0.0.1"}
+
+    node_services.node_register(spec=make_node("gpu-a").gpus(2).build())
+    source = ScrapeSource([exporter.url.replace("127.0.0.1", "localhost")])
+    report = command(source).run_once()
+    assert report.gpus == 0 and report.samples_skipped_reasons == {NODE_UNKNOWN: 20}
+    assert report.left_out == [
+        "series naming no node of the cluster (e.g. nvidia-dcgm-exporter-x7k2p)"
+    ]
 
 
 def test_once_prints_one_json_line(exporter: FakeExporter) -> None:
@@ -228,10 +314,10 @@ class _TermOnFetch:
         self.inner = inner
         self.calls = 0
 
-    def fetch(self) -> Fetched:
+    def fetch(self, known_nodes: frozenset[str] | None = None) -> Fetched:
         self.calls += 1
         signal.raise_signal(signal.SIGTERM)
-        return self.inner.fetch()
+        return self.inner.fetch(known_nodes)
 
 
 def test_sigterm_finishes_the_cycle_and_stops_the_loop(

@@ -2,7 +2,8 @@
 
 Renders one dcgm-exporter scrape of nodes x GPUs x fields (not timed), then times what the
 ingester does with it: parse (text -> samples), map (samples -> GPUs and pods), store (latest
-values, raw history, node freshness) and roll up (the scrape's minute, closed), all in the
+values, raw history, node freshness), reconcile the GPU ids pods hold with those recorded
+(telemetry.assignments) and roll up (the scrape's minute, closed), all in the
 configured database, which must hold no other telemetry (`make bench-telemetry` uses a fresh
 SQLite file). The rows it wrote are deleted afterwards unless --keep.
 """
@@ -21,7 +22,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from telemetry import services
-from telemetry.dcgm import FIELDS, gpu_samples_from_groups
+from telemetry.assignments import assignments_reconcile
+from telemetry.dcgm import FIELDS, gpu_samples_from_scrape
 from telemetry.exposition import ALL_FIELDS, GpuState, render_exposition
 from telemetry.gcpause import paused_gc
 from telemetry.models import (
@@ -31,7 +33,7 @@ from telemetry.models import (
     NodeTelemetry,
     PodMinute,
 )
-from telemetry.parsing import parse_grouped
+from telemetry.parsing import parse_scrape
 
 NODE_PREFIX = "bench-node-"
 
@@ -129,12 +131,14 @@ class Command(BaseCommand):
     def _run(self, text: str, now: Any) -> dict[str, Any]:
         cpu0, t0 = time.process_time(), time.perf_counter()
         with paused_gc():  # as ingesttelemetry's cycle does
-            groups, stats = parse_grouped(text)
-            gpus, mapping = gpu_samples_from_groups(groups)
+            scrape = parse_scrape(text)
+            stats = scrape.stats
+            gpus, mapping = gpu_samples_from_scrape(scrape)
             t1 = time.perf_counter()
             stored = services.samples_ingest(gpus=gpus, observed_at=now, source="bench")
+            reconciled = assignments_reconcile(gpus)
             t2 = time.perf_counter()
-            del groups, gpus
+            del scrape, gpus
         # The minute of this scrape, closed: what the ingester does once a minute.
         minutes = services.telemetry_rollup(now=now + timedelta(minutes=1))
         t3, cpu3 = time.perf_counter(), time.process_time()
@@ -145,7 +149,8 @@ class Command(BaseCommand):
             "gpus": stored.gpus,
             "minutes_rolled": minutes,
             "parse_s": round(t1 - t0, 4),  # parse and map
-            "store_s": round(t2 - t1, 4),
+            "store_s": round(t2 - t1, 4),  # store and reconcile GPU ids
+            "mismatches": len(reconciled.mismatches),
             "rollup_s": round(t3 - t1, 4),  # store and roll up
             "total_s": round(t3 - t0, 4),
             "seconds": round(t3 - t0, 4),

@@ -176,14 +176,19 @@
       <span><span class="swatch" style="border:1px dashed #4e79a7"></span>reserved</span>`;
   }
 
-  /* Telemetry sources that are failing (a scrape target down, Prometheus unreachable): what the
-   * ingester's /metrics counts, said on the page. Nothing is shown while every source is fine. */
+  /* Telemetry sources that are failing (a scrape target down, Prometheus unreachable), or that
+   * answer but had series left out (a cap on series or nodes reached, series naming no node of
+   * the cluster): what the ingester's /metrics counts, said on the page. Nothing is shown while
+   * every source is fine. */
   const sources = document.getElementById("sources");
   function renderSources(state) {
-    const failing = Object.values(state.sources || {}).filter((s) => !s.ok).sort((a, b) => a.name.localeCompare(b.name));
-    sources.innerHTML = failing.map((s) => `<div class="refused" role="alert"><span class="badge warn">Telemetry source failing</span>
+    const all = Object.values(state.sources || {}).sort((a, b) => a.name.localeCompare(b.name));
+    const failing = all.filter((s) => !s.ok).map((s) => `<div class="refused" role="alert"><span class="badge warn">Telemetry source failing</span>
       <strong>${GS.esc(s.name)}</strong>: ${s.failures} attempt${s.failures === 1 ? "" : "s"} in a row failed (last good ${s.last_success ? GS.ago(s.last_success) : "never"}).
-      <span class="reason">${GS.esc(s.error)}</span><div class="note">Busy fills go stale until it answers again; scheduling goes on without them.</div></div>`).join("");
+      <span class="reason">${GS.esc(s.error)}</span><div class="note">Busy fills go stale until it answers again; scheduling goes on without them.</div></div>`);
+    const partial = all.filter((s) => s.ok && s.warning).map((s) => `<div class="refused" role="status"><span class="badge warn">Telemetry source left series out</span>
+      <strong>${GS.esc(s.name)}</strong>: <span class="reason">${GS.esc(s.warning)}</span></div>`);
+    sources.innerHTML = failing.concat(partial).join("");
   }
 
   function render(state, touched) {

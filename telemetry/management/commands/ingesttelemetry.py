@@ -1,8 +1,11 @@
 """`manage.py ingesttelemetry [--once | --loop]`: the telemetry worker.
 
 Each cycle (`run_once`) is a few small steps:
-1. fetch GPU samples from the source (Prometheus or the exporters themselves); an error is
-   logged and counted, and the cycle goes on without new data;
+1. fetch GPU samples from the source (Prometheus or the exporters themselves), within one
+   deadline of --timeout for the whole fetch, placed only on the cluster's nodes, within the
+   source's caps on series and nodes (telemetry.sources); an error is logged and counted, and the
+   cycle goes on without new data; what was left out is logged, counted and shown on the
+   dashboard's sources;
 2. store them (latest values, raw history, node freshness);
 3. mark stale the nodes whose newest sample is older than the freshness window, so an outage
    shows within one interval;
@@ -32,11 +35,11 @@ from django.utils import timezone
 
 from gpusched.loop import LoopCommand
 from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
-from telemetry import metrics, services
+from telemetry import conf, metrics, selectors, services
 from telemetry.assignments import assignments_reconcile
 from telemetry.cycle_report import CycleReport
 from telemetry.gcpause import paused_gc
-from telemetry.sources import Fetched, PrometheusSource, ScrapeSource, TelemetrySource
+from telemetry.sources import Fetched, Limits, PrometheusSource, ScrapeSource, TelemetrySource
 
 logger = logging.getLogger("telemetry.ingest")
 
@@ -72,7 +75,9 @@ class Command(LoopCommand):
             default=os.environ.get("GPUSCHED_TELEMETRY_TARGETS", DEFAULT_TARGETS),
             help="comma-separated exporter /metrics URLs (--source scrape)",
         )
-        parser.add_argument("--timeout", type=float, default=2.0, help="per request, seconds")
+        parser.add_argument(
+            "--timeout", type=float, default=2.0, help="for the whole fetch of a cycle, seconds"
+        )
         parser.add_argument("--json", action="store_true", help="one JSON line per cycle")
         add_metrics_arguments(parser)
 
@@ -126,6 +131,7 @@ class Command(LoopCommand):
             now=now,
             error=None if report.ok else "; ".join(report.errors) or "no data",
             gpus=report.gpus,
+            warning="; ".join(report.left_out),
         )
         self.cycles += 1
         self.failures += 0 if report.ok else 1
@@ -137,7 +143,7 @@ class Command(LoopCommand):
         assert self.source is not None
         started = time.monotonic()
         try:
-            fetched = self.source.fetch()
+            fetched = self.source.fetch(selectors.cluster_nodes())
         except Exception as exc:  # any source failure: count it, keep the previous data
             logger.warning("ingesttelemetry: %s source failed: %s", self.source.name, exc)
             report.errors.append(str(exc))
@@ -148,15 +154,24 @@ class Command(LoopCommand):
             logger.warning("ingesttelemetry: %s", error)
         if fetched.parse.skipped:
             logger.warning(
-                "ingesttelemetry: skipped %d malformed lines: %s",
+                "ingesttelemetry: skipped %d lines: %s",
                 fetched.parse.skipped,
                 "; ".join(fetched.parse.examples),
             )
         if fetched.mapping.skipped:
             logger.warning(
-                "ingesttelemetry: left out samples: %s",
+                "ingesttelemetry: left out samples: %s%s",
                 ", ".join(f"{reason} ({n})" for reason, n in fetched.mapping.skipped.items()),
+                f"; names on no node of the cluster: {', '.join(fetched.mapping.unknown_nodes)}"
+                if fetched.mapping.unknown_nodes
+                else "",
             )
+        report.left_out = fetched.capped + (
+            [f"series naming no node of the cluster (e.g. {fetched.mapping.unknown_nodes[0]})"]
+            if fetched.mapping.unknown_nodes
+            else []
+        )
+        report.nodes_by_rule = dict(fetched.mapping.attributed)
         report.errors.extend(fetched.errors)
         report.samples = fetched.parse.samples
         report.skipped = fetched.parse.skipped
@@ -193,11 +208,18 @@ class Command(LoopCommand):
 
 def build_source(options: dict[str, Any]) -> TelemetrySource:
     timeout = options.get("timeout") or 2.0
+    limits = Limits(
+        max_series=conf.count("TELEMETRY_MAX_SERIES_PER_SOURCE"),
+        max_nodes=conf.count("TELEMETRY_MAX_NODES_PER_SOURCE"),
+    )
     if options.get("source") == "prometheus":
         return PrometheusSource(
-            options["prometheus_url"], timeout=timeout, matchers=options.get("matchers") or ""
+            options["prometheus_url"],
+            timeout=timeout,
+            matchers=options.get("matchers") or "",
+            limits=limits,
         )
     targets = [target.strip() for target in options["targets"].split(",") if target.strip()]
     if not targets:
         raise CommandError("--targets: give at least one exporter URL")
-    return ScrapeSource(targets, timeout=timeout)
+    return ScrapeSource(targets, timeout=timeout, limits=limits)
