@@ -495,18 +495,31 @@ def _known_values(
     return found
 
 
+def _gpu_index(label: str) -> int | str:
+    """The `gpu` label as an index, or why it is none."""
+    if not label:
+        return NO_GPU_INDEX
+    if not _GPU_INDEX.match(label):
+        return BAD_GPU_INDEX
+    index = int(label)
+    return GPU_INDEX_RANGE if index > MAX_GPU_INDEX else index
+
+
+# The `gpu` labels met (a node has a few GPUs, so a scrape has a few distinct ones).
+_INDEXES: dict[str, int | str] = {str(i): i for i in range(64)}
+
+
 def _identity(
     labels: Mapping[str, str], target: str, rules: Attribution, stats: MapStats
 ) -> _Identity | str:
     """The GPU a label set names, or why it names none that can be stored."""
     get = labels.get
-    index = get("gpu", "")
-    if not index:
-        return NO_GPU_INDEX
-    if not _GPU_INDEX.match(index):
-        return BAD_GPU_INDEX
-    if int(index) > MAX_GPU_INDEX:
-        return GPU_INDEX_RANGE
+    label = get("gpu", "")
+    index = _INDEXES.get(label)
+    if index is None:
+        index = _gpu_index(label)
+    if isinstance(index, str):
+        return index
     node, rule, named = rules.place(labels, target)
     if not node:
         examples = stats.unknown_nodes
@@ -537,7 +550,7 @@ def _identity(
         }
         name = next(k for k, v in lengths.items() if len(v) > LABEL_LIMITS[k])
         return f"{LABEL_TOO_LONG}: {name}"
-    key = GpuKey(node, int(index), mig_instance)
+    key = GpuKey(node, index, mig_instance)
     return key, pod, uuid, model_name, get("pci_bus_id", ""), mig_profile
 
 

@@ -48,13 +48,18 @@ class Attribution:
     known: frozenset[str] | None = None
     max_nodes: int | None = None
     seen: set[str] = field(default_factory=set)
+    # Hostname -> where a label set with it and no node label was placed: every GPU of an exporter
+    # repeats its Hostname, so the rules run once per exporter, not once per GPU.
+    by_host: dict[str, Placement] = field(default_factory=dict)
 
     def place(self, labels: Mapping[str, str], target: str) -> Placement:
         get = labels.get
         known = self.known
         host = get("Hostname") or get("hostname") or ""
-        usual = host and (known is None or host in known)
-        if usual and not any(map(labels.__contains__, NODE_LABELS)):
+        plain = labels.keys().isdisjoint(NODE_LABELS)
+        if plain and (placed := self.by_host.get(host)) is not None:
+            return placed
+        if plain and host and (known is None or host in known):
             rule, name = BY_HOSTNAME, host  # the usual case: the exporter names its node
         else:
             candidates = (
@@ -76,7 +81,10 @@ class Attribution:
             if self.max_nodes is not None and len(seen) >= self.max_nodes:
                 return Placement("", NODE_CAP)
             seen.add(name)
-        return Placement(name, rule)
+        placed = Placement(name, rule)
+        if plain and rule == BY_HOSTNAME:
+            self.by_host[host] = placed
+        return placed
 
 
 def instance_host(instance: str) -> str:
