@@ -1,4 +1,4 @@
-"""The API's JSON parser: DRF's, decoding through gpusched/jsonbody.py (bounded nesting, NaN and
+"""The API's JSON parser: DRF's, decoding through common/jsonbody.py (bounded nesting, NaN and
 Infinity refused) so that every malformed body is a 400 in the API's error shape."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework import parsers, status
 from rest_framework.exceptions import APIException, ParseError
 
-from gpusched import jsonbody
+from common import jsonbody
 
 
 class BodyTooLarge(APIException):

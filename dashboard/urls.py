@@ -1,7 +1,7 @@
 from django.urls import path
 
 from dashboard import actions, views
-from gpusched.signin import answers_429_when_throttled
+from dashboard.signin import answers_429_when_throttled
 
 app_name = "dashboard"
 

@@ -23,8 +23,8 @@ from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.consumers import user_group
 from dashboard.selectors import placements as placement_selectors
+from dashboard.signin import SignInForm
 from dashboard.tailer import Tailer
-from gpusched.signin import SignInForm
 from scheduling.models import Node, Tenant
 
 View = Callable[..., HttpResponse]
@@ -124,7 +124,7 @@ def decision(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 class LoginView(auth_views.LoginView):
-    """Sign-in, throttled per username and address (gpusched/signin.py)."""
+    """Sign-in, throttled per username and address (dashboard/signin.py)."""
 
     template_name = "dashboard/login.html"
     authentication_form = SignInForm

@@ -256,7 +256,7 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # The largest body the web process reads (API requests, forms, the optional extender routes):
 # GPUSCHED_MAX_BODY_BYTES, default 1 MiB, far above any real request (docs/security.md). A larger
 # one is refused with 413 before it is decoded; JSON is decoded with bounded nesting
-# (gpusched/jsonbody.py).
+# (common/jsonbody.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1024 * 1024)
 
 # --- requests in flight ----------------------------------------------------------------------

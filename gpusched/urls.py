@@ -2,9 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from gpusched import signin, views
+from dashboard import signin
+from gpusched import views
 
-# The admin's sign-in is throttled like the dashboard's (gpusched/signin.py).
+# The admin's sign-in is throttled like the dashboard's (dashboard/signin.py).
 admin.site.login_form = signin.AdminSignInForm
 admin.site.login = signin.answers_429_when_throttled(admin.site.login)  # type: ignore[method-assign,assignment]
 

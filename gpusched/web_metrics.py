@@ -32,8 +32,8 @@ from prometheus_client import Counter as CounterMetric
 from prometheus_client import Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
+from common.process_metrics import role_registry
 from dashboard.tailer import Tailer
-from gpusched.process_metrics import role_registry
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import Allocation, ClusterQueue, Event, Gpu, LocalQueue, Node, Pod, Workload
 from telemetry.models import GpuLatest, NodeTelemetry, SourceStatus

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from gpusched.process_metrics import role_registry
+from common.process_metrics import role_registry
 
 registry = role_registry()
 

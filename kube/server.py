@@ -9,7 +9,7 @@ Served over TLS (kube/extender_auth.py): the handshake runs in the connection's 
 client that stalls it holds only its thread, for at most HANDSHAKE_TIMEOUT_S. Every verb needs a
 client certificate signed by the client CA or a bearer token; anyone else gets a 401 and nothing
 is read from the database. Bodies are bounded (MAX_BODY) and decoded with bounded nesting
-(gpusched/jsonbody.py); an idle keep-alive connection is closed after IDLE_TIMEOUT_S.
+(common/jsonbody.py); an idle keep-alive connection is closed after IDLE_TIMEOUT_S.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection
 
-from gpusched import jsonbody
+from common import jsonbody
 from kube import extender
 from kube import metrics as extender_metrics
 from kube.extender import ExtenderError

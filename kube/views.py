@@ -19,7 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from gpusched import jsonbody
+from common import jsonbody
 from kube import extender
 from kube.extender import ExtenderError, ExtenderUnavailable
 from kube.extender_auth import ExtenderAuth, ExtenderAuthError

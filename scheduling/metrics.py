@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from gpusched.process_metrics import role_registry
+from common.process_metrics import role_registry
 from scheduling.cycle_report import PHASES
 
 if TYPE_CHECKING:  # the worker may import this module to call record_eviction

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from gpusched.process_metrics import role_registry
+from common.process_metrics import role_registry
 from telemetry.cycle_report import CycleReport
 
 registry = role_registry()

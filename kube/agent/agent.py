@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge
 from urllib3.exceptions import HTTPError
 
-from gpusched.process_metrics import role_registry
+from common.process_metrics import role_registry
 from kube.agent.nvidia_smi import ProbeError, probe
 from kube.api import KubeApi
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION

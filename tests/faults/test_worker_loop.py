@@ -1,4 +1,4 @@
-"""The worker loop (gpusched/loop.py) and a database connection that dies under it."""
+"""The worker loop (common/loop.py) and a database connection that dies under it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from django.db import OperationalError, connection
 
-from gpusched.loop import LoopCommand
+from common.loop import LoopCommand
 from tests.dashboard.servers import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

@@ -12,11 +12,11 @@ from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
 from scheduling.models import QueueSource
 from sim.kubernetes.simulated import SimulatedKubernetes
+from tests.common.test_process_probes import probe
 from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.helpers import kubeconfig, seeds_profile_text
 from tests.test_observability import running, scrape_until, value
-from tests.test_process_probes import probe
 
 pytestmark = pytest.mark.django_db
 

@@ -24,12 +24,12 @@ from kube.extender_auth import ExtenderAuth, server_context
 from kube.server import make_server
 from scheduling.models import Allocation
 from sim.kubernetes.simulated import SimulatedKubernetes
+from tests.common.test_process_probes import probe, wait_for_probe
 from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.helpers import framework, scheduler
 from tests.kube.tls import Authority, Issued
 from tests.test_observability import running, scrape_until, value
-from tests.test_process_probes import probe, wait_for_probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """Guessing passwords costs time: the dashboard's and the admin's sign-in are throttled per
-username and per address (gpusched/signin.py). Before, 40 wrong passwords in 14 s were all
+username and per address (dashboard/signin.py). Before, 40 wrong passwords in 14 s were all
 answered."""
 
 from __future__ import annotations

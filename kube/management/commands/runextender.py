@@ -17,8 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.loop import LoopCommand
+from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube import extender
 from kube import metrics as extender_metrics
 from kube.extender_auth import ExtenderAuth, ExtenderAuthError, server_context

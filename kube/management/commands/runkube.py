@@ -29,8 +29,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.loop import LoopCommand
+from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube.api import KubeApi, connect, own_namespace
 from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
 from kube.leader import LeaseElector, LeaseLost

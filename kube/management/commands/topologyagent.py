@@ -18,8 +18,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.loop import LoopCommand
+from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from kube.agent import agent as topology_agent
 from kube.agent.agent import StepReport, TopologyAgent
 from kube.api import KubeApi, connect

@@ -16,8 +16,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.db import DatabaseError
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.loop import LoopCommand
+from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from scheduling import metrics
 from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from gpusched.loop import LoopCommand
+from common.loop import LoopCommand
 from sim.kubernetes.launch import SimulatedCluster, SpeedClock
 from sim.metrics_server import serve_exposition
 from sim.spec import SpecError, load_spec

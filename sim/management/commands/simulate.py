@@ -16,7 +16,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
-from gpusched.loop import LoopCommand
+from common.loop import LoopCommand
 from sim.metrics_server import serve_exposition
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec, SpecError, load_spec

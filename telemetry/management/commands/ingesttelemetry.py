@@ -33,8 +33,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.loop import LoopCommand
+from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from telemetry import conf, metrics, selectors, services
 from telemetry.assignments import assignments_reconcile
 from telemetry.cycle_report import CycleReport

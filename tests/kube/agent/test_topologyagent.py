@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from gpusched.process_metrics import LoopHealth, serve_metrics, stop_serving
+from common.process_metrics import LoopHealth, serve_metrics, stop_serving
 from kube.agent import agent as agent_module
 from kube.agent.agent import PROBE_FAILED, UPDATED, TopologyAgent
 from kube.api import KubeApi

@@ -9,7 +9,7 @@ and the next step comes after a backoff (0.5 s, doubling up to `max_backoff`). W
 error is raised as it is. A CommandError is the command deciding to end (a scheduler that lost its
 lease): it ends the loop in both modes.
 
-The loop keeps `health` (gpusched/process_metrics.py) up to date for the probes: liveness fails once
+The loop keeps `health` (common/process_metrics.py) up to date for the probes: liveness fails once
 a step or a wait overruns by `--stuck-intervals` intervals, readiness follows the last step."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from gpusched.process_metrics import LoopHealth
+from common.process_metrics import LoopHealth
 
 logger = logging.getLogger(__name__)
 

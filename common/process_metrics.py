@@ -6,7 +6,7 @@ prometheus_client's global one: a process that imports another role's module (th
 imports them all) would otherwise export that role's families too, as zeros that look like real
 readings.
 
-/healthz is liveness: the worker's loop is turning. The loop (gpusched/loop.py) tells `LoopHealth`
+/healthz is liveness: the worker's loop is turning. The loop (common/loop.py) tells `LoopHealth`
 when a step starts and when it ends with the wait it chose; the probe fails once the loop is more
 than `stuck_after_s` past the moment it should have moved on (a step running that long, or a wait
 overrun), so a process wedged on a lock or a hung connection is restarted. /readyz is readiness: the

@@ -1,6 +1,6 @@
-"""Every role's `--metrics-port` (gpusched/process_metrics.py): /metrics, /healthz and /readyz, in
+"""Every role's `--metrics-port` (common/process_metrics.py): /metrics, /healthz and /readyz, in
 real processes of runscheduler and ingesttelemetry (runkube's and runextender's are in tests/kube/),
-and the rules the loop keeps for them (gpusched/loop.py), on an injected clock."""
+and the rules the loop keeps for them (common/loop.py), on an injected clock."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from django.core.management.base import CommandError
 from django.db import connection
 
-from gpusched.loop import LoopCommand
-from gpusched.process_metrics import LoopHealth
+from common.loop import LoopCommand
+from common.process_metrics import LoopHealth
 from scheduling.models import Lease
 from telemetry.exposition import GpuState
 from tests.dashboard.servers import database_url, free_port
