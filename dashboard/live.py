@@ -23,7 +23,6 @@ from dashboard.selectors import node as node_docs
 from dashboard.selectors import placements as placement_docs
 from dashboard.selectors import queues as queue_docs
 from dashboard.selectors import tenants as tenant_docs
-from scheduling.cache import ClusterCache
 from scheduling.events import (
     EVENT_TYPES,
     AllocationPromoted,
@@ -42,6 +41,7 @@ from scheduling.events import (
     WorkloadChanged,
     WorkloadEvicted,
 )
+from scheduling.worker.cache import ClusterCache
 
 State = dict[str, dict[str, Doc]]
 Changes = dict[str, dict[str, Any]]
@@ -280,7 +280,7 @@ class QueuesView(LiveView):
 class TenantsView(LiveView):
     """Tenants page: each tenant's workloads, pods and GPUs now; and the last hour of held vs
     busy GPUs, overRequest and right-sizing advice (sampled: allocations joined with the
-    telemetry rollups, scheduling.efficiency)."""
+    telemetry rollups, scheduling.selectors.efficiency)."""
 
     name = "tenants"
     sample_every = 15.0

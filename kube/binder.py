@@ -30,7 +30,7 @@ from scheduling import services
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import NodeSpec
 from scheduling.models import Pod
-from scheduling.side import BindRefused, PodEviction, Verdict
+from scheduling.worker.side import BindRefused, PodEviction, Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -39,16 +39,17 @@ from kube.api import KubeApi, connect
 from kube.models import KubePod
 from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
-from scheduling import cluster_state, profile_files, services
-from scheduling.cache import ClusterCache
+from scheduling import profile_files, services
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.framework import NormalizeScorePlugin
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.status import Code
 from scheduling.core.types import NodeSpec, PodRequest
-from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod
+from scheduling.worker import cluster_state
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.load_feed import LoadFeed
 
 logger = logging.getLogger(__name__)
 

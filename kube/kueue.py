@@ -36,10 +36,11 @@ from kubernetes.client.exceptions import ApiException
 from kube import services as kube_services
 from kube.api import KubeApi
 from kube.informer import PeriodicList
-from scheduling import metrics, services
+from scheduling import services
 from scheduling.core.queueing.config import QueueConfig, QueueConfigError
 from scheduling.core.queueing.kueue_objects import parse_cluster_objects
 from scheduling.models import QueueSource
+from scheduling.worker import metrics
 
 logger = logging.getLogger(__name__)
 

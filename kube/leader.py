@@ -24,7 +24,7 @@ from kubernetes.client import CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectM
 from kubernetes.client.exceptions import ApiException
 
 from kube.times import micro_time, parse_time
-from scheduling.side import Leadership
+from scheduling.worker.side import Leadership
 
 logger = logging.getLogger(__name__)
 

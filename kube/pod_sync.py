@@ -24,13 +24,13 @@ from kube.models import KubePod
 from kube.teller import Teller
 from kube.translate import ANNOTATION_GPU_IDS, PodInfo, pod_info, to_request
 from scheduling import services
-from scheduling.cache import ClusterCache
-from scheduling.cluster_state import pod_request
 from scheduling.core.cycle_state import CycleState
 from scheduling.core.scheduler import Decision
 from scheduling.core.status import Status
 from scheduling.core.types import NodeSpec
 from scheduling.models import Allocation, Pod, Workload
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cluster_state import pod_request
 
 logger = logging.getLogger(__name__)
 

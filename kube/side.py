@@ -1,5 +1,6 @@
-"""The Kubernetes side of the one scheduling cycle (scheduling.side, scheduling.cycle): gpusched as
-a secondary scheduler, placing the pods whose `spec.schedulerName` is the profile's.
+"""The Kubernetes side of the one scheduling cycle (scheduling.worker.side,
+scheduling.worker.cycle): gpusched as a secondary scheduler, placing the pods whose
+`spec.schedulerName` is the profile's.
 
 - sync: informers (list + watch, kube.informer) mirror nodes (allocatable, GFD labels, topology
   from the annotation or NRT; with DRA, the GPUs of their ResourceSlices) here, and pods into the
@@ -41,13 +42,13 @@ from kube.pod_sync import PodMirror
 from kube.teller import Teller
 from kube.topology_warnings import TopologyWarnings
 from kube.translate import TranslationError, node_spec, pod_info
-from scheduling.cache import ClusterCache
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import NodeSpec
-from scheduling.cycle import SchedulingCycle
 from scheduling.models import Node, Pod
-from scheduling.side import BindRefused, PodEviction, SideSync, Verdict, Waiting
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.side import BindRefused, PodEviction, SideSync, Verdict, Waiting
 
 logger = logging.getLogger(__name__)
 

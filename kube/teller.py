@@ -1,4 +1,4 @@
-"""What the Kubernetes side tells the cluster about why (scheduling.side `report`):
+"""What the Kubernetes side tells the cluster about why (scheduling.worker.side `report`):
 
 - pods: a `FailedScheduling` Warning event and `PodScheduled=False` once per distinct reason
   (kube-scheduler's way), and `status.nominatedNodeName` for a preemptor waiting for its victims;
@@ -18,7 +18,7 @@ from kube.api import KubeApi
 from kube.models import KubePod
 from kube.translate import PodInfo
 from scheduling.models import Node
-from scheduling.side import Waiting
+from scheduling.worker.side import Waiting
 
 
 class Teller:

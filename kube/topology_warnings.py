@@ -18,7 +18,7 @@ from prometheus_client import Gauge
 from kube.api import KubeApi
 from kube.node_topology import Unknown
 from kube.translate import NodeFacts
-from scheduling.metrics import registry
+from scheduling.worker.metrics import registry
 
 UNKNOWN_REASON = "GPUTopologyUnknown"
 KNOWN_REASON = "GPUTopologyKnown"

@@ -9,7 +9,8 @@ Over-commit is impossible at the database level, whatever the number of schedule
   `cpu_used_milli` (`NodeNuma`), raised only by a checked update (`used + delta <= capacity`, the
   row locked by the UPDATE itself): a node may report less capacity than it holds (Kubernetes
   lowers allocatable under running pods), which must never stop its registration, but nothing
-  more is ever placed on it until it is consistent (it is quarantined: scheduling.cluster_state);
+  more is ever placed on it until it is consistent (it is quarantined:
+  scheduling.worker.cluster_state);
 - a pod has at most one active allocation, and binding moves it from Pending only once;
 - what a shared GPU lends to opportunistic pods out of its owners' idle capacity (reclaim,
   scheduling.core.reclaim) is counted apart, in `lent_milli` under CHECK (0 <= lent <= 1000):
@@ -55,7 +56,8 @@ class Node(models.Model):
     # {"gpu_numa": [...], "gpu_switch": [...], "links": [[...]], "numa_cpus": [...]}
     topology = models.JSONField(default=dict)
     # Why the scheduler places nothing here ("" when consistent): the recorded state contradicts
-    # the node's capacity (scheduling.cluster_state); cleared by itself once it no longer does.
+    # the node's capacity (scheduling.worker.cluster_state); cleared by itself once it no longer
+    # does.
     quarantine_reason = models.CharField(max_length=512, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -454,8 +456,8 @@ class Pod(models.Model):
     # rather than preempting again; cleared when it is bound or requeued.
     nominated_node = models.CharField(max_length=253, blank=True, default="")
     # Why the last attempt failed, structured (scheduling/services/decisions.py `why_pending`,
-    # read by scheduling/why_pending.py): current while its "summary" equals last_reason, which
-    # every other writer of last_reason (binding, eviction, a refused bind) changes.
+    # read by scheduling/selectors/why_pending.py): current while its "summary" equals last_reason,
+    # which every other writer of last_reason (binding, eviction, a refused bind) changes.
     pending_explanation = models.JSONField(default=dict, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)  # backoff after a failed attempt

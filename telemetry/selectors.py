@@ -216,7 +216,7 @@ def tenant_used_p95(
 
 @dataclass(frozen=True)
 class UsagePoint:
-    """One minute of a tenant's usage, as scheduling.efficiency defines it."""
+    """One minute of a tenant's usage, as scheduling.selectors.efficiency defines it."""
 
     minute: datetime
     used_avg: float  # GPUs kept busy, averaged over the minute

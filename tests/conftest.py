@@ -13,7 +13,7 @@ except ImproperlyConfigured:
 # the missing STATIC_ROOT). tests/security/ checks those production parts in real processes.
 settings.SECURE_SSL_REDIRECT = False
 # Every read of the queue status computes the usage ratios afresh
-# (tests/scheduling/test_efficiency.py checks the cache the default enables).
+# (tests/scheduling/selectors/test_efficiency.py checks the cache the default enables).
 settings.USAGE_RATIOS_MAX_AGE_S = 0.0
 settings.STORAGES = {
     **settings.STORAGES,

@@ -29,13 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.tailer import Tailer
 from gpusched.log_formats import JsonFormatter
-from scheduling import metrics as scheduler_metrics
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import Event, Node, Pod
 from scheduling.profile_files import load_profile
+from scheduling.worker import metrics as scheduler_metrics
+from scheduling.worker.database_side import database_cycle
 from telemetry import services as telemetry_services
 from telemetry.exposition import GpuState
 from tests.dashboard.conftest import (
@@ -293,7 +293,7 @@ def test_runscheduler_serves_its_metrics_and_logs_json_lines(tmp_path: Path) -> 
         assert value(series, "process_resident_memory_bytes")
 
     lines = [json.loads(line) for line in log.read_text().splitlines()]  # every line is JSON
-    cycles = [line for line in lines if line["logger"] == "scheduling.cycle"]
+    cycles = [line for line in lines if line["logger"] == "scheduling.worker.cycle"]
     assert cycles and sum(line["bound"] for line in cycles) == 20
     assert sum(line["admitted"] for line in cycles) == 4
     first = cycles[0]

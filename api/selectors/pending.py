@@ -10,8 +10,6 @@ from typing import Any
 
 from django.utils import timezone
 
-from scheduling import selectors as scheduling_selectors
-from scheduling import why_pending
 from scheduling.models import (
     LocalQueue,
     PlacementDecision,
@@ -19,6 +17,8 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.selectors import queues as scheduling_selectors
+from scheduling.selectors import why_pending
 
 # --- pending status -----------------------------------------------------------------------------
 
@@ -53,11 +53,11 @@ class PendingStatus:
 
 def workload_pending_status(workload: Workload, now: datetime | None = None) -> PendingStatus:
     """Why the workload waits and when it may start: position, reason, message and estimated start
-    come from the queue (scheduling.selectors.pending_workloads: its cluster queue's order while
-    waiting for quota, the order of admitted workloads while waiting for nodes); the per-filter
-    node counts come from the structured explanation of the pods' last scheduling attempt
-    (scheduling.why_pending, the read the dashboard uses too) and the last decision from its
-    record."""
+    come from the queue (scheduling.selectors.queues.pending_workloads: its cluster queue's order
+    while waiting for quota, the order of admitted workloads while waiting for nodes); the
+    per-filter node counts come from the structured explanation of the pods' last scheduling attempt
+    (scheduling.selectors.why_pending, the read the dashboard uses too) and the last decision from
+    its record."""
     now = now or timezone.now()
     pending = list(workload.pods.filter(phase=Pod.Phase.PENDING).order_by("-last_attempt_at"))
     queued = None

@@ -9,7 +9,6 @@ from django.db.models import Count
 
 from api.models import TenantPolicy
 from api.selectors.tenants import tenant_queue_names
-from scheduling import selectors as scheduling_selectors
 from scheduling.models import (
     ClusterQueue,
     LocalQueue,
@@ -17,6 +16,7 @@ from scheduling.models import (
     Tenant,
     Workload,
 )
+from scheduling.selectors import queues as scheduling_selectors
 
 # --- local queues (derived) -------------------------------------------------------------------
 
@@ -78,7 +78,7 @@ def local_queues(tenant: Tenant | None = None) -> list[LocalQueueView]:
 def cluster_queues() -> list[
     tuple[ClusterQueue, scheduling_selectors.ClusterQueueStatus | None, list[str]]
 ]:
-    """Each ClusterQueue row with its Kueue-like status (scheduling.selectors) and its
+    """Each ClusterQueue row with its Kueue-like status (scheduling.selectors.queues) and its
     LocalQueues ("namespace/name")."""
     status = {s.name: s for s in scheduling_selectors.cluster_queue_status()}
     locals_of: dict[int, list[str]] = defaultdict(list)

@@ -11,17 +11,17 @@ from django.utils import timezone
 
 from api import quantities as q
 from api.selectors.tenants import tenant_policy, tenant_queue_names
-from scheduling import queue_state
-from scheduling import selectors as scheduling_selectors
 from scheduling.core.efficiency import Advice
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU
-from scheduling.efficiency import efficiency_of, tenant_minutes, workload_advice
 from scheduling.models import (
     LocalQueue,
     Tenant,
     Workload,
 )
+from scheduling.selectors import queues as scheduling_selectors
+from scheduling.selectors.efficiency import efficiency_of, tenant_minutes, workload_advice
+from scheduling.worker import queue_state
 from telemetry.selectors import UsagePoint
 
 # --- quota and usage ------------------------------------------------------------------------------
@@ -146,8 +146,8 @@ class UsageView:
 
 def tenant_usage(tenant: Tenant, window: timedelta, now: datetime | None = None) -> UsageView:
     """Held vs DCGM-busy GPUs over `window`, the overRequest index, right-sizing advice per
-    workload and the per-minute series: one definition (scheduling.efficiency), the same the
-    dashboard's Tenants page shows."""
+    workload and the per-minute series: one definition (scheduling.selectors.efficiency), the same
+    the dashboard's Tenants page shows."""
     now = now or timezone.now()
     series = tenant_minutes(start=now - window, end=now, tenant=tenant.name).get(tenant.name, [])
     efficiency = efficiency_of(series, tenant.name)

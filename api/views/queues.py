@@ -19,8 +19,8 @@ from api.views.common import (
     TenantApi,
     documented,
 )
-from scheduling import queue_selectors
 from scheduling.models import Tenant
+from scheduling.selectors import cohorts as queue_selectors
 
 
 class AdmissionFairSharingStatusSerializer(serializers.Serializer):

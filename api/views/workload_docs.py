@@ -412,7 +412,7 @@ def workload_doc(
 
 
 def _estimates(w: Workload) -> dict[str, Any]:
-    """What the scheduler last predicted for a waiting workload (scheduling.estimates)."""
+    """What the scheduler last predicted for a waiting workload (scheduling.worker.estimates)."""
     waiting = w.state in (Workload.State.PENDING, Workload.State.ADMITTED)
     if not waiting or w.estimated_at is None:
         return {"runtimePrediction": None, "estimatedStart": None}

@@ -26,13 +26,13 @@ from bench.experiments.fairshare import BIG_GANG_GPUS, GPU_MODEL, PolicyResult, 
 from bench.experiments.philly import POLICIES, Trace, queue_documents
 from bench.experiments.worlds import SimClock
 from scheduling import services
-from scheduling.cache import ClusterCache
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import Resources, TopologyPolicy
 from scheduling.models import Event, Pod, Workload
-from scheduling.reclaim import ReclaimFeed
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.reclaim import ReclaimFeed
 from sim.arrivals import Arrival
 from sim.cluster import PRESETS, build_nodes
 from sim.spec import ClusterSpec, ShapeSpec
@@ -105,7 +105,7 @@ def _sample() -> _Sample:
 
 
 def _first_estimates(etas: dict[str, tuple[float, float] | None], start_s: float) -> None:
-    """The first estimate the cycle recorded for each waiting job (scheduling.estimates), in
+    """The first estimate the cycle recorded for each waiting job (scheduling.worker.estimates), in
     seconds from the window's start: what the API told its tenant soon after it arrived."""
     rows = (
         Workload.objects.filter(estimated_at__isnull=False)

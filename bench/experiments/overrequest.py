@@ -40,13 +40,13 @@ from django.db.models import Avg
 from bench.experiments import worlds
 from bench.experiments.fairness import percentile
 from bench.experiments.worlds import SimClock
-from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.load_feed import LoadFeed
 from scheduling.models import Event, Pod
 from scheduling.profile_files import load_profile
-from scheduling.reclaim import ReclaimFeed
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.load_feed import LoadFeed
+from scheduling.worker.reclaim import ReclaimFeed
 from sim.kubernetes.kubelet import INVALID_ANNOTATION
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile

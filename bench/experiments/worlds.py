@@ -26,10 +26,10 @@ from kube.side import kubernetes_cycle
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
-from scheduling.estimates import StartEstimator
 from scheduling.models import Pod
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
+from scheduling.worker.estimates import StartEstimator
 from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
 from sim.simulator import Arrivals, Simulator

@@ -16,12 +16,13 @@ from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard.selectors import Doc, iso
-from scheduling import cluster_state, profile_files
-from scheduling.cache import ClusterCache
+from scheduling import profile_files
 from scheduling.core.scheduler import Framework
 from scheduling.core.stranded import stranded_gpus
 from scheduling.core.types import MILLI_PER_GPU, SharingMode
 from scheduling.models import Gpu, Node
+from scheduling.worker import cluster_state
+from scheduling.worker.cache import ClusterCache
 from telemetry import selectors as telemetry
 
 

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Collection
 
 from dashboard.selectors import Doc, iso
-from scheduling import why_pending
 from scheduling.models import Node, PlacementDecision
+from scheduling.selectors import why_pending
 
 DECISIONS_SHOWN = 100
 
@@ -46,7 +46,7 @@ def _decision_doc(row: PlacementDecision) -> Doc:
 def decision_detail(decision_id: int) -> Doc | None:
     """One decision with its full explanation (per node and plugin), the GPU set it chose read
     against the node's topology, and for a pod not placed the per-node breakdown of why
-    (scheduling.why_pending, the read the REST API uses)."""
+    (scheduling.selectors.why_pending, the read the REST API uses)."""
     row = (
         PlacementDecision.objects.filter(pk=decision_id)
         .select_related("pod__workload__tenant")

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 
 from dashboard.selectors import Doc, iso
-from scheduling import pod_resources, queue_selectors, why_pending
-from scheduling import selectors as scheduling_selectors
+from scheduling import pod_resources
 from scheduling.core.types import (
     MILLI_PER_GPU,
 )
@@ -21,6 +20,9 @@ from scheduling.models import (
     Pod,
     Workload,
 )
+from scheduling.selectors import cohorts as queue_selectors
+from scheduling.selectors import queues as scheduling_selectors
+from scheduling.selectors import why_pending
 
 PENDING_SHOWN = 500
 

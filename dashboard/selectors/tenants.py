@@ -12,13 +12,6 @@ from dashboard.selectors import Doc
 from scheduling.core.types import (
     MILLI_PER_GPU,
 )
-from scheduling.efficiency import (
-    advice_of,
-    efficiency_of,
-    held_now_gpus,
-    minutes_of,
-    usage_window,
-)
 from scheduling.models import (
     ClusterQueue,
     GpuAssignment,
@@ -26,6 +19,13 @@ from scheduling.models import (
     Pod,
     Tenant,
     Workload,
+)
+from scheduling.selectors.efficiency import (
+    advice_of,
+    efficiency_of,
+    held_now_gpus,
+    minutes_of,
+    usage_window,
 )
 
 State = dict[str, dict[str, Doc]]
@@ -37,7 +37,7 @@ ADVICE_SHOWN = 50  # the largest savings; the page shows them ten at a time
 
 def tenants() -> dict[str, Doc]:
     """Per tenant, now: active workloads, pods waiting and placed, GPUs held (whole and shares,
-    in GPUs, by the rule of scheduling.efficiency's held) and MIG slices held."""
+    in GPUs, by the rule of scheduling.selectors.efficiency's held) and MIG slices held."""
     quota = _gpu_quota_by_namespace()
     result: dict[str, Doc] = {
         name: {
@@ -107,9 +107,9 @@ def _gpu_quota_by_namespace() -> dict[str, Doc]:
 
 
 def usage(now: datetime | None = None) -> State:
-    """The last hour, by the one definition of scheduling.efficiency: per tenant its minutes
-    (held, busy, peak: the charts) and the window's held, busy p95 and overRequest (the table,
-    computed from the very same minutes); the biggest right-sizing savings (ADVICE_SHOWN of
+    """The last hour, by the one definition of scheduling.selectors.efficiency: per tenant its
+    minutes (held, busy, peak: the charts) and the window's held, busy p95 and overRequest (the
+    table, computed from the very same minutes); the biggest right-sizing savings (ADVICE_SHOWN of
     them, largest first); and which minutes were measured."""
     now = now or timezone.now()
     window = usage_window(start=now - SERIES_WINDOW, end=now)

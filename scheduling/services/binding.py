@@ -16,7 +16,6 @@ from django.db.models import F
 
 from scheduling import events
 from scheduling.bulk import insert_rows
-from scheduling.cluster_state import ClusterState
 from scheduling.core.scheduler import Decision
 from scheduling.core.types import (
     MILLI_PER_GPU,
@@ -33,6 +32,7 @@ from scheduling.models import (
 )
 from scheduling.services.allocations import add_counts
 from scheduling.services.decisions import explanation
+from scheduling.worker.cluster_state import ClusterState
 
 logger = logging.getLogger(__name__)
 

@@ -129,12 +129,12 @@ def explanation(decision: Decision) -> dict[str, Any]:
 
 
 def why_pending(decision: Decision, *, summary: str) -> dict[str, Any]:
-    """Why no node took the pod, as data (read by scheduling/why_pending.py for the REST API and
-    the dashboard): each node grouped under the first filter it failed (the kube-scheduler
-    message's counting), a few of its nodes by name; how many nodes failed each filter at all;
-    and how many nodes failed only for reasons that finishing or preempting pods can remove
-    (resolvable) against those that no change of load fixes (the node's kind, taints, topology).
-    `summary` is the text written beside it, by which a reader knows the doc is current."""
+    """Why no node took the pod, as data (read by scheduling/selectors/why_pending.py for the REST
+    API and the dashboard): each node grouped under the first filter it failed (the kube-scheduler
+    message's counting), a few of its nodes by name; how many nodes failed each filter at all; and
+    how many nodes failed only for reasons that finishing or preempting pods can remove (resolvable)
+    against those that no change of load fixes (the node's kind, taints, topology). `summary` is the
+    text written beside it, by which a reader knows the doc is current."""
     size = len(decision.node_names)
     doc: dict[str, Any] = {
         "summary": summary,

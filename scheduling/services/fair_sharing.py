@@ -16,10 +16,12 @@ from datetime import datetime
 
 from django.db import transaction
 
-from scheduling import events, queue_selectors, queue_state
+from scheduling import events
 from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, decayed, entry_penalty, in_base_units
 from scheduling.models import LocalQueue, Workload
+from scheduling.selectors import cohorts as queue_selectors
+from scheduling.worker import queue_state
 
 
 def _fair_queues() -> list[LocalQueue]:

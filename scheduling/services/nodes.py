@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from django.db import transaction
 
 from scheduling import events
-from scheduling.cluster_state import topology_to_json
 from scheduling.core.types import (
     NodeSpec,
 )
@@ -17,6 +16,7 @@ from scheduling.models import (
     Node,
     NodeNuma,
 )
+from scheduling.worker.cluster_state import topology_to_json
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from scheduling import events, queue_selectors
+from scheduling import events
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
 from scheduling.core.queueing.config import QueueConfig, ResourceGroup
 from scheduling.core.queueing.resources import format_quantity
@@ -24,6 +24,7 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
 )
+from scheduling.selectors import cohorts as queue_selectors
 from scheduling.services import fair_sharing
 from scheduling.services.audit import admin_action_record
 from scheduling.services.errors import FieldErrors, ServiceError

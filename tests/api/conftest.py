@@ -17,9 +17,9 @@ from api import services as api_services
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import SharingMode
-from scheduling.database_side import database_cycle
 from scheduling.models import Node, Tenant
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from tests.builders import make_node
 
 H100 = "NVIDIA-H100-80GB-HBM3"

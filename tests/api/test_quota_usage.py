@@ -110,7 +110,7 @@ def test_usage_without_telemetry(team_a) -> None:
 
 
 def test_usage_held_vs_measured_with_advice(team_a, cluster) -> None:
-    """Held and busy by scheduling.efficiency's definition: per rolled-up minute, over the
+    """Held and busy by scheduling.selectors.efficiency's definition: per rolled-up minute, over the
     minutes measured (tests/dashboard/test_tenant_numbers.py recomputes it from the raw rows)."""
     submit(team_a, LLAMA)
     run_scheduler()

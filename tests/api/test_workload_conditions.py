@@ -17,9 +17,9 @@ from scheduling import services
 from scheduling.core.queueing.config import LocalQueue, QueueConfig
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from tests.api.conftest import LLAMA, Caller, onboard, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

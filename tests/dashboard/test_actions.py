@@ -9,9 +9,9 @@ from django.test import Client
 from api.services import tenant_onboard
 from scheduling import events
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import ClusterQueue, Event, Node, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
 

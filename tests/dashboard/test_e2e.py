@@ -24,9 +24,9 @@ from dashboard.frames import FRAME_BYTES
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.database_side import database_cycle
 from scheduling.models import Pod, QueueSource, Tenant
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.servers import web_server
 from tests.scheduling import factories

@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, SharingMode
-from scheduling.database_side import database_cycle
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from tests.builders import make_node
 from tests.dashboard.servers import web_server
 from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark, sign_in  # noqa: F401

@@ -21,9 +21,9 @@ from api.services import tenant_onboard, token_create
 from scheduling import events
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Event, Node, Pod, Tenant, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from telemetry.models import GpuMinute, PodMinute
 from tests.dashboard.servers import web_server
 from tests.dashboard.test_e2e import artifacts, browser, in_thread, pytestmark, sign_in  # noqa: F401

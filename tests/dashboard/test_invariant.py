@@ -27,9 +27,9 @@ from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.database_side import database_cycle
 from scheduling.models import Node, Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from tests.dashboard.conftest import Client_, admin_cookie, connect, outbox_only
 from tests.scheduling import factories

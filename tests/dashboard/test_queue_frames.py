@@ -14,9 +14,9 @@ from dashboard.selectors import head_event_id
 from scheduling import events, services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import Event, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from tests.dashboard.test_invariant import QUEUES
 from tests.scheduling import factories
 

@@ -1,7 +1,7 @@
 """The Tenants page's numbers, recomputed here from the raw rows (allocations with their bind and
 release times, GPU assignments, the telemetry rollups) by a second, brute-force reading of the
-definition in scheduling/efficiency.py, and compared with what the dashboard's live view and the
-REST API's /usage serve: one definition of held, busy and overRequest everywhere."""
+definition in scheduling/selectors/efficiency.py, and compared with what the dashboard's live view
+and the REST API's /usage serve: one definition of held, busy and overRequest everywhere."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from django.utils import timezone
 from api.services import token_create
 from dashboard.selectors import tenants as tenant_docs
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
-from scheduling.efficiency import tenant_efficiency
 from scheduling.models import Allocation, GpuAssignment, Pod, Tenant
 from scheduling.profile_files import load_profile
+from scheduling.selectors.efficiency import tenant_efficiency
 from scheduling.services import nodes as node_services
+from scheduling.worker.database_side import database_cycle
 from telemetry.models import GpuMinute, PodMinute
 from tests.api.conftest import client_for
 from tests.builders import make_node

@@ -16,10 +16,10 @@ from dashboard.selectors import cluster as cluster_docs
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import NodeSpec, Resources, SharingMode, Taint, TopologyPolicy
-from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, PlacementDecision, Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from telemetry.models import GpuMinute, PodMinute
 from telemetry.services import source_status_record

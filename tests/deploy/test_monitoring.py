@@ -26,7 +26,7 @@ from prometheus_client.metrics_core import Metric
 
 from gpusched import web_metrics
 from kube import metrics as extender_metrics
-from scheduling import metrics as scheduler_metrics
+from scheduling.worker import metrics as scheduler_metrics
 from telemetry import metrics as telemetry_metrics
 from tests.bench.stack.conftest import installed
 from tests.kube.helpers import DEPLOY

@@ -21,12 +21,12 @@ from scheduling.core.plugins.load_aware import NEUTRAL_SCORE
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, ServiceClass
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
-from scheduling.load_feed import LoadFeed
 from scheduling.models import PlacementDecision, Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import PROFILE_DIR
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
+from scheduling.worker.load_feed import LoadFeed
 from telemetry.exposition import GpuState
 from telemetry.models import NodeTelemetry, SourceStatus
 from telemetry.selectors import gpu_loads

@@ -14,8 +14,8 @@ from kube.leader import KubernetesLease, LeaseElector
 from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
-from scheduling.cycle import SchedulingCycle
 from scheduling.profile_files import load_profile
+from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client
 
-from scheduling.cycle import SchedulingCycle
+from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import gpusched_cycle

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from scheduling import metrics, services
+from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.models import (
     AdmissionFairSharingSettings,
@@ -18,6 +18,7 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
 )
+from scheduling.worker import metrics
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import side_of

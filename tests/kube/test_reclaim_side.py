@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from scheduling.cycle import SchedulingCycle
-from scheduling.load_feed import LoadFeed
 from scheduling.models import GpuAssignment, Pod
-from scheduling.reclaim import ReclaimFeed
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.load_feed import LoadFeed
+from scheduling.worker.reclaim import ReclaimFeed
 from sim.kubernetes.simulated import SimulatedKubernetes
 from telemetry.models import GpuLatest
 from tests.kube import objects

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kube.models import KubePod
-from scheduling.cycle import SchedulingCycle
 from scheduling.models import Allocation, Gpu, Node, Pod
+from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import Clock, scheduler, side_of

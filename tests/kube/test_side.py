@@ -15,9 +15,9 @@ from kube.models import KubePod
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.types import Resources, ServiceClass
-from scheduling.cycle import SchedulingCycle
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.pod_template import PodTemplate
+from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 from telemetry.models import GpuLatest
 from tests.kube import objects

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from kube.topology_warnings import KNOWN_REASON, UNKNOWN_REASON
-from scheduling.cycle import SchedulingCycle
-from scheduling.metrics import registry
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.metrics import registry
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import scheduler

@@ -9,7 +9,7 @@ from scheduling import events
 def _readers() -> dict[str, tuple[frozenset, frozenset]]:
     """Every reader of the outbox: the types it handles and the types it ignores."""
     from dashboard.live import VIEWS
-    from scheduling.cache import ClusterCache
+    from scheduling.worker.cache import ClusterCache
 
     readers = {
         "ClusterCache": (ClusterCache.HANDLES | ClusterCache.REBUILDS_ON, ClusterCache.IGNORES)

@@ -10,14 +10,16 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from scheduling import queue_selectors, selectors, services
+from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import Event, LocalQueue, Pod, PriorityClass, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.selectors import cohorts as queue_selectors
+from scheduling.selectors import queues as selectors
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -39,7 +39,7 @@ def test_a_node_cannot_give_more_cpu_than_it_has() -> None:
 
 def test_a_node_may_report_less_capacity_than_it_holds() -> None:
     """Kubernetes lowers allocatable under running pods: recording it must never fail (the node is
-    quarantined instead, scheduling.cluster_state)."""
+    quarantined instead, scheduling.worker.cluster_state)."""
     (node,) = factories.nodes(1)
     Node.objects.filter(pk=node.pk).update(cpu_used_milli=F("cpu_milli"))
     Node.objects.filter(pk=node.pk).update(cpu_milli=1000)

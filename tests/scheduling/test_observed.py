@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling import services
-from scheduling.cache import ClusterCache
 from scheduling.models import Event, Gpu, GpuAssignment, Pod
+from scheduling.worker.cache import ClusterCache
 from tests.scheduling import factories
 from tests.scheduling.test_services import schedule_pending
 

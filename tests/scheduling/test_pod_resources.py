@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduling import pod_resources, services
-from scheduling.cluster_state import pod_request
 from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload
 from scheduling.pod_template import PodTemplate
+from scheduling.worker.cluster_state import pod_request
 from tests.scheduling import factories
 from tests.scheduling.core.strategies import RESOURCES
 

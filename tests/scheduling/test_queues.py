@@ -13,12 +13,10 @@ from django.core.management.base import CommandError
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from scheduling import queue_state, selectors, services
+from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import (
     ClusterQueue,
     Event,
@@ -31,6 +29,10 @@ from scheduling.models import (
 )
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.selectors import queues as selectors
+from scheduling.worker import queue_state
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 

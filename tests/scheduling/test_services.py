@@ -4,12 +4,13 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduling import cluster_state, events, services
+from scheduling import events, services
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import Resources
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Lease, Node, Pod, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.worker import cluster_state
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

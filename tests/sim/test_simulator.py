@@ -6,9 +6,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.experiments.worlds import SimClock as Clock
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import Gpu, Node, Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from sim.arrivals import GeneratedArrivals
 from sim.simulator import Simulator
 from sim.spec import load_spec, parse_spec

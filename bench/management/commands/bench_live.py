@@ -47,11 +47,11 @@ from dashboard.live import ClusterView, apply
 from dashboard.selectors import head_event_id
 from scheduling import services
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.events import NodeChanged, read_after
 from scheduling.models import Event, Node, Pod, Tenant
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from sim.workload import synthetic_pods
 

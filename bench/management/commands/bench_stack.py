@@ -70,8 +70,8 @@ from bench.management.commands.bench_live import (
 from bench.stack import NativeStack
 from bench.tenant_load import SHAPES, Recorder, TenantLoad, reaper, submitter
 from bench.web_process import database_url as connected_database_url
-from scheduling.cycle_report import PHASES
 from scheduling.models import Node, Pod, Workload
+from scheduling.worker.cycle_report import PHASES
 from sim.cluster import synthetic_pools
 from telemetry.models import GpuLatest
 

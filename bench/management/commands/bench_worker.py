@@ -26,15 +26,15 @@ from kube.api import KubeApi
 from kube.side import kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
-from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, PodRequest
-from scheduling.cycle import SchedulingCycle
-from scheduling.cycle_report import PHASES
-from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import command_profile
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.cycle_report import PHASES
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from sim.kubernetes.launch import SimulatedCluster
 from sim.spec import ClusterSpec

@@ -220,7 +220,7 @@
     return Number(value || 0).toLocaleString(undefined, { maximumFractionDigits: 2 });
   };
 
-  /* Why a pod waits (scheduling/why_pending.py): what would make it fit, and each group of
+  /* Why a pod waits (scheduling/selectors/why_pending.py): what would make it fit, and each group of
    * nodes under the first filter they failed, with a few of them by name. */
   GS.whyPending = function (why) {
     const groups = why.groups.map((g) => {

@@ -1,6 +1,6 @@
 /* Tenants page: who holds what now (live), and over the last hour held vs busy GPUs, overRequest
  * and right-sizing advice (sampled). The table's numbers and the charts come from the same
- * minutes (scheduling/efficiency.py), so they agree by construction. */
+ * minutes (scheduling/selectors/efficiency.py), so they agree by construction. */
 (function () {
   "use strict";
 

@@ -13,8 +13,8 @@ runs beside Kueue: Kueue admits, gpusched places the pods Kueue has ungated (kub
 
 Connection: the pod's service account in a cluster, else `--kubeconfig` / KUBECONFIG /
 ~/.kube/config (`--context` to pick one). With --metrics-port, the scheduler's Prometheus metrics
-(scheduling/metrics.py) are served on that port with /healthz (the loop turns) and /readyz (the
-last cycle finished: leading, or standing by with the API server answering).
+(scheduling/worker/metrics.py) are served on that port with /healthz (the loop turns) and /readyz
+(the last cycle finished: leading, or standing by with the API server answering).
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from kube.api import KubeApi, connect, own_namespace
 from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
-from scheduling import metrics, profile_files
-from scheduling.cache import ClusterCache
+from scheduling import profile_files
 from scheduling.core.scheduler import Framework
-from scheduling.cycle import CycleReport, SchedulingCycle
+from scheduling.worker import metrics
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cycle import CycleReport, SchedulingCycle
 
 MOUNTED_PROFILE = Path("/etc/gpusched/profile.yaml")
 LEASE_NAME = "gpusched-scheduler"

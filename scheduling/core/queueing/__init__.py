@@ -1,6 +1,6 @@
 """Queues, quotas, fair sharing and quota preemption with Kueue's semantics and names (admission
-before placement). Pure: no Django; the shell (scheduling.cycle / services / selectors) feeds it
-rows and writes back what it decides.
+before placement). Pure: no Django; the shell (scheduling.worker.cycle / services / selectors) feeds
+it rows and writes back what it decides.
 
 - resources: canonical units of any resource name and how a pod's request is counted;
 - config: ResourceFlavor, ClusterQueue, Cohort, LocalQueue, PriorityClass, admission fair sharing

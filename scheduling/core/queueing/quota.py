@@ -26,9 +26,9 @@ of r, the share is the largest ratio (integer arithmetic) divided by the node's 
 ancestor's at the level where it competes, for the admission tournament (admission.py).
 
 Idle-held capacity counts against the holder: with `idle_weight` w > 0, what a queue's admitted
-workloads hold but do not use (telemetry, scheduling.efficiency) is added w times to its usage in
-its own share, so of two queues borrowing the same, the one sitting on idle GPUs ranks behind.
-Only the share changes; quota limits still count requests.
+workloads hold but do not use (telemetry, scheduling.selectors.efficiency) is added w times to its
+usage in its own share, so of two queues borrowing the same, the one sitting on idle GPUs ranks
+behind. Only the share changes; quota limits still count requests.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One active scheduler at a time (a lease row in the database); standbys keep trying and take over
 when the leader's lease expires. SIGTERM/SIGINT finish the current cycle, give up the lease and
-exit. With --metrics-port, Prometheus metrics (scheduling/metrics.py) are served on that port
+exit. With --metrics-port, Prometheus metrics (scheduling/worker/metrics.py) are served on that port
 with /healthz (the loop turns) and /readyz (the last cycle finished: leading or standing by).
 """
 
@@ -18,15 +18,15 @@ from django.db import DatabaseError
 
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
-from scheduling import metrics
-from scheduling.cache import ClusterCache
 from scheduling.core.scheduler import Framework
-from scheduling.cycle import CycleReport
-from scheduling.database_side import LEASE_NAME, database_cycle
 from scheduling.profile_files import DEFAULT, command_profile
+from scheduling.worker import metrics
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cycle import CycleReport
+from scheduling.worker.database_side import LEASE_NAME, database_cycle
 
 logger = logging.getLogger(__name__)
-cycle_logger = logging.getLogger("scheduling.cycle")  # one line per busy cycle
+cycle_logger = logging.getLogger("scheduling.worker.cycle")  # one line per busy cycle
 
 
 class Command(LoopCommand):

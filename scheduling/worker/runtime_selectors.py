@@ -1,5 +1,5 @@
-"""What run-time prediction reads (scheduling.runtime_feed): finished workloads and how long they
-ran, and the shape of the workloads it predicts for. Reads only."""
+"""What run-time prediction reads (scheduling.worker.runtime_feed): finished workloads and how long
+they ran, and the shape of the workloads it predicts for. Reads only."""
 
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ import pytest
 from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
-from scheduling.efficiency import recent_usage_ratios, tenant_efficiency, workload_advice
 from scheduling.models import Allocation, Pod
 from scheduling.profile_files import load_profile
+from scheduling.selectors.efficiency import recent_usage_ratios, tenant_efficiency, workload_advice
+from scheduling.worker.database_side import database_cycle
 from telemetry.models import GpuMinute, PodMinute
 from tests.scheduling import factories
 

@@ -1,5 +1,5 @@
-"""What one scheduling cycle (scheduling.cycle) did: the commands print it and its metrics count
-it."""
+"""What one scheduling cycle (scheduling.worker.cycle) did: the commands print it and its metrics
+count it."""
 
 from __future__ import annotations
 

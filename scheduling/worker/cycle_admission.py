@@ -1,4 +1,4 @@
-"""Phase 3 of the scheduling cycle (scheduling.cycle): admission. An admission cycle over the
+"""Phase 3 of the scheduling cycle (scheduling.worker.cycle): admission. An admission cycle over the
 cluster queues (quota, flavors, fair sharing, cohort trees; scheduling.core.queueing.admission)
 and what it decides written back: first the admitted workloads whose pods were not all placed
 within the pods-ready timeout are evicted and requeued with backoff (Kueue's waitForPodsReady),
@@ -14,16 +14,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduling import queue_state, services
+from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.admission import admission_cycle
 from scheduling.core.queueing.feasibility import EmptyClusterFeasibility
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
-from scheduling.cycle_evictions import Evictions
-from scheduling.cycle_report import CycleReport
-from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
-from scheduling.side import ClusterSide, Waiting
+from scheduling.worker import queue_state
+from scheduling.worker.cycle_evictions import Evictions
+from scheduling.worker.cycle_report import CycleReport
+from scheduling.worker.load_feed import LoadFeed
+from scheduling.worker.side import ClusterSide, Waiting
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Gpu, Pod
 from scheduling.profile_files import load_profile
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

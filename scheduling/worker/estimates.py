@@ -1,7 +1,7 @@
 """Estimated starts of waiting workloads for both cluster sides (issue 18), computed by the
 scheduling cycle every `every_s` seconds (never per request) and recorded for the API:
 
-- run times predicted from finished workloads (scheduling.runtime_feed), with their basis;
+- run times predicted from finished workloads (scheduling.worker.runtime_feed), with their basis;
 - starts by replaying the queue forward with the real core (scheduling.core.queueing.forecast) on
   a copy of the cycle's snapshot: admission over the cluster queues where gpusched admits, the
   framework's placement with gangs, reservations and backfill; once against p50 and once against
@@ -25,15 +25,17 @@ from datetime import UTC, datetime
 
 from django.db.models import Count
 
-from scheduling import cluster_state, selectors, services
-from scheduling.cluster_state import ClusterState
+from scheduling import services
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.backfill import BackfillPolicy, ReservationBook
 from scheduling.core.queueing.forecast import Forecast, Queues, WaitingWork
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import PodRequest
 from scheduling.models import Pod, Workload
-from scheduling.runtime_feed import RuntimeFeed
+from scheduling.selectors import queues as selectors
+from scheduling.worker import cluster_state
+from scheduling.worker.cluster_state import ClusterState
+from scheduling.worker.runtime_feed import RuntimeFeed
 
 EVERY_S = 30.0
 MAX_SHARE = 0.1  # of the worker's time

@@ -12,13 +12,14 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling import cluster_state, services
+from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import NodeSpec, TopologyPolicy
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Gpu, Lease, Node, NodeNuma, Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker import cluster_state
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 

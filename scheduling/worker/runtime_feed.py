@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from scheduling import runtime_selectors
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.runtime import JobShape, Prediction, RuntimePredictor
 from scheduling.core.types import PodRequest
+from scheduling.worker import runtime_selectors
 
 REFRESH_EVERY_S = 30.0
 

@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db.models import Min
 
 from scheduling import pod_resources
-from scheduling.cluster_state import pod_request, tolerations_from_json
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
     AdmissionFairSharing,
@@ -58,6 +57,7 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
 )
+from scheduling.worker.cluster_state import pod_request, tolerations_from_json
 
 
 @dataclass

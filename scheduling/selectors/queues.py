@@ -19,12 +19,12 @@ from scheduling.core.queueing.config import (
 from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import format_quantity
-from scheduling.efficiency import recent_usage_ratios
 from scheduling.models import (
     Pod,
     Workload,
 )
-from scheduling.queue_state import (
+from scheduling.selectors.efficiency import recent_usage_ratios
+from scheduling.worker.queue_state import (
     QueueSetup,
     admitted_workloads,
     queue_setup,
@@ -132,8 +132,8 @@ def pending_workloads(
     cluster_queue: str | None = None,
 ) -> list[PendingWorkload]:
     """Every workload waiting for quota or for nodes, with its position in its queue, the reason
-    and the estimated start the scheduling cycle last recorded (scheduling.estimates: the queue
-    replayed with the real core against run times learnt from finished workloads)."""
+    and the estimated start the scheduling cycle last recorded (scheduling.worker.estimates: the
+    queue replayed with the real core against run times learnt from finished workloads)."""
     setup = queue_setup()
     admitted = admitted_workloads()
     book = quota_book(setup, admitted)

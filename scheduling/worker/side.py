@@ -1,7 +1,7 @@
 """What differs between the two worlds gpusched schedules (DESIGN.md §8): a small protocol the one
-scheduling cycle (scheduling.cycle) is written against.
+scheduling cycle (scheduling.worker.cycle) is written against.
 
-- the database side (scheduling.database_side): the simulator and the tenants' REST API write
+- the database side (scheduling.worker.database_side): the simulator and the tenants' REST API write
   nodes, workloads and pods into the database; a placement is real once committed, an evicted
   pod is gone at once;
 - the Kubernetes side (kube.side): informers mirror the cluster into the database; a placement is

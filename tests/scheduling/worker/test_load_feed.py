@@ -4,14 +4,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import cluster_state
 from scheduling.core.profiles import load_profiles
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.database_side import database_cycle
-from scheduling.load_feed import LoadFeed
 from scheduling.models import Allocation, Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.worker import cluster_state
+from scheduling.worker.database_side import database_cycle
+from scheduling.worker.load_feed import LoadFeed
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 

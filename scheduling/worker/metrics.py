@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, Histogram
 
 from common.process_metrics import role_registry
-from scheduling.cycle_report import PHASES
+from scheduling.worker.cycle_report import PHASES
 
 if TYPE_CHECKING:  # the worker may import this module to call record_eviction
-    from scheduling.cycle import CycleReport
+    from scheduling.worker.cycle import CycleReport
 
 registry = role_registry()
 

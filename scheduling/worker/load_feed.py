@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from scheduling.cluster_state import ClusterState
 from scheduling.core.load import GpuMeasurement, RecentPlacement, estimated_load
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest
-from scheduling.efficiency import usage_ratios
 from scheduling.models import Allocation
+from scheduling.selectors.efficiency import usage_ratios
+from scheduling.worker.cluster_state import ClusterState
 from telemetry import conf as telemetry_conf
 from telemetry.selectors import gpu_loads
 

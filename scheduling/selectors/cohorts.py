@@ -12,7 +12,7 @@ from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, in_base_units, weighted_usage
 from scheduling.core.queueing.resources import format_base_units, format_quantity
 from scheduling.models import LocalQueue, QueueSource, Workload
-from scheduling.queue_state import admitted_workloads, parse_usage, queue_setup, quota_book
+from scheduling.worker.queue_state import admitted_workloads, parse_usage, queue_setup, quota_book
 
 
 def queue_source() -> QueueSource:

@@ -11,17 +11,18 @@ import pytest
 import yaml
 
 from bench.experiments.worlds import SimClock as Clock
-from scheduling import selectors, services
+from scheduling import services
 from scheduling.core.queueing.admission import INADMISSIBLE, PODS_READY_TIMEOUT
 from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, TopologyPolicy
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import Node, Pod, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.selectors import queues as selectors
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 

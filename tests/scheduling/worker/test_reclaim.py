@@ -5,14 +5,15 @@ back and stays back for the grace period."""
 import pytest
 
 from bench.experiments.worlds import SimClock as Clock
-from scheduling import cluster_state, services
+from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
 from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Pod
 from scheduling.profile_files import load_profile
-from scheduling.reclaim import ReclaimFeed
+from scheduling.worker import cluster_state
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
+from scheduling.worker.reclaim import ReclaimFeed
 from telemetry.models import GpuLatest
 from tests.scheduling import factories
 

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from scheduling import cluster_state, services
-from scheduling.cache import ClusterCache
+from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
-from scheduling.database_side import database_cycle
 from scheduling.models import Pod
 from scheduling.profile_files import load_profile
+from scheduling.worker import cluster_state
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -1,9 +1,9 @@
 """One scheduling cycle for both cluster sides (DESIGN.md §8), written once against the protocol of
-scheduling.side. `run_once()` does one cycle and says whether more work is waiting, so tests call
-it directly and the commands (`runscheduler`, `runkube`) only loop and sleep. The numbered phases
-below read top to bottom in `_cycle`, as kube-scheduler's schedule_one.go does; admission is in
-scheduling.cycle_admission, evictions in scheduling.cycle_evictions, the rest in the core and
-the services.
+scheduling.worker.side. `run_once()` does one cycle and says whether more work is waiting, so tests
+call it directly and the commands (`runscheduler`, `runkube`) only loop and sleep. The numbered
+phases below read top to bottom in `_cycle`, as kube-scheduler's schedule_one.go does; admission is
+in scheduling.worker.cycle_admission, evictions in scheduling.worker.cycle_evictions, the rest in
+the core and the services.
 
  1. Lead, or stand by; a new leader releases the reservations a crashed predecessor left.
  2. Sync the side: what changed outside gpusched comes into the database; then the cluster's
@@ -44,9 +44,7 @@ from functools import cmp_to_key
 from django.conf import settings
 from django.utils import timezone
 
-from scheduling import cluster_state, queue_state, services
-from scheduling.cache import ClusterCache
-from scheduling.cluster_state import ClusterState
+from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.backfill import (
     DEFAULT_HORIZON_S,
@@ -61,15 +59,18 @@ from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.reclaim import reclaimed_reason
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import NodeSpec, PodRequest
-from scheduling.cycle_admission import Admission
-from scheduling.cycle_evictions import Evictions, gang_reclaim
-from scheduling.cycle_report import CycleReport
-from scheduling.estimates import StartEstimator
-from scheduling.load_feed import LoadFeed
 from scheduling.models import Pod, Workload
-from scheduling.reclaim import ReclaimFeed
-from scheduling.runtime_feed import RuntimeFeed
-from scheduling.side import ClusterSide, Elector, Waiting
+from scheduling.worker import cluster_state, queue_state
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cluster_state import ClusterState
+from scheduling.worker.cycle_admission import Admission
+from scheduling.worker.cycle_evictions import Evictions, gang_reclaim
+from scheduling.worker.cycle_report import CycleReport
+from scheduling.worker.estimates import StartEstimator
+from scheduling.worker.load_feed import LoadFeed
+from scheduling.worker.reclaim import ReclaimFeed
+from scheduling.worker.runtime_feed import RuntimeFeed
+from scheduling.worker.side import ClusterSide, Elector, Waiting
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +323,8 @@ class SchedulingCycle:
         by_uid: dict[str, Pod],
     ) -> BackfillPolicy:
         """Predicted ends of what the nodes hold and run times of what waits, learnt from
-        finished workloads (scheduling.runtime_feed); reservations in the fair-share order."""
+        finished workloads (scheduling.worker.runtime_feed); reservations in the fair-share
+        order."""
         keys = {held.pod.workload for held in cluster.snapshot.pods.held.values()}
         keys |= {pod.workload for pod in batch}
         self.runtime_feed.refresh(sorted(k for k in keys if k))

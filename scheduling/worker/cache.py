@@ -16,8 +16,7 @@ from dataclasses import replace
 
 from django.db.models import Max
 
-from scheduling import cluster_state, events
-from scheduling.cluster_state import ClusterState
+from scheduling import events
 from scheduling.core.snapshot import OverCommitError
 from scheduling.core.types import Placement, PodRequest
 from scheduling.events import (
@@ -30,6 +29,8 @@ from scheduling.events import (
     UnknownEvent,
 )
 from scheduling.models import Event
+from scheduling.worker import cluster_state
+from scheduling.worker.cluster_state import ClusterState
 
 RESYNC_S = 300.0
 

@@ -9,16 +9,17 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors, services
+from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
-from scheduling.cycle import SchedulingCycle
-from scheduling.database_side import database_cycle
-from scheduling.estimates import StartEstimator
 from scheduling.models import Pod, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
-from scheduling.runtime_feed import RuntimeFeed
+from scheduling.selectors import queues as selectors
+from scheduling.worker.cycle import SchedulingCycle
+from scheduling.worker.database_side import database_cycle
+from scheduling.worker.estimates import StartEstimator
+from scheduling.worker.runtime_feed import RuntimeFeed
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from scheduling import services, why_pending
+from scheduling import services
 from scheduling.core.scheduler import Framework
-from scheduling.database_side import database_cycle
 from scheduling.models import Node, Pod
 from scheduling.profile_files import load_profile
+from scheduling.selectors import why_pending
+from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db]

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.conf import settings
 
-from scheduling.cluster_state import ClusterState
 from scheduling.core.reclaim import (
     DEFAULT_GRACE_S,
     DEFAULT_MARGIN,
@@ -34,6 +33,7 @@ from scheduling.core.reclaim import (
 )
 from scheduling.core.types import MILLI_PER_GPU, ServiceClass, SharingMode
 from scheduling.models import GpuAssignment
+from scheduling.worker.cluster_state import ClusterState
 from telemetry.selectors import gpu_busy_p95
 
 REFRESH_EVERY_S = 15.0  # as often as dcgm-exporter is scraped

@@ -11,9 +11,9 @@ from typing import Any
 
 from scheduling import services
 from scheduling.core.scheduler import Decision, Framework
-from scheduling.cycle import SchedulingCycle, default_identity
 from scheduling.models import Pod
-from scheduling.side import BindRefused, Leadership, PodEviction, SideSync, Verdict, Waiting
+from scheduling.worker.cycle import SchedulingCycle, default_identity
+from scheduling.worker.side import BindRefused, Leadership, PodEviction, SideSync, Verdict, Waiting
 
 LEASE_NAME = "gpusched-scheduler"
 

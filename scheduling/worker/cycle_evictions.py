@@ -1,4 +1,4 @@
-"""Evictions for the scheduling cycle (scheduling.cycle): whole workloads evicted through the
+"""Evictions for the scheduling cycle (scheduling.worker.cycle): whole workloads evicted through the
 side, then in the database (phase 8, and what admission and reclaim evict), and the eviction a
 gang may ask for to make room within its cohort (phase 7, reads only).
 """
@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduling import queue_state, services
-from scheduling.cache import ClusterCache
-from scheduling.cluster_state import ClusterState
+from scheduling import services
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.batch import Eviction
@@ -20,9 +18,12 @@ from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import PodRequest, ServiceClass
-from scheduling.cycle_report import CycleReport
 from scheduling.models import Pod, Workload
-from scheduling.side import ClusterSide, PodEviction, Verdict
+from scheduling.worker import queue_state
+from scheduling.worker.cache import ClusterCache
+from scheduling.worker.cluster_state import ClusterState
+from scheduling.worker.cycle_report import CycleReport
+from scheduling.worker.side import ClusterSide, PodEviction, Verdict
 
 logger = logging.getLogger(__name__)
 
