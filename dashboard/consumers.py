@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard.live import view_for
 from dashboard.tailer import Live, Tailer
-from gpusched.web_metrics import websocket_clients
+from dashboard.web_metrics import websocket_clients
 
 logger = logging.getLogger(__name__)
 

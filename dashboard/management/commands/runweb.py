@@ -30,9 +30,9 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-APPLICATION = "gpusched.asgi:application"
 KEEP_ALIVE_S = 75
 STOP_GRACE_S = 10
 
@@ -48,8 +48,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         for stop in (signal.SIGTERM, signal.SIGINT):
             signal.signal(stop, _stopped)
+        # The project's ASGI application ("module.attribute" in settings, as uvicorn's
+        # "module:attribute").
+        module, attribute = settings.ASGI_APPLICATION.rsplit(".", 1)
         uvicorn.run(
-            APPLICATION,
+            f"{module}:{attribute}",
             host=options["host"],
             port=options["port"],
             lifespan="off",

@@ -1,0 +1,148 @@
+"""The cluster's figures the web process's /metrics exports from scheduling's rows, read at scrape
+time (registered in gpusched/web_metrics.py): queue depth per ClusterQueue, workloads and pods by
+state, nodes and GPUs. Aggregates only (counts per cluster queue, phase or state): no tenant,
+workload or node names."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+
+from django.db.models import Count, Min, Q, Sum
+from prometheus_client.core import GaugeMetricFamily
+
+from common.metric_families import age, counts, gauge
+from scheduling.core.types import MILLI_PER_GPU
+from scheduling.models import Allocation, ClusterQueue, Gpu, LocalQueue, Node, Pod, Workload
+
+
+def _counts_by(
+    model: type[Workload] | type[Pod], field: str, values: Sequence[str]
+) -> dict[str, int]:
+    """Rows of `model` per value of `field`, for the given values."""
+    rows = (
+        model.objects.filter(**{f"{field}__in": values})
+        .values_list(field)
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return counts(rows, values)
+
+
+class SchedulingCollector:
+    """Queue depth, workloads, pods, nodes and GPUs."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._queues()
+        yield from self._cluster()
+
+    def _queues(self) -> Iterable[GaugeMetricFamily]:
+        """Per ClusterQueue: workloads waiting for admission (through their LocalQueue), pods of
+        its pending or admitted workloads still waiting for a node, workloads holding quota."""
+        names = list(ClusterQueue.objects.values_list("name", flat=True))
+        route = {
+            (namespace, name): cluster_queue
+            for namespace, name, cluster_queue in LocalQueue.objects.values_list(
+                "namespace", "name", "cluster_queue__name"
+            )
+        }
+        pending_workloads = dict.fromkeys(names, 0)
+        for namespace, queue, n in (
+            Workload.objects.filter(state=Workload.State.PENDING)
+            .values_list("tenant__namespace", "queue_name")
+            .annotate(n=Count("id"))
+            .order_by()
+        ):
+            cluster_queue = route.get((namespace, queue))
+            if cluster_queue in pending_workloads:
+                pending_workloads[cluster_queue] += n
+        pending_pods = dict.fromkeys(names, 0)
+        for admitted_to, namespace, queue, n in (
+            Pod.objects.filter(phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES)
+            .values_list(
+                "workload__cluster_queue__name",
+                "workload__tenant__namespace",
+                "workload__queue_name",
+            )
+            .annotate(n=Count("id"))
+            .order_by()
+        ):
+            cluster_queue = admitted_to or route.get((namespace, queue))
+            if cluster_queue in pending_pods:
+                pending_pods[cluster_queue] += n
+        admitted = counts(
+            Workload.objects.filter(
+                state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
+                cluster_queue__isnull=False,
+            )
+            .values_list("cluster_queue__name")
+            .annotate(n=Count("id"))
+            .order_by(),
+            names,
+        )
+        label = "cluster_queue"
+        yield gauge(
+            "gpusched_queue_pending_workloads",
+            "Workloads waiting for admission, per ClusterQueue.",
+            pending_workloads,
+            label,
+        )
+        yield gauge(
+            "gpusched_queue_pending_pods",
+            "Pods of active workloads waiting for a node, per ClusterQueue.",
+            pending_pods,
+            label,
+        )
+        yield gauge(
+            "gpusched_queue_admitted_workloads",
+            "Workloads holding quota (admitted or running), per ClusterQueue.",
+            admitted,
+            label,
+        )
+
+    def _cluster(self) -> Iterable[GaugeMetricFamily]:
+        workloads = _counts_by(Workload, "state", Workload.ACTIVE_STATES)
+        yield gauge("gpusched_workloads", "Active workloads, by state.", workloads, "state")
+        pods = _counts_by(Pod, "phase", Pod.ACTIVE_PHASES)
+        yield gauge(
+            "gpusched_pods",
+            "Active pods, by phase (Pending: waiting for a node; Bound, Running: placed).",
+            pods,
+            "phase",
+        )
+        oldest = Pod.objects.filter(
+            phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES
+        ).aggregate(created=Min("created_at"))["created"]
+        yield GaugeMetricFamily(
+            "gpusched_pods_pending_oldest_age_seconds",
+            "Age of the oldest pod of an active workload still waiting for a node (0: none waits).",
+            value=age(oldest) if oldest else 0.0,
+        )
+        cordoned = Counter(Node.objects.values_list("cordoned", flat=True))
+        yield gauge(
+            "gpusched_nodes",
+            "Nodes, by state.",
+            {"schedulable": cordoned[False], "cordoned": cordoned[True]},
+            "state",
+        )
+        yield GaugeMetricFamily(
+            "gpusched_nodes_allocated",
+            "Nodes holding at least one active allocation.",
+            value=Allocation.objects.filter(active=True).values("node").distinct().count(),
+        )
+        gpus = Gpu.objects.aggregate(
+            total=Count("id"),
+            held_milli=Sum("used_milli"),
+            in_use=Count("id", filter=Q(used_milli__gt=0)),
+        )
+        yield GaugeMetricFamily("gpusched_gpus", "GPUs known.", value=gpus["total"])
+        yield GaugeMetricFamily(
+            "gpusched_gpus_in_use",
+            "GPUs holding at least one allocation (whole, shared or MIG).",
+            value=gpus["in_use"],
+        )
+        yield GaugeMetricFamily(
+            "gpusched_gpus_allocated",
+            "GPUs allocated, in GPUs: shares of shared GPUs add up as fractions.",
+            value=(gpus["held_milli"] or 0) / MILLI_PER_GPU,
+        )
