@@ -376,6 +376,15 @@ LOGGING = {
     "root": {"handlers": ["stderr"], "level": os.environ.get("GPUSCHED_LOG_LEVEL", "INFO")},
 }
 
+# --- telemetry ---------------------------------------------------------------------------------
+
+# What the ingester hands the pods dcgm-exporter shows on each GPU, every cycle
+# (telemetry/holders.py): the scheduler's check, which compares them with the GPUs it recorded
+# and corrects the record.
+TELEMETRY_HOLDERS_CHECK = "scheduling.services.assignments_reconcile"
+# The nodes telemetry may be placed on (telemetry/placement.py): the scheduler's registered nodes.
+TELEMETRY_CLUSTER_NODES = "scheduling.selectors.nodes.node_names"
+
 # --- admission: Kueue's waitForPodsReady ------------------------------------------------------
 
 # An admitted workload whose pods are not all placed this many seconds after admission is evicted

@@ -26,7 +26,7 @@ class CycleReport:
     left_out: list[str] = field(default_factory=list)  # what a cap or an unknown node cost
     errors: list[str] = field(default_factory=list)
     # Pods the exporter shows on other GPUs than gpusched recorded (new this cycle; each
-    # (pod, GPUs) counted once), and how many of all found were corrected (telemetry.assignments).
+    # (pod, GPUs) counted once), and how many of all found were corrected (telemetry.holders).
     assignment_mismatches: int = 0
     assignments_corrected: int = 0
     stale_marked: int = 0

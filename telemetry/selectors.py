@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db.models import Sum
+from django.conf import settings
+from django.db.models import Max, Min, Sum
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from scheduling.models import Node
 from telemetry import conf
+from telemetry.holders import PodName
 from telemetry.models import GpuLatest, GpuMinute, NodeTelemetry, PodMinute, SourceStatus
 
 
@@ -150,9 +152,29 @@ def node_freshness(
 
 
 def cluster_nodes() -> frozenset[str] | None:
-    """The nodes gpusched manages: telemetry is placed on no other (telemetry.placement). None while
-    none is registered (a source ingested before its cluster is placed as its labels say)."""
-    return frozenset(Node.objects.values_list("name", flat=True)) or None
+    """The nodes gpusched manages, from the provider TELEMETRY_CLUSTER_NODES names (the project
+    names scheduling's node list: telemetry is a leaf): telemetry is placed on no other
+    (telemetry.placement). None while none is registered, or with no provider (telemetry alone: a
+    source is placed as its labels say)."""
+    path = getattr(settings, "TELEMETRY_CLUSTER_NODES", "")
+    names: frozenset[str] = import_string(path)() if path else frozenset()
+    return names or None
+
+
+def freshness() -> timedelta:
+    """How old a GPU reading may be and still count (TELEMETRY_FRESHNESS_SECONDS)."""
+    return conf.freshness()
+
+
+def observed_on_node(node: str) -> dict[PodName, tuple[int, ...]]:
+    """The whole GPUs each pod holds on `node`, from the latest stored labels (the Node page; the
+    ingester reads the same from each batch: telemetry.holders.observed_from_samples)."""
+    found: dict[PodName, set[int]] = defaultdict(set)
+    rows = GpuLatest.objects.filter(node=node, mig_instance="").values_list("gpu_index", "pods")
+    for index, pods in rows:
+        for namespace, pod, *_ in pods or []:
+            found[(node, namespace, pod)].add(index)
+    return {name: tuple(sorted(gpus)) for name, gpus in found.items()}
 
 
 def source_statuses() -> list[SourceStatus]:
@@ -212,6 +234,53 @@ def tenant_used_p95(
         if tenant is not None:
             result[tenant] += used
     return dict(result)
+
+
+def rolled_up_minutes(start: datetime, end: datetime) -> tuple[datetime, datetime] | None:
+    """The first and the last closed minute of [start, end) the ingester rolled up (two index
+    reads, whatever the cluster's size), or None."""
+    bounds = GpuMinute.objects.filter(minute__gte=start, minute__lt=end).aggregate(
+        first=Min("minute"), last=Max("minute")
+    )
+    first, last = bounds["first"], bounds["last"]
+    if first is None or last is None:
+        return None
+    return first, last
+
+
+class PodMinuteReading(NamedTuple):
+    namespace: str
+    pod: str
+    minute: datetime
+    samples: int
+    used_avg: float
+    used_max: float
+    used_p95: float
+    fb_used_avg: float
+
+
+def pod_minutes(
+    *, first: datetime, last: datetime, namespaces: Iterable[str]
+) -> tuple[dict[datetime, int], list[PodMinuteReading]]:
+    """The pods' rolled-up minutes from `first` to `last` in `namespaces`, and per minute the most
+    readings any of them got (one that ran the whole minute)."""
+    rows = PodMinute.objects.filter(minute__gte=first, minute__lte=last)
+    rows = rows.filter(namespace__in=sorted(namespaces))
+    scrapes = dict(rows.values_list("minute").annotate(n=Max("samples")).order_by())
+    readings = [
+        PodMinuteReading(*values)
+        for values in rows.values_list(
+            "namespace",
+            "pod",
+            "minute",
+            "samples",
+            "used_avg",
+            "used_max",
+            "used_p95",
+            "fb_used_avg",
+        )
+    ]
+    return scrapes, readings
 
 
 @dataclass(frozen=True)

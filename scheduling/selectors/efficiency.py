@@ -29,14 +29,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max, Min, Q, Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from scheduling.core.efficiency import Advice, over_request, right_size, usage_ratio
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import GpuAssignment, Tenant
-from telemetry.models import GpuMinute, PodMinute
-from telemetry.selectors import UsagePoint, p95
+from telemetry.selectors import UsagePoint, p95, pod_minutes, rolled_up_minutes
 
 DEFAULT_WINDOW = timedelta(hours=1)
 ADVICE_MARGIN = 0.2
@@ -85,12 +84,10 @@ class _Hold:
 def measured_minutes(start: datetime, end: datetime) -> list[datetime]:
     """The closed minutes of [start, end) the telemetry ingester rolled up: every minute from the
     first to the last rolled-up one (two index reads, whatever the cluster's size)."""
-    bounds = GpuMinute.objects.filter(minute__gte=start, minute__lt=end).aggregate(
-        first=Min("minute"), last=Max("minute")
-    )
-    first, last = bounds["first"], bounds["last"]
-    if first is None or last is None:
+    bounds = rolled_up_minutes(start, end)
+    if bounds is None:
         return []
+    first, last = bounds
     count = int((last - first) / MINUTE) + 1
     return [first + i * MINUTE for i in range(count)]
 
@@ -200,17 +197,14 @@ def _readings(minutes: list[datetime], ledger: _Ledger) -> list[_Reading]:
     """Each measured pod-minute of a pod that held GPUs then, scaled by its share."""
     if not minutes:
         return []
-    rows = PodMinute.objects.filter(minute__gte=minutes[0], minute__lte=minutes[-1])
-    namespaces = {pod[0] for pod in ledger.pods}
-    rows = rows.filter(namespace__in=sorted(namespaces))
     # A pod that ran for part of a minute was read fewer times than the minute had readings: its
     # average over its own readings is weighted by its share of them, as held(m) is by time.
     # The minute's reading count is the most any pod got (one that ran the whole minute).
-    scrapes = dict(rows.values_list("minute").annotate(n=Max("samples")).order_by())
+    scrapes, rows = pod_minutes(
+        first=minutes[0], last=minutes[-1], namespaces={pod[0] for pod in ledger.pods}
+    )
     readings = []
-    for namespace, pod, minute, samples, avg, peak, high, fb in rows.values_list(
-        "namespace", "pod", "minute", "samples", "used_avg", "used_max", "used_p95", "fb_used_avg"
-    ):
+    for namespace, pod, minute, samples, avg, peak, high, fb in rows:
         factor = ledger.factor.get(((namespace, pod), minute))
         if factor is None:  # MIG slices, or a pod that held no GPU that minute
             continue

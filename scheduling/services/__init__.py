@@ -11,7 +11,7 @@ events (scheduling.events). One module per concern:
     decisions           why a pod went where it went, or why it waits
     lifecycle           pods started and finished
     allocations         counters, releases, lent shares, expired reservations
-    observed            allocations moved onto the GPUs pods really hold
+    observed            allocations moved onto the GPUs pods really hold (DCGM's labels)
     leases              leader election
 
 Callers import the package (`from scheduling import services`) and use the names below."""
@@ -30,7 +30,12 @@ from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
 from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
-from scheduling.services.observed import ObservedResult, gpus_observe
+from scheduling.services.observed import (
+    ObservedResult,
+    ReconcileResult,
+    assignments_reconcile,
+    gpus_observe,
+)
 from scheduling.services.queue_sources import (
     QueuesReplaced,
     queue_source_record,
@@ -65,10 +70,12 @@ __all__ = [
     "ObservedResult",
     "PodSetSpec",
     "QueuesReplaced",
+    "ReconcileResult",
     "ServiceError",
     "WorkloadAdmission",
     "WorkloadSpec",
     "allocations_release",
+    "assignments_reconcile",
     "cluster_queue_fields",
     "cluster_queue_quota_set",
     "decisions_prune",

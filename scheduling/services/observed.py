@@ -12,16 +12,23 @@ The CPU charged to NUMA nodes stays as it was.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from scheduling import events
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import Allocation, Gpu, GpuAssignment, Pod
+from scheduling.selectors.gpu_holders import Mismatch, PodName, mismatches
 from scheduling.services.allocations import add_counts
+
+logger = logging.getLogger(__name__)
+
+# The `source` of the corrections assignments_reconcile makes (GpusObserved events, the Node page).
+DCGM = "dcgm"
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,34 @@ def gpus_observe(*, observed: Mapping[Pod, Sequence[int]], source: str) -> Obser
         _move(applied)
         events.publish(*payloads)
     return ObservedResult(tuple(str(a.pod.uid) for a, _, _ in applied), refused)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    mismatches: tuple[Mismatch, ...] = ()
+    corrected: int = 0
+    refused: Mapping[str, str] | None = None  # pod uid -> why not corrected
+
+
+def assignments_reconcile(observed: Mapping[PodName, tuple[int, ...]]) -> ReconcileResult:
+    """Detect the mismatches in one batch of DCGM readings (the whole GPUs each labelled pod
+    holds, by node: telemetry.holders.observed_from_samples) and take the observed GPUs as the
+    truth. The telemetry ingester calls it every cycle (settings.TELEMETRY_HOLDERS_CHECK)."""
+    found = mismatches(observed)
+    if not found:
+        return ReconcileResult()
+    pods = {str(p.uid): p for p in Pod.objects.filter(uid__in=[m.pod_uid for m in found])}
+    try:
+        result = gpus_observe(
+            observed={pods[m.pod_uid]: m.observed for m in found if m.pod_uid in pods},
+            source=DCGM,
+        )
+    except DatabaseError as exc:
+        # A correction is the exporter's advice: one the database refuses is reported and retried
+        # next scrape, and never stops the rollups and freshness marks that follow in the cycle.
+        logger.warning("GPU assignment corrections not applied: %s", exc)
+        return ReconcileResult(tuple(found), 0, {m.pod_uid: f"not applied: {exc}" for m in found})
+    return ReconcileResult(tuple(found), len(result.corrected), dict(result.refused))
 
 
 def _without_conflicts(

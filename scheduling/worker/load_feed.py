@@ -18,8 +18,7 @@ from scheduling.core.types import MILLI_PER_GPU, Placement, PodRequest
 from scheduling.models import Allocation
 from scheduling.selectors.efficiency import usage_ratios
 from scheduling.worker.cluster_state import ClusterState
-from telemetry import conf as telemetry_conf
-from telemetry.selectors import gpu_loads
+from telemetry.selectors import freshness, gpu_loads
 
 REFRESH_EVERY_S = 15.0  # dcgm-exporter is scraped every 15 s by default (wire-formats.md §1)
 RATIOS_EVERY_S = 60.0
@@ -87,7 +86,7 @@ class LoadFeed:
                 )
             )
         load, age = estimated_load(snapshot, measurements, recent)
-        snapshot.refresh_load(load, age, telemetry_conf.freshness().total_seconds())
+        snapshot.refresh_load(load, age, freshness().total_seconds())
         self._snapshot_id = id(state.snapshot)
         self._refreshed_at = self.monotonic()
 

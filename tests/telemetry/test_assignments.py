@@ -18,8 +18,8 @@ from sim.kubernetes.launch import SimulatedCluster
 from sim.metrics_server import serve_exposition
 from sim.spec import parse_spec
 from telemetry import metrics
-from telemetry.assignments import observed_from_samples
 from telemetry.dcgm import GpuKey, GpuSample, PodRef
+from telemetry.holders import observed_from_samples
 from telemetry.management.commands.ingesttelemetry import Command
 from telemetry.models import GpuLatest
 from telemetry.sources import ScrapeSource
@@ -125,7 +125,7 @@ def test_a_correction_the_database_refuses_is_reported_and_the_cycle_goes_on(
     def refuse(**_: object) -> None:
         raise IntegrityError("CHECK constraint failed: gpu_not_overcommitted")
 
-    monkeypatch.setattr("telemetry.assignments.services.gpus_observe", refuse)
+    monkeypatch.setattr("scheduling.services.observed.gpus_observe", refuse)
     server = serve_exposition(sim.exporter.render, "127.0.0.1", 0)
     try:
         ingest = Command(stdout=StringIO(), stderr=StringIO())

@@ -18,7 +18,8 @@ from django.utils import timezone
 from bench.experiments.worlds import SimClock as Clock
 from dashboard.selectors import cluster as cluster_docs
 from scheduling import services as node_services
-from telemetry import metrics, selectors
+from scheduling.services import ReconcileResult, assignments_reconcile
+from telemetry import holders, metrics, selectors
 from telemetry.management.commands import ingesttelemetry
 from telemetry.management.commands.ingesttelemetry import Command
 from telemetry.models import GpuLatest, NodeTelemetry, SourceStatus
@@ -335,3 +336,24 @@ def test_sigterm_finishes_the_cycle_and_stops_the_loop(
     assert source.calls == 1
     assert json.loads(out.getvalue())["ok"]  # the cycle in progress completed
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_holders_check_is_the_one_the_settings_name() -> None:
+    assert holders.holders_check() is assignments_reconcile
+    with override_settings(TELEMETRY_HOLDERS_CHECK=""):
+        assert holders.holders_check() is None  # telemetry alone: the ingester only stores
+
+
+def test_each_stored_batch_goes_to_the_holders_check(exporter: FakeExporter, monkeypatch) -> None:
+    batches: list[dict[tuple[str, str, str], tuple[int, ...]]] = []
+
+    def check(observed):
+        batches.append(dict(observed))
+        return ReconcileResult()
+
+    monkeypatch.setattr(ingesttelemetry, "holders_check", lambda: check)
+    report = command(ScrapeSource([exporter.url])).run_once()
+    assert report.ok and len(batches) == 1 and report.assignment_mismatches == 0
+
+    monkeypatch.setattr(ingesttelemetry, "holders_check", lambda: None)
+    assert command(ScrapeSource([exporter.url])).run_once().ok and len(batches) == 1

@@ -9,8 +9,9 @@ Each cycle (`run_once`) is a few small steps:
 2. store them (latest values, raw history, node freshness);
 3. mark stale the nodes whose newest sample is older than the freshness window, so an outage
    shows within one interval;
-4. compare the GPUs the exporter shows each pod on with those gpusched recorded, and take what
-   pods really hold as the truth (telemetry.assignments);
+4. hand the GPUs the exporter shows each pod on to the holders check (telemetry.holders: the
+   scheduler's, which compares them with those gpusched recorded and takes what pods really
+   hold as the truth), and count the mismatches it finds;
 5. roll closed minutes up, prune what is past retention, record the source's status.
 SIGTERM/SIGINT finish the current cycle and exit. With --once (the default), a cycle that got
 no data exits with status 1. With --loop --metrics-port, Prometheus metrics (telemetry/metrics.py)
@@ -36,9 +37,9 @@ from django.utils import timezone
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from telemetry import conf, metrics, selectors, services
-from telemetry.assignments import assignments_reconcile
 from telemetry.cycle_report import CycleReport
 from telemetry.gcpause import paused_gc
+from telemetry.holders import holders_check, observed_from_samples
 from telemetry.sources import Fetched, Limits, PrometheusSource, ScrapeSource, TelemetrySource
 
 logger = logging.getLogger("telemetry.ingest")
@@ -189,7 +190,10 @@ class Command(LoopCommand):
         report.ok = True
         report.gpus = result.gpus
         report.nodes = result.nodes
-        reconciled = assignments_reconcile(fetched.gpus)
+        check = holders_check()
+        if check is None:
+            return
+        reconciled = check(observed_from_samples(fetched.gpus))
         for mismatch in reconciled.mismatches:
             key = (mismatch.pod_uid, mismatch.observed)
             if key in self.mismatches_seen:

@@ -1,37 +1,29 @@
 """What pods really hold, against what gpusched recorded. dcgm-exporter labels each GPU with the
 pod holding it (`pod`, `namespace`: reference/wire-formats.md §1, read by telemetry.dcgm.pod_of);
 gpusched recorded the GPU ids it chose. Where the classic device plugin gave a pod other GPUs
-(it picks its own, lowest free first), the two differ: that is a mismatch, counted
+(it picks its own, lowest free first), the two differ: that is a mismatch, counted by the ingester
 (`gpusched_gpu_assignment_mismatches_total`), shown on the Node page, and corrected by taking the
-observed GPUs as the truth (scheduling.services.observed) so that later placements plan on what
-is really free.
+observed GPUs as the truth (scheduling.services.observed.assignments_reconcile) so that later
+placements plan on what is really free.
 
-Compared: whole GPUs of pods with a bound allocation, on the nodes the batch covers, for pods the
-exporter labels (a pod the exporter does not name is unknown, not a mismatch). A pod is named as
-the node names it: a mirrored Kubernetes pod by its namespace and name, a pod of the database side
-by its tenant's namespace and its name.
+Compared: whole GPUs of pods with a bound allocation, on the nodes the observation covers, for
+pods the exporter labels (a pod the exporter does not name is unknown, not a mismatch). The
+observed holders come from telemetry as plain data (telemetry.holders.observed_from_samples,
+telemetry.selectors.observed_on_node). A pod is named as the node names it: a mirrored Kubernetes
+pod by its namespace and name, a pod of the database side by its tenant's namespace and its name.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError
-
-from scheduling import services
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.events import GpusObserved
 from scheduling.models import Allocation, Event, GpuAssignment, Pod
-from telemetry.dcgm import GpuSample
-from telemetry.models import GpuLatest
 
-logger = logging.getLogger(__name__)
-
-SOURCE = "dcgm"
 PodName = tuple[str, str, str]  # (node, namespace, pod)
 
 
@@ -49,32 +41,6 @@ class Mismatch:
             f"{self.namespace}/{self.pod}: recorded on GPUs {_ids(self.recorded)}, "
             f"holds {_ids(self.observed)}"
         )
-
-
-@dataclass(frozen=True)
-class ReconcileResult:
-    mismatches: tuple[Mismatch, ...] = ()
-    corrected: int = 0
-    refused: Mapping[str, str] | None = None  # pod uid -> why not corrected
-
-
-def observed_from_samples(samples: Iterable[GpuSample]) -> dict[PodName, tuple[int, ...]]:
-    """The whole GPUs each labelled pod holds, by node (MIG instances are left out)."""
-    found: dict[PodName, set[int]] = defaultdict(set)
-    for sample in samples:
-        if sample.pod is not None and not sample.key.mig_instance:
-            found[(sample.key.node, sample.pod.namespace, sample.pod.pod)].add(sample.key.gpu_index)
-    return {name: tuple(sorted(gpus)) for name, gpus in found.items()}
-
-
-def observed_on_node(node: str) -> dict[PodName, tuple[int, ...]]:
-    """The same from the latest stored values of one node (the Node page)."""
-    found: dict[PodName, set[int]] = defaultdict(set)
-    rows = GpuLatest.objects.filter(node=node, mig_instance="").values_list("gpu_index", "pods")
-    for index, pods in rows:
-        for namespace, pod, *_ in pods or []:
-            found[(node, namespace, pod)].add(index)
-    return {name: tuple(sorted(gpus)) for name, gpus in found.items()}
 
 
 def mismatches(observed: Mapping[PodName, tuple[int, ...]]) -> list[Mismatch]:
@@ -107,25 +73,6 @@ def mismatches(observed: Mapping[PodName, tuple[int, ...]]) -> list[Mismatch]:
         if seen is not None and seen != tuple(sorted(gpus)):
             found.append(Mismatch(node, namespace, pod, pod_uid, tuple(sorted(gpus)), seen))
     return found
-
-
-def assignments_reconcile(samples: Iterable[GpuSample]) -> ReconcileResult:
-    """Detect the mismatches in one batch and take the observed GPUs as the truth."""
-    found = mismatches(observed_from_samples(samples))
-    if not found:
-        return ReconcileResult()
-    pods = {str(p.uid): p for p in Pod.objects.filter(uid__in=[m.pod_uid for m in found])}
-    try:
-        result = services.gpus_observe(
-            observed={pods[m.pod_uid]: m.observed for m in found if m.pod_uid in pods},
-            source=SOURCE,
-        )
-    except DatabaseError as exc:
-        # A correction is the exporter's advice: one the database refuses is reported and retried
-        # next scrape, and never stops the rollups and freshness marks that follow in the cycle.
-        logger.warning("GPU assignment corrections not applied: %s", exc)
-        return ReconcileResult(tuple(found), 0, {m.pod_uid: f"not applied: {exc}" for m in found})
-    return ReconcileResult(tuple(found), len(result.corrected), dict(result.refused))
 
 
 def _ids(gpus: tuple[int, ...]) -> str:
