@@ -6,7 +6,8 @@ model, memory and sharing mode, and the topology from (in order) the profile's a
 The annotation's GPU identities (UUIDs, MIG mode, from the topology agent) name the GPUs.
 
 Pods: the effective requests (containers summed, the largest init container, sidecars and
-overhead, as the kubelet counts them) of cpu, memory, `nvidia.com/gpu`, `gpusched.io/gpu-milli`
+overhead, as the kubelet counts them: scheduling.core.pod_spec, which the REST API reads a
+PodTemplateSpec with too) of cpu, memory, `nvidia.com/gpu`, `gpusched.io/gpu-milli`
 and `nvidia.com/mig-<profile>`; every other resource a pod asks for (extended resources such as
 `example.com/credits` or `rdma/hca`, `ephemeral-storage`, `hugepages-*`) is carried through in
 the queues' units (scheduling.core.queueing.resources) so ClusterQueue quotas can count it. Kueue's
@@ -35,6 +36,16 @@ from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
 from scheduling.core import limits, quantity, resource_requests
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
+from scheduling.core.pod_spec import (
+    ANNOTATION_MODELS,
+    ANNOTATION_POLICY,
+    ANNOTATION_SCOPE,
+    ANNOTATION_SERVICE_CLASS,
+    SHARED_GPU_RESOURCE,
+    TranslationError,
+    effective_requests,
+    resource_quantity,
+)
 from scheduling.core.topology_info import TopologyInfo
 from scheduling.core.types import (
     GPU_RESOURCE,
@@ -52,11 +63,6 @@ from scheduling.core.types import (
 )
 from scheduling.pod_template import PodTemplate
 
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
-ANNOTATION_POLICY = "gpusched.io/topology-policy"
-ANNOTATION_SCOPE = "gpusched.io/topology-scope"
-ANNOTATION_MODELS = "gpusched.io/gpu-models"
-ANNOTATION_SERVICE_CLASS = "gpusched.io/service-class"
 ANNOTATION_GPU_IDS = "gpusched.io/gpu-ids"  # written at bind: "0,1,2,3"
 ANNOTATION_MIG_SLOTS = "gpusched.io/mig-slots"  # written at bind: "<gpu>:<slot>,..."
 ANNOTATION_GPU_SHARE = "gpusched.io/gpu-share-milli"  # written at bind for GPU shares
@@ -65,10 +71,6 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Labels that change without the node changing (GFD rewrites its timestamp every run): left out,
 # so they do not make every node look new every minute.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
-
-
-class TranslationError(ValueError):
-    """An object gpusched cannot represent; the message says which field and why."""
 
 
 # --- nodes --------------------------------------------------------------------------------------
@@ -112,9 +114,11 @@ def node_spec(
         spec=NodeSpec(
             name=name,
             # What a node offers is rounded down, what a pod asks rounded up.
-            cpu_milli=_units(_node_cpu, _quantity(allocatable.get("cpu", "0"), "cpu"), "cpu"),
+            cpu_milli=_units(
+                _node_cpu, resource_quantity(allocatable.get("cpu", "0"), "cpu"), "cpu"
+            ),
             memory_mib=_units(
-                _node_memory, _quantity(allocatable.get("memory", "0"), "memory"), "memory"
+                _node_memory, resource_quantity(allocatable.get("memory", "0"), "memory"), "memory"
             ),
             gpus=gpus,
             topology=topology.topology,
@@ -152,9 +156,11 @@ def _identified(gpus: tuple[GpuDevice, ...], info: TopologyInfo) -> tuple[GpuDev
 def _gpu_devices(
     node: str, allocatable: Mapping[str, Any], facts: gfd.GfdFacts, warnings: list[str]
 ) -> tuple[GpuDevice, ...]:
-    whole = _count(_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE), GPU_RESOURCE)
+    whole = _count(
+        resource_quantity(allocatable.get(GPU_RESOURCE, "0"), GPU_RESOURCE), GPU_RESOURCE
+    )
     shared = _count(
-        _quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE),
+        resource_quantity(allocatable.get(SHARED_GPU_RESOURCE, "0"), SHARED_GPU_RESOURCE),
         SHARED_GPU_RESOURCE,
     )
     layouts: list[tuple[str, ...]] = []
@@ -206,7 +212,7 @@ def _pack_mig(allocatable: Mapping[str, Any], slices_per_gpu: int) -> list[tuple
     for resource, value in allocatable.items():
         if str(resource).startswith(MIG_RESOURCE_PREFIX):
             profile = str(resource)[len(MIG_RESOURCE_PREFIX) :]
-            instances += [profile] * _count(_quantity(value, str(resource)), str(resource))
+            instances += [profile] * _count(resource_quantity(value, str(resource)), str(resource))
     instances.sort(key=lambda p: (-gfd.profile_slices(p), p))
     gpus: list[list[str]] = []
     free: list[int] = []
@@ -407,41 +413,6 @@ def _bounded_map(doc: Mapping[Any, Any], what: str) -> Mapping[Any, Any]:
     return doc
 
 
-def effective_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """The kubelet's sum: regular containers plus restartable init containers (sidecars), at
-    least each regular init container plus the sidecars started before it, plus pod overhead."""
-    total: dict[str, Fraction] = {}
-    sidecars: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
-    for container in spec.get("initContainers") or []:
-        asked = _container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            _add(sidecars, asked)
-        else:
-            for name in set(asked) | set(sidecars):
-                need = asked.get(name, Fraction(0)) + sidecars.get(name, Fraction(0))
-                init_peak[name] = max(init_peak.get(name, Fraction(0)), need)
-    for container in spec.get("containers") or []:
-        _add(total, _container_requests(container))
-    _add(total, sidecars)
-    for name, peak in init_peak.items():
-        total[name] = max(total.get(name, Fraction(0)), peak)
-    _add(total, {k: _quantity(v, k) for k, v in (spec.get("overhead") or {}).items()})
-    return total
-
-
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
-    resources = container.get("resources") or {}
-    asked = dict(resources.get("limits") or {})  # requests default to limits
-    asked.update(resources.get("requests") or {})
-    return {str(k): _quantity(v, str(k)) for k, v in asked.items()}
-
-
-def _add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
-    for name, value in more.items():
-        into[name] = into.get(name, Fraction(0)) + value
-
-
 def _required_affinity(affinity: Mapping[str, Any]) -> dict[str, str]:
     """Required node affinity the core can express: one term whose expressions are all
     `In` with a single value (a node selector). Anything else is refused, not ignored."""
@@ -514,15 +485,6 @@ def _enum(kind: type[_E], value: str | None, default: _E) -> _E:
     except ValueError:
         allowed = ", ".join(member.value for member in kind)
         raise TranslationError(f"{value!r} is not one of {allowed}") from None
-
-
-def _quantity(value: object, name: str) -> Fraction:
-    """A quantity of resource `name`, by the bounded parser every side uses (counts of devices
-    take plain numbers)."""
-    try:
-        return quantity.parse(value, count=quantity.is_count(name) or name == SHARED_GPU_RESOURCE)
-    except quantity.QuantityError as exc:
-        raise TranslationError(f"{name}: {exc}") from None
 
 
 def _units(convert: Callable[[Fraction], int], amount: Fraction, name: str) -> int:

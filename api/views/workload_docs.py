@@ -26,14 +26,14 @@ from api.fields import (
 from api.views.common import (
     ConditionSerializer,
 )
-from kube.translate import (
+from scheduling.core import limits
+from scheduling.core.pod_spec import (
     ANNOTATION_MODELS,
     ANNOTATION_POLICY,
     ANNOTATION_SCOPE,
     TranslationError,
     effective_requests,
 )
-from scheduling.core import limits
 from scheduling.core.types import TaintEffect, TopologyPolicy, TopologyScope
 from scheduling.models import Pod, Workload
 

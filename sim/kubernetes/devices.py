@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.translate import ANNOTATION_GPU_IDS, ANNOTATION_GPU_SHARE, ANNOTATION_MIG_SLOTS
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SharingMode
 from sim.kubernetes.cluster import DRIVER, NodeDevices
+from sim.kubernetes.pod_spec import ANNOTATION_GPU_IDS, ANNOTATION_GPU_SHARE, ANNOTATION_MIG_SLOTS
 from sim.kubernetes.registry import Registry
 from sim.kubernetes.resources import named
 

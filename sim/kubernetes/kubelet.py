@@ -41,12 +41,12 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from kube.translate import effective_requests
 from sim.gpu_states import Holder, demand, lost_seconds
 from sim.kubernetes import errors, podstatus
 from sim.kubernetes.cluster import NodeDevices
 from sim.kubernetes.devices import Holding, NodeGpus, Unavailable, Waiting
 from sim.kubernetes.meta import micro_time, parse_time
+from sim.kubernetes.pod_spec import effective_requests
 from sim.kubernetes.registry import Registry
 from sim.kubernetes.resources import core, named
 from sim.kubernetes.store import DELETED
