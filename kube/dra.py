@@ -33,12 +33,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from kube.dra_selectors import AttributeValue, Selector, SelectorError, parse_selector
+from scheduling.core import quantity
 from scheduling.core.topology import NodeTopology
 from scheduling.core.topology_info import GpuIdentity
 from scheduling.core.types import GpuDevice, TopologyPolicy, TopologyScope
@@ -72,7 +71,7 @@ class DraDevice:
     name: str
     node: str
     attributes: Mapping[str, AttributeValue]  # fully qualified names
-    capacity: Mapping[str, Decimal]  # fully qualified names
+    capacity: Mapping[str, Fraction]  # fully qualified names
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -139,11 +138,11 @@ def _device(driver: str, pool: str, node: str, raw: Mapping[str, Any]) -> DraDev
     for key, value in (raw.get("attributes") or {}).items():
         qualified = str(key) if "/" in str(key) else f"{driver}/{key}"
         attributes[qualified] = _attribute(value, f"{where}: attributes.{key}")
-    capacity: dict[str, Decimal] = {}
+    capacity: dict[str, Fraction] = {}
     for key, value in (raw.get("capacity") or {}).items():
         qualified = str(key) if "/" in str(key) else f"{driver}/{key}"
         try:
-            capacity[qualified] = Decimal(parse_quantity((value or {}).get("value")))
+            capacity[qualified] = quantity.parse((value or {}).get("value"), negative=True)
         except (ValueError, TypeError, AttributeError):
             raise DraError(f"{where}: capacity.{key}.value is not a quantity") from None
     return DraDevice(driver, pool, name, node, attributes, capacity)

@@ -13,10 +13,10 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Protocol
 
-from kubernetes.utils import parse_quantity
+from scheduling.core import quantity
 
 AttributeValue = int | bool | str | tuple[int, ...]
 
@@ -33,7 +33,7 @@ class Device(Protocol):
     def attributes(self) -> Mapping[str, AttributeValue]: ...
 
     @property
-    def capacity(self) -> Mapping[str, Decimal]: ...
+    def capacity(self) -> Mapping[str, Fraction]: ...
 
 
 _STRING = r"\"[^\"\\]*\"|'[^'\\]*'"
@@ -71,7 +71,7 @@ class Selector:
     kind: str  # "driver" | "attribute" | "capacity"
     what: str
     op: str
-    value: AttributeValue | Decimal
+    value: AttributeValue | Fraction
 
     def matches(self, device: Device) -> bool:
         actual: object
@@ -89,7 +89,7 @@ class Selector:
 
     def _compare(self, actual: object) -> bool:
         comparable = (isinstance(actual, str) and isinstance(self.value, str)) or (
-            isinstance(actual, int | Decimal) and isinstance(self.value, int | Decimal)
+            isinstance(actual, int | Fraction) and isinstance(self.value, int | Fraction)
         )
         if not comparable:
             return False
@@ -136,7 +136,7 @@ def _term(term: str, expression: str) -> Selector:
         what = f"{match['domain'][1:-1]}/{match['name']}"
         kind = "attribute" if match["map"] == "attributes" else "capacity"
         raw = match["value"]
-        literal: AttributeValue | Decimal
+        literal: AttributeValue | Fraction
         if raw in ("true", "false"):
             literal = raw == "true"
         elif raw[0] in "\"'":
@@ -163,8 +163,8 @@ def _term(term: str, expression: str) -> Selector:
     )
 
 
-def _quantity(text: str, expression: str) -> Decimal:
+def _quantity(text: str, expression: str) -> Fraction:
     try:
-        return Decimal(parse_quantity(text))
+        return quantity.parse(text, negative=True)
     except (ValueError, TypeError):
         raise SelectorError(f"CEL {expression!r}: {text!r} is not a quantity") from None

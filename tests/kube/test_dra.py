@@ -137,6 +137,16 @@ def test_slices_give_node_local_devices_of_the_newest_complete_generation() -> N
     assert device.key == ("gpu.nvidia.com", "gpu-a", "gpu-3")
 
 
+@pytest.mark.parametrize("value", ["lots", None, "1e999999", "Infinity", "80Gi" * 20])
+def test_a_capacity_that_is_no_quantity_is_refused_naming_the_device(value: object) -> None:
+    """By the one quantity parser (scheduling/core/quantity.py): "1e999999" and "Infinity" were
+    read before (as 10^999999 and as infinity); a slice with either is refused now."""
+    device = gpu(0)
+    device["capacity"] = {"memory": {"value": value}}
+    with pytest.raises(DraError, match="device gpu.nvidia.com/.*: capacity.memory.value is not a"):
+        devices_by_node([resource_slice("gpu-a", [device])])
+
+
 def test_devices_map_to_gpu_indices_by_uuid_bus_index_minor_or_name() -> None:
     devices = dgx_devices().devices["gpu-a"]
     shuffled = list(reversed(devices))
@@ -208,6 +218,16 @@ def test_supported_cel_forms(expression: str, matches: bool) -> None:
         ("device.capacity['gpu.nvidia.com'].memory >= 40", "compareTo"),
         (
             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('lots')) > 0",
+            "not a quantity",
+        ),
+        # Read by the one quantity parser (scheduling/core/quantity.py): beyond any cluster, or
+        # no Kubernetes quantity at all (both were read before, as 10^999 and as infinity).
+        (
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1e999')) > 0",
+            "not a quantity",
+        ),
+        (
+            "device.capacity['gpu.nvidia.com'].memory.isLessThan(quantity('Infinity'))",
             "not a quantity",
         ),
     ],

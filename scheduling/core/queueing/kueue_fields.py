@@ -5,10 +5,12 @@ the offending key."""
 from __future__ import annotations
 
 import enum
+import math
 import re
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import TypeVar
 
+from scheduling.core import quantity as quantities
 from scheduling.core.queueing.config import (
     NAMESPACE_NAME_LABEL,
     NamespaceSelector,
@@ -86,24 +88,24 @@ def weight(raw: object, path: str) -> float:
     value = doc.get("weight")
     if value is None:
         return 1.0
-    number = float(decimal(value, f"{path}.weight"))
+    number = float(non_negative(value, f"{path}.weight"))
     if number != 0 and number < MIN_WEIGHT:
         raise QueueConfigError(f"{path}.weight must be 0 or greater than 10^-9, got {value!r}")
     return number
 
 
-def decimal(value: object, path: str) -> Decimal:
+def non_negative(value: object, path: str) -> Fraction:
+    """A Kubernetes quantity that is not negative ("0.75", "750m", 2), by the one parser
+    (scheduling.core.quantity)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise QueueConfigError(f"{path} must be a number, got {value!r}")
-    text = str(value).strip()
-    scale = Decimal(1)
-    if text.endswith("m"):
-        text, scale = text[:-1], Decimal(1) / 1000
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QueueConfigError(f"{path} must be a non-negative number, got {value!r}")
     try:
-        number = Decimal(text) * scale
-    except InvalidOperation:
+        number = quantities.parse(value, negative=True)
+    except quantities.QuantityError:
         raise QueueConfigError(f"{path} must be a number, got {value!r}") from None
-    if not number.is_finite() or number < 0:
+    if number < 0:
         raise QueueConfigError(f"{path} must be a non-negative number, got {value!r}")
     return number
 

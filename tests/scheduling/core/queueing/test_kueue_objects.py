@@ -322,6 +322,35 @@ def test_bad_kueue_documents_name_the_problem(text, message) -> None:
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("weight", "read"),
+    [("0.75", 0.75), ("750m", 0.75), (2, 2.0), ("0", 0.0), ("2k", 2000.0), ("1e1", 10.0)],
+)
+def test_a_fair_sharing_weight_is_a_kubernetes_quantity(weight: object, read: float) -> None:
+    """Read by the one quantity parser (scheduling/core/quantity.py): every suffix Kubernetes'
+    resource.Quantity takes, as Kueue reads fairSharing.weight ("2k" was refused before)."""
+    (cq,) = parse(_cq(f"{{fairSharing: {{weight: {weight!r}}}}}")).cluster_queues
+    assert cq.weight == read
+
+
+@pytest.mark.parametrize(
+    ("weight", "message"),
+    [
+        ("'-1'", "must be a non-negative number"),
+        (".inf", "must be a non-negative number"),
+        ("'many'", "must be a number"),
+        ("true", "must be a number"),
+        # Beyond any quantity the parser reads (it was read as 10^100 before).
+        ("1e100", "must be a number"),
+        # Not a quantity: a text Python's Decimal reads (it was "must be a non-negative number").
+        ("Infinity", "must be a number"),
+    ],
+)
+def test_a_weight_that_is_no_quantity_is_refused(weight: str, message: str) -> None:
+    with pytest.raises(QueueConfigError, match=message):
+        parse(_cq(f"{{fairSharing: {{weight: {weight}}}}}"))
+
+
 def test_cohort_lending_limits_may_exceed_the_cohorts_own_quota() -> None:
     # What a cohort lends up includes its members' quota (Kueue's Cohort webhook allows it).
     config = parse(
