@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from kube import services as kube_services
 from kube.adopt import annotations_for
 from kube.api import BindOutcome, KubeApi
 from kube.claims import ClaimBook, ReserveOutcome
@@ -154,7 +153,7 @@ class Binder:
                 outcome.message,
             )
             reason = outcome.message or str(outcome.status)
-            kube_services.pod_requeue(pod=pod, reason=reason, now=now)
+            services.pod_requeue(pod=pod, reason=reason, now=now)
             refused.append(BindRefused(pod, reason, conflict=outcome.conflict))
         # After the refused ones gave their GPUs back: what the claims hold is the truth.
         bound = {pod.pk: pod for (pod, _), o in zip(placed, outcomes, strict=True) if o and o.ok}
@@ -165,6 +164,6 @@ class Binder:
                 logger.warning("pod %s: the GPUs of its claims not recorded: %s", uid, why)
         if lost:
             for pod in lost:
-                kube_services.pod_requeue(pod=pod, reason="lease lost", now=now)
+                services.pod_requeue(pod=pod, reason="lease lost", now=now)
             raise LeaseLost(f"{self.identity} stopped leading before binding {lost[0].name}")
         return refused

@@ -344,7 +344,7 @@ class Extender:
                 annotations=annotations_for(decision.placement),
             )
             if not outcome.ok:
-                kube_services.pod_requeue(pod=pod, reason=outcome.message, now=now)
+                services.pod_requeue(pod=pod, reason=outcome.message, now=now)
                 return outcome.message or f"binding refused ({outcome.status})"
         return ""
 

@@ -137,7 +137,7 @@ class PodMirror:
                     None,
                     info.node_name,
                 ):
-                    kube_services.pod_requeue(pod=pod, reason="bound elsewhere", now=now)
+                    services.pod_requeue(pod=pod, reason="bound elsewhere", now=now)
                     counts["requeued"] = counts.get("requeued", 0) + 1
                 if pod.phase == Pod.Phase.PENDING:
                     bound_by_others.append((info, kube_pod, obj))  # someone else bound our pod
@@ -150,7 +150,7 @@ class PodMirror:
                 if kube_pod.pod.phase in Pod.PLACED_PHASES:
                     # In the database but not in the cluster: a bind that never went out (a
                     # crash between commit and bind). Give it back and try again.
-                    kube_services.pod_requeue(pod=kube_pod.pod, reason="not bound", now=now)
+                    services.pod_requeue(pod=kube_pod.pod, reason="not bound", now=now)
                     counts["requeued"] = counts.get("requeued", 0) + 1
                 continue
             if self._link_made(info):

@@ -1,5 +1,6 @@
 """Writes for the Kubernetes side: the cluster's nodes and pods mirrored into the shared models,
-always through scheduling.services (which publish the outbox events), plus the KubePod mapping.
+always through scheduling.services (the only writers of its rows and publishers of the outbox
+events: tests/test_architecture.py), plus kube's own rows, the KubePod mapping.
 
 Pods pending for our schedulerName become Workloads (origin `mirrored`): one per pod, or one per
 pod group (kube.groups), Pending until admission reserves their quota. A pod someone else bound (or
@@ -13,19 +14,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
 from kube.models import KubePod
 from kube.translate import PodInfo
-from scheduling import events, services
+from scheduling import services
 from scheduling.bulk import update_rows
 from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.types import NodeSpec
 from scheduling.models import (
-    Allocation,
     Node,
     Pod,
     PriorityClass,
@@ -150,7 +150,7 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
 
 def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
     by_name = {(m.namespace, m.name): m for m in members}
-    _cluster_managed(pods)
+    services.pods_cluster_managed(pods=pods)
     KubePod.objects.bulk_create(
         [
             _kube_pod(pod, by_name[(pod.workload.tenant.namespace, pod.name)], owned=True)
@@ -171,13 +171,6 @@ def _kube_pod(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
         node_name=info.node_name,
         resource_version=info.resource_version,
     )
-
-
-def _cluster_managed(pods: Sequence[Pod]) -> None:
-    """The cluster runs these pods now: it says when they are gone."""
-    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(cluster_managed=True)
-    for pod in pods:
-        pod.cluster_managed = True
 
 
 def _priority(info: PodInfo) -> int | None:
@@ -265,28 +258,10 @@ def kube_pod_link(*, pod: Pod, info: PodInfo) -> KubePod:
 
 
 def _link_one(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
-    _cluster_managed([pod])
+    services.pods_cluster_managed(pods=[pod])
     row = _kube_pod(pod, info, owned=owned)
     row.save(force_insert=True)
     return row
-
-
-def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0) -> None:
-    """The API server refused the binding (409: bound elsewhere meanwhile, or the pod changed):
-    give back what the database reserved and put the pod back in the queue after a short backoff.
-    """
-    with transaction.atomic():
-        allocations = Allocation.objects.filter(pod=pod, active=True).select_related("node", "pod")
-        services.allocations_release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
-        Pod.objects.filter(pk=pod.pk).update(
-            phase=Pod.Phase.PENDING,
-            bound_at=None,
-            last_reason=reason[:1024],
-            last_attempt_at=now,
-            next_attempt_at=now + timedelta(seconds=backoff_s),
-        )
-        pod.phase = Pod.Phase.PENDING
-        events.publish(events.PodPhaseChanged.of(pod, phase=Pod.Phase.PENDING))
 
 
 def pods_started(*, pods: Sequence[Pod], now: datetime) -> None:

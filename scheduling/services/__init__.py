@@ -7,9 +7,9 @@ events (scheduling.events). One module per concern:
     queue_sources       queues mirrored whole from a cluster (replace-style), the source's state
     fair_sharing        admission fair sharing: LocalQueue usage history, entry penalties
     evictions           admitted workloads losing their quota and pods, back to their queues
-    binding             placements committed in batched transactions
+    binding             placements committed in batched transactions; a bind refused, undone
     decisions           why a pod went where it went, or why it waits
-    lifecycle           pods started and finished
+    lifecycle           pods run by the cluster, started and finished
     allocations         counters, releases, lent shares, expired reservations
     observed            allocations moved onto the GPUs pods really hold (DCGM's labels)
     leases              leader election
@@ -17,7 +17,7 @@ events (scheduling.events). One module per concern:
 Callers import the package (`from scheduling import services`) and use the names below."""
 
 from scheduling.services.allocations import allocations_release, reservations_expire
-from scheduling.services.binding import CommitResult, placements_commit
+from scheduling.services.binding import CommitResult, placements_commit, pod_requeue
 from scheduling.services.decisions import decisions_prune, explanation, pods_unschedulable
 from scheduling.services.errors import FieldErrors, ServiceError
 from scheduling.services.estimates import (
@@ -28,7 +28,12 @@ from scheduling.services.estimates import (
 from scheduling.services.evictions import workloads_evict
 from scheduling.services.fair_sharing import local_queue_usage_sample
 from scheduling.services.leases import lease_acquire, lease_release
-from scheduling.services.lifecycle import pods_finish, pods_start, pods_terminated
+from scheduling.services.lifecycle import (
+    pods_cluster_managed,
+    pods_finish,
+    pods_start,
+    pods_terminated,
+)
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
 from scheduling.services.observed import (
     ObservedResult,
@@ -88,7 +93,9 @@ __all__ = [
     "node_set_cordoned",
     "nodes_quarantine",
     "placements_commit",
+    "pod_requeue",
     "priority_class_named",
+    "pods_cluster_managed",
     "pods_finish",
     "pods_start",
     "pods_terminated",

@@ -9,7 +9,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -30,7 +30,7 @@ from scheduling.models import (
     Pod,
     Workload,
 )
-from scheduling.services.allocations import add_counts
+from scheduling.services.allocations import add_counts, allocations_release
 from scheduling.services.decisions import explanation
 from scheduling.worker.cluster_state import ClusterState
 
@@ -202,3 +202,21 @@ def _bind(
             if decision.placement is not None
         )
     )
+
+
+def pod_requeue(*, pod: Pod, reason: str, now: datetime, backoff_s: float = 1.0) -> None:
+    """The API server refused the binding (409: bound elsewhere meanwhile, or the pod changed):
+    give back what the database reserved and put the pod back in the queue after a short backoff.
+    """
+    with transaction.atomic():
+        allocations = Allocation.objects.filter(pod=pod, active=True).select_related("node", "pod")
+        allocations_release(allocations, reason=f"bind refused: {reason}"[:256], now=now)
+        Pod.objects.filter(pk=pod.pk).update(
+            phase=Pod.Phase.PENDING,
+            bound_at=None,
+            last_reason=reason[:1024],
+            last_attempt_at=now,
+            next_attempt_at=now + timedelta(seconds=backoff_s),
+        )
+        pod.phase = Pod.Phase.PENDING
+        events.publish(events.PodPhaseChanged.of(pod, phase=Pod.Phase.PENDING))

@@ -17,6 +17,14 @@ from scheduling.services.allocations import allocations_release
 from scheduling.services.workloads import workload_event
 
 
+def pods_cluster_managed(*, pods: Sequence[Pod]) -> None:
+    """The cluster runs these pods now (Kubernetes): it says when they are gone, and evicted or
+    cancelled they keep what they hold (Terminating) until then."""
+    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(cluster_managed=True)
+    for pod in pods:
+        pod.cluster_managed = True
+
+
 def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
     """The simulator (or kubelet) started bound pods."""
     if not pods:
