@@ -5,6 +5,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv run test lint bench
 
+# Everything here is development, the demo, benchmarks or tests: the harness (the simulator and
+# the benchmarks, sim/ and bench/) is installed (GPUSCHED_HARNESS, gpusched/settings.py).
+export GPUSCHED_HARNESS := 1
+
 venv: $(STAMP)
 
 # Reinstall only when pyproject.toml is newer than the stamp.

@@ -5,6 +5,8 @@ GPUSCHED_SECRET_KEY     required when debug is off; a fixed development key is u
 GPUSCHED_ALLOWED_HOSTS  comma-separated host names (default: loopback only).
 GPUSCHED_LOG_LEVEL      root log level (default INFO).
 GPUSCHED_LOG_FORMAT     "plain" (default) or "json": one JSON object per log line.
+GPUSCHED_HARNESS        "1" installs the simulator and the benchmarks (sim, bench): development,
+                        the demo, benchmarks and tests; production leaves it unset.
 DATABASE_URL            any dj-database-url URL; default is SQLite in var/ (WAL mode).
 GPUSCHED_DB_POOL_SIZE   PostgreSQL only: the most connections one process keeps in a pool shared
                         by its threads (default 0: none; the web role's deployments set it).
@@ -77,9 +79,18 @@ INSTALLED_APPS = [
     "dashboard",
     "kube",
     "api",
-    "sim",
-    "bench",
 ]
+
+# The harness: the simulated clusters (sim) and the benchmarks and experiments (bench), installed
+# only where GPUSCHED_HARNESS is set (the Makefile, `manage.py demo` and the processes it starts,
+# the tests through gpusched/harness_settings.py, the benchmarks, compose's simulated roles).
+# Production leaves them out, and no product app imports them (tests/test_architecture.py).
+HARNESS = _env_bool("GPUSCHED_HARNESS")
+if HARNESS:
+    INSTALLED_APPS += ["sim", "bench"]
+    # The pods the Kubernetes side makes of submitted workloads carry how the simulated kubelet
+    # runs them (kube/materialize.py).
+    KUBE_POD_ANNOTATIONS = "sim.runs.kube_annotations"
 
 MIDDLEWARE = [
     "gpusched.web_metrics.request_metrics",  # first: it times everything after it

@@ -6,18 +6,21 @@ gpusched's topology annotations, and the uid of the Pod row they stand for (how 
 them back). A pod evicted from its node is made again once its workload is readmitted.
 
 The manifests are pure (`pod_manifest`, `parent_manifest`); `Materializer` creates what is
-missing each cycle.
+missing each cycle, with the annotations KUBE_POD_ANNOTATIONS adds (a dotted path: a function of
+the pods about to be made answering, per pod id, more annotations; the harness names the one that
+tells the simulated kubelet how long each pod runs and how busy it keeps its GPUs).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 from kube import groups
 from kube.api import KubeApi
@@ -33,16 +36,12 @@ from scheduling import pod_resources, services
 from scheduling.core import resource_requests
 from scheduling.core.queueing.admission import INADMISSIBLE
 from scheduling.models import Pod, Workload
-from sim.utilization import ProfileError, UtilizationProfile
 
 logger = logging.getLogger(__name__)
 
 POD_UID_ANNOTATION = "gpusched.io/pod-uid"
 WORKLOAD_LABEL = "gpusched.io/workload"
 POD_SET_LABEL = "gpusched.io/pod-set"
-# What the simulated kubelet runs a pod by (sim.kubernetes): how long, and how busy its GPUs are.
-SIM_DURATION_ANNOTATION = "sim.gpusched.io/duration-seconds"
-SIM_UTILIZATION_ANNOTATION = "sim.gpusched.io/utilization"
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 
 
@@ -63,19 +62,22 @@ def parent_manifest(workload: Workload) -> dict[str, Any]:
     }
 
 
-def _utilization_annotation(stored: Any) -> str | None:
-    """The Pod row's utilization profile (its field names) in the spelling the simulated kubelet
-    reads (the specs': `periodSeconds`); None, with a warning, for a profile that is not one."""
-    try:
-        profile = UtilizationProfile.from_json(stored)
-    except (TypeError, ProfileError) as exc:
-        logger.warning("utilization profile %r left out: %s", stored, exc)
-        return None
-    return json.dumps(profile.as_spec())
+PodAnnotations = Callable[[Sequence[Pod]], Mapping[int, Mapping[str, str]]]
+
+
+def pod_annotations() -> PodAnnotations | None:
+    """The function KUBE_POD_ANNOTATIONS names, or None."""
+    path = getattr(settings, "KUBE_POD_ANNOTATIONS", "")
+    return import_string(path) if path else None
 
 
 def pod_manifest(
-    pod: Pod, *, scheduler_name: str, parent: Mapping[str, Any], image: str
+    pod: Pod,
+    *,
+    scheduler_name: str,
+    parent: Mapping[str, Any],
+    image: str,
+    more_annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     workload = pod.workload
     labels = {
@@ -93,13 +95,7 @@ def pod_manifest(
         annotations[ANNOTATION_SCOPE] = pod.topology_scope
     if pod.gpu_models:
         annotations[ANNOTATION_MODELS] = ",".join(pod.gpu_models)
-    simulation = pod.simulation or {}
-    if simulation.get("duration_s"):
-        annotations[SIM_DURATION_ANNOTATION] = str(simulation["duration_s"])
-    if simulation.get("utilization"):
-        utilization = _utilization_annotation(simulation["utilization"])
-        if utilization is not None:
-            annotations[SIM_UTILIZATION_ANNOTATION] = utilization
+    annotations.update(more_annotations or {})
     quantities = resource_requests.write(pod_resources.resources_of(pod))
     limits = {r: v for r, v in quantities.items() if r not in resource_requests.REQUESTED}
     meta = parent.get("metadata") or {}
@@ -160,12 +156,18 @@ class Materializer:
             .order_by("id")
         )
         created = 0
+        annotate = pod_annotations()
+        more = annotate(missing) if annotate is not None and missing else {}
         for pod in missing:
             parent = self._parent(pod.workload)
             if parent is None:
                 continue
             manifest = pod_manifest(
-                pod, scheduler_name=self.scheduler_name, parent=parent, image=self.image
+                pod,
+                scheduler_name=self.scheduler_name,
+                parent=parent,
+                image=self.image,
+                more_annotations=more.get(pod.pk),
             )
             outcome = self.api.create(manifest)
             if outcome.created:

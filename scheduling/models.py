@@ -45,7 +45,9 @@ class Node(models.Model):
         KUBERNETES = "kubernetes"
 
     name = models.CharField(max_length=253, unique=True)
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.SIMULATOR)
+    # Who registered it: the database side's simulated cluster or a Kubernetes cluster (no default:
+    # every caller says which).
+    source = models.CharField(max_length=16, choices=Source.choices)
     labels = models.JSONField(default=dict)
     taints = models.JSONField(default=list)  # [{"key", "value", "effect"}]
     cpu_milli = models.PositiveBigIntegerField()
@@ -444,8 +446,6 @@ class Pod(models.Model):
     gang_min_count = models.PositiveIntegerField(
         default=0
     )  # > 0: the pod set is placed all or nothing
-    # What the simulator needs to run the pod: {"duration_s": ..., "utilization": {...}}
-    simulation = models.JSONField(default=dict, blank=True)
     # The pod runs in a real cluster (Kubernetes), which says when it is gone: evicted or
     # cancelled, it keeps what it holds (Terminating) until then. Off in the database world.
     cluster_managed = models.BooleanField(default=False)

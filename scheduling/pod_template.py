@@ -4,7 +4,6 @@ the Kubernetes translation imports it without Django."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduling.core.types import Resources, TopologyPolicy, TopologyScope
 
@@ -17,7 +16,6 @@ class PodTemplate:
     topology_scope: TopologyScope | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
-    simulation: dict[str, Any] = field(default_factory=dict)  # the simulator's run time and use
 
     @property
     def empty(self) -> bool:

@@ -14,15 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from scheduling import services
 from scheduling.core.types import SharingMode
-from scheduling.models import Gpu, GpuAssignment, Pod, Tenant
+from scheduling.models import Gpu, GpuAssignment, Node, Pod, Tenant
 from scheduling.pod_template import PodTemplate
 from sim.arrivals import Arrival, ArrivalStream, arrivals_for
 from sim.cluster import build_nodes
 from sim.gpu_states import Holder, demand, lost_seconds, mig_instance_state, whole_gpu_states
+from sim.models import PodSimulation
+from sim.runs import simulation_of, simulations_record
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
 from telemetry.exposition import GpuState
@@ -77,27 +80,29 @@ class Arrivals:
             gpu_models=shape.gpu_models,
             topology_policy=shape.topology_policy,
             topology_scope=shape.topology_scope,
-            simulation={
-                "arrival_s": arrival.at_s,
-                "duration_s": arrival.duration_s,
-                "utilization": arrival.utilization.as_json(),
-            },
         )
         try:
-            services.workload_submit(
-                tenant=tenant,
-                name=arrival.name,
-                priority=arrival.priority,
-                service_class=arrival.service_class,
-                pod_sets=[
-                    services.PodSetSpec(
-                        name="main",
-                        count=shape.pods,
-                        template=template,
-                        min_count=shape.pods if arrival.gang else None,
-                    )
-                ],
-            )
+            with transaction.atomic():
+                workload = services.workload_submit(
+                    tenant=tenant,
+                    name=arrival.name,
+                    priority=arrival.priority,
+                    service_class=arrival.service_class,
+                    pod_sets=[
+                        services.PodSetSpec(
+                            name="main",
+                            count=shape.pods,
+                            template=template,
+                            min_count=shape.pods if arrival.gang else None,
+                        )
+                    ],
+                )
+                simulations_record(
+                    workload,
+                    arrival_s=arrival.at_s,
+                    duration_s=arrival.duration_s,
+                    utilization=arrival.utilization.as_json(),
+                )
         except services.ServiceError as exc:  # a restarted simulator meets its own old names
             logger.info("arrival %s skipped: %s", arrival.name, exc)
 
@@ -142,7 +147,7 @@ class Simulator:
         """Register (or refresh) every node of the spec; returns how many."""
         nodes = build_nodes(list(self.spec.pools))
         for spec in nodes:
-            services.node_register(spec=spec)
+            services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         return len(nodes)
 
     def run_once(self) -> SimReport:
@@ -163,7 +168,9 @@ class Simulator:
         report.slowed = len(slowed)
 
         # 4. Pods whose work is done finish and free their GPUs.
-        running = Pod.objects.filter(phase=Pod.Phase.RUNNING).select_related("workload__tenant")
+        running = Pod.objects.filter(phase=Pod.Phase.RUNNING).select_related(
+            "workload__tenant", "sim"
+        )
         done = [pod for pod in running if self._is_done(pod, now)]
         services.pods_finish(pods=done, now=now)
         report.finished = len(done)
@@ -184,17 +191,21 @@ class Simulator:
                 share = lost_seconds(wanted, elapsed_sim)
                 if share > lost.get(pod.pk, (pod, 0.0))[1]:
                     lost[pod.pk] = (pod, share)
+        runs = []
         for pod, seconds in lost.values():
-            pod.simulation["lost_s"] = float(pod.simulation.get("lost_s", 0.0)) + seconds
-        Pod.objects.bulk_update([pod for pod, _ in lost.values()], ["simulation"])
+            run = simulation_of(pod)
+            if run is not None:  # a pod no simulated cluster submitted runs until stopped
+                run.lose(seconds, pod.started_at)
+                runs.append(run)
+        PodSimulation.objects.bulk_update(runs, ["lost_s", "lost_since"])
         return [pod for pod, _ in lost.values()]
 
     def _is_done(self, pod: Pod, now: datetime) -> bool:
-        duration = float(pod.simulation.get("duration_s", 0) or 0)
-        if pod.started_at is None or duration <= 0:
+        run = simulation_of(pod)
+        if pod.started_at is None or run is None or run.duration_s <= 0:
             return False
-        lost = float(pod.simulation.get("lost_s", 0.0))
-        return now >= pod.started_at + timedelta(seconds=(duration + lost) / self.speed)
+        lost = run.lost_in(pod.started_at)
+        return now >= pod.started_at + timedelta(seconds=(run.duration_s + lost) / self.speed)
 
     def dcgm_states(self, now: datetime | None = None) -> list[GpuState]:
         """Every GPU (every MIG instance) as dcgm-exporter would report it now."""
@@ -210,7 +221,7 @@ class Simulator:
         holders: dict[int, list[GpuAssignment]] = defaultdict(list)
         active = (
             GpuAssignment.objects.filter(active=True, allocation__pod__phase=Pod.Phase.RUNNING)
-            .select_related("allocation__pod__workload__tenant")
+            .select_related("allocation__pod__workload__tenant", "allocation__pod__sim")
             # Read every tick and at every scrape: decoding the JSON no holder needs (the
             # workload's pod sets above all) was most of the simulator's CPU under bench_stack.
             .defer(*_HOLDERS_UNUSED)
@@ -249,10 +260,12 @@ class Simulator:
         pod = assignment.allocation.pod
         if pod.started_at is None:
             return 0.0
-        profile = UtilizationProfile.from_json(pod.simulation.get("utilization"))
-        return profile.at((now - pod.started_at).total_seconds() * self.speed)
+        return _profile(pod).at((now - pod.started_at).total_seconds() * self.speed)
 
     def _memory(self, assignment: GpuAssignment) -> float:
-        return UtilizationProfile.from_json(
-            assignment.allocation.pod.simulation.get("utilization")
-        ).memory
+        return _profile(assignment.allocation.pod).memory
+
+
+def _profile(pod: Pod) -> UtilizationProfile:
+    run = simulation_of(pod)
+    return UtilizationProfile.from_json(run.utilization if run is not None else None)

@@ -48,6 +48,7 @@ from scheduling.worker.cache import ClusterCache
 from scheduling.worker.load_feed import LoadFeed
 from scheduling.worker.reclaim import ReclaimFeed
 from sim.kubernetes.kubelet import INVALID_ANNOTATION
+from sim.runs import simulation_of
 from sim.spec import ClusterSpec
 from sim.utilization import UtilizationProfile
 from telemetry.management.commands.ingesttelemetry import Command as IngestCommand
@@ -166,8 +167,8 @@ def _measure(
     work: dict[str, float] = defaultdict(float)
     finished: dict[str, int] = defaultdict(int)
     online_tenants: set[str] = set()
-    for pod in Pod.objects.select_related("workload__tenant"):
-        tenant, doc = pod.workload.tenant.name, pod.simulation
+    for pod in Pod.objects.select_related("workload__tenant", "sim"):
+        tenant, run = pod.workload.tenant.name, simulation_of(pod)
         online = pod.workload.service_class == ServiceClass.ONLINE.value
         if online:
             online_tenants.add(tenant)
@@ -176,11 +177,11 @@ def _measure(
             and pod.finished_at is not None
             and pod.finished_at >= window_start
         ):
-            profile = UtilizationProfile.from_json(doc.get("utilization"))
+            profile = UtilizationProfile.from_json(run.utilization if run else None)
             gpus = pod.gpus + pod.gpu_milli / 1000
-            work[tenant] += float(doc["duration_s"]) * gpus * profile.mean / 3600
+            work[tenant] += (run.duration_s if run else 0.0) * gpus * profile.mean / 3600
             finished[tenant] += 1
-        arrival = float(doc.get("arrival_s", 0.0))
+        arrival = run.arrival_s if run is not None and run.arrival_s is not None else 0.0
         if arrival < first_s:
             continue
         bound = pod.bound_at if pod.bound_at is not None else pod.finished_at

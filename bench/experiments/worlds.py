@@ -32,6 +32,7 @@ from scheduling.worker.database_side import database_cycle
 from scheduling.worker.estimates import StartEstimator
 from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
+from sim.runs import simulation_of
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec
 from telemetry.dcgm import gpu_samples_from_scrape
@@ -113,11 +114,9 @@ class DatabaseWorld:
 
     def slowed(self) -> set[str]:
         return {
-            f"{namespace}/{name}"
-            for namespace, name, doc in Pod.objects.values_list(
-                "workload__tenant__namespace", "name", "simulation"
-            )
-            if float((doc or {}).get("lost_s", 0.0)) > 0
+            f"{pod.workload.tenant.namespace}/{pod.name}"
+            for pod in Pod.objects.select_related("workload__tenant", "sim")
+            if (run := simulation_of(pod)) is not None and run.lost_in(pod.started_at) > 0
         }
 
     def warning_events(self) -> dict[str, int]:

@@ -92,7 +92,6 @@ def evict_workloads(
         pod.next_attempt_at = None
         pod.nominated_node = ""
         pod.last_reason = f"{pending_reason}: {reason}"[:1024]
-        pod.simulation.pop("lost_s", None)  # it starts over
     Pod.objects.bulk_update(
         pods,
         [
@@ -102,7 +101,6 @@ def evict_workloads(
             "next_attempt_at",
             "nominated_node",
             "last_reason",
-            "simulation",
         ],
     )
     payloads: list[events.EventPayload] = []

@@ -21,7 +21,7 @@ from scheduling.worker.cluster_state import topology_to_json
 logger = logging.getLogger(__name__)
 
 
-def node_register(*, spec: NodeSpec, source: str = Node.Source.SIMULATOR) -> Node:
+def node_register(*, spec: NodeSpec, source: str) -> Node:
     """Create or update a node and its GPUs from what the cluster reports."""
     with transaction.atomic():
         node, created = Node.objects.update_or_create(

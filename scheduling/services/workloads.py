@@ -231,7 +231,6 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         node_selector=dict(t.node_selector),
         tolerations=list(t.tolerations),
         gang_min_count=pod_set.min_count or 0,
-        simulation=dict(t.simulation),
     )
 
 

@@ -392,11 +392,11 @@ def tolerations_from_json(docs: Iterable[Mapping[str, Any]]) -> tuple[Toleration
 def batch_pods() -> QuerySet[Pod]:
     """Pods as a cycle reads them, with their workload and tenant; without the columns it never
     reads of them, which parsing would cost most of the read: the workload's pod sets (every
-    template of the workload) and quota usage, the pod's simulation. Each workload, with its
+    template of the workload) and quota usage. Each workload, with its
     tenant, is read once for all its pods in the batch (a second query), not joined to every
     pod row: a batch holds whole workloads of up to hundreds of pods, and building a workload
     (its JSON columns, its dates) per pod was most of what was left of the read."""
-    return Pod.objects.defer("simulation").prefetch_related(
+    return Pod.objects.prefetch_related(
         Prefetch(
             "workload",
             queryset=Workload.objects.select_related("tenant").defer("pod_sets", "quota_usage"),

@@ -95,7 +95,7 @@ def cluster(db: None) -> list[Node]:
         make_node("t4-0").gpus(2, "T4").build(),
         make_node("mig-0").mig(("1g.10gb", "1g.10gb", "3g.40gb"), model="A100").build(),
     ]
-    return [services.node_register(spec=spec) for spec in specs]
+    return [services.node_register(spec=spec, source=Node.Source.SIMULATOR) for spec in specs]
 
 
 def run_scheduler(cycles: int = 1) -> None:

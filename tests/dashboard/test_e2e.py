@@ -24,7 +24,7 @@ from dashboard.frames import FRAME_BYTES
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.models import Pod, QueueSource, Tenant
+from scheduling.models import Node, Pod, QueueSource, Tenant
 from scheduling.profile_files import load_profile
 from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
@@ -228,7 +228,7 @@ def test_admin_watches_a_placement_appear_live(browser: Any, artifacts: Path) ->
 
 def setup_large_cluster(count: int) -> None:
     for spec in build_nodes(synthetic_pools(count, "mixed")):
-        services.node_register(spec=spec)
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
     admin = get_user_model().objects.create_user("admin", password="e2e-password-1")
     admin.is_staff = admin.is_superuser = True
     admin.save()

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources, SharingMode
+from scheduling.models import Node
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker.database_side import database_cycle
@@ -28,11 +29,14 @@ def setup_world() -> None:
     """A MIG node (two A100s, each 3g.40gb + 2 × 1g.10gb) with three 1g.10gb slices held; a
     time-sliced L40S node (PCIe switches, two GPUs per switch) whose GPU 0 is shared by three
     pods; an admin."""
-    services.node_register(spec=make_node("mig-0").mig(MIG_LAYOUT, MIG_LAYOUT).build())
+    services.node_register(
+        spec=make_node("mig-0").mig(MIG_LAYOUT, MIG_LAYOUT).build(), source=Node.Source.SIMULATOR
+    )
     services.node_register(
         spec=make_node("l40s-0")
         .topology("pcie-8gpu-2socket", model="L40S", sharing=SharingMode.TIME_SLICING)
-        .build()
+        .build(),
+        source=Node.Source.SIMULATOR,
     )
     tenant = factories.tenant("inference")
     slice_template = PodTemplate(

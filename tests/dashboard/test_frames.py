@@ -78,7 +78,7 @@ def test_an_entry_larger_than_a_frame_is_replaced_by_a_stub() -> None:
 
 def register(count: int) -> None:
     for spec in build_nodes(synthetic_pools(count, "mixed")):
-        services.node_register(spec=spec)
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -140,7 +140,9 @@ class Script:
     def node(self) -> None:
         self.extra_nodes += 1
         (spec,) = build_nodes(synthetic_pools(1, "pcie-8gpu-2socket"))
-        services.node_register(spec=replace(spec, name=f"late-{self.extra_nodes}"))
+        services.node_register(
+            spec=replace(spec, name=f"late-{self.extra_nodes}"), source=Node.Source.SIMULATOR
+        )
 
 
 def normalized(state: Any) -> Any:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from api.services import token_create
 from dashboard.selectors import tenants as tenant_docs
 from scheduling.core.scheduler import Framework
-from scheduling.models import Allocation, GpuAssignment, Pod, Tenant
+from scheduling.models import Allocation, GpuAssignment, Node, Pod, Tenant
 from scheduling.profile_files import load_profile
 from scheduling.selectors.efficiency import tenant_efficiency
 from scheduling.services import nodes as node_services
@@ -57,7 +57,7 @@ def world() -> tuple[datetime, list[str]]:
         make_node("h100-0").gpus(8, "H100").build(),
         make_node("t4-0").gpus(2, "T4").build(),
     ):
-        node_services.node_register(spec=spec)
+        node_services.node_register(spec=spec, source=Node.Source.SIMULATOR)
     team_a, team_b = factories.tenant("team-a"), factories.tenant("team-b")
     factories.workload(team_a, "train", pods=1, gpus=2)
     factories.workload(team_a, "short", pods=1, gpus=1)

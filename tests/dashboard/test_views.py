@@ -16,7 +16,7 @@ from dashboard.selectors import cluster as cluster_docs
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import NodeSpec, Resources, SharingMode, Taint, TopologyPolicy
-from scheduling.models import Allocation, PlacementDecision, Pod
+from scheduling.models import Allocation, Node, PlacementDecision, Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker.database_side import database_cycle
@@ -209,7 +209,7 @@ def waiting(name: str, *, gpus: int = 1, cpu_milli: int = 1000, **template: Any)
 
 
 def registered(spec: NodeSpec, **changes: Any) -> None:
-    services.node_register(spec=replace(spec, **changes))
+    services.node_register(spec=replace(spec, **changes), source=Node.Source.SIMULATOR)
 
 
 def test_free_gpus_on_a_tainted_node_the_waiting_pods_do_not_tolerate_are_stranded() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
+from django.core.management import get_commands
 from django.urls import resolve
 
 from kube.kueue import MANAGER_CONFIG
@@ -27,6 +28,7 @@ from tests.kube.helpers import DEPLOY, seeds_profile_text, shipped_profile_text
 NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # custom resources: tests/deploy/
 VERSIONS = ("1.30.0", "1.37.0")
+HARNESS = ("sim", "bench")
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -354,3 +356,16 @@ def test_the_topology_agent_runs_on_gpu_nodes_with_exactly_its_rbac() -> None:
     assert (
         "gpu-system:gpusched-topology-agent" in policy["spec"]["matchConditions"][0]["expression"]
     )
+
+
+def test_deploy_runs_the_product_alone() -> None:
+    """No container of deploy/ runs a command of the harness (sim, bench) or turns it on."""
+    owner = get_commands()
+    for workload in by_kind("Deployment") + by_kind("Job") + by_kind("DaemonSet"):
+        for container in containers(workload):
+            argv = [*container.get("command", []), *container.get("args", [])]
+            if "manage.py" in argv:
+                command = argv[argv.index("manage.py") + 1]
+                assert owner[command] not in HARNESS, (workload["metadata"]["name"], command)
+            names = {e["name"] for e in container.get("env", [])}
+            assert "GPUSCHED_HARNESS" not in names, workload["metadata"]["name"]

@@ -14,6 +14,7 @@ from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload
 from scheduling.pod_template import PodTemplate
 from sim.kubernetes.launch import SimulatedCluster
+from sim.runs import simulations_record
 from sim.spec import parse_spec
 from sim.utilization import UtilizationProfile
 from tests.kube.helpers import gpusched_cycle
@@ -63,7 +64,7 @@ def test_a_submitted_pod_runs_on_the_simulated_kubelet_as_busy_as_its_utilizatio
         cycle = gpusched_cycle(sim.kube)
         cycle.run_once()  # nodes mirrored
         busy = UtilizationProfile(kind="bursty", mean=0.45, duty=0.5, period_s=600, jitter=0.0)
-        services.workload_submit(
+        workload = services.workload_submit(
             tenant=factories.tenant("ml-team"),
             name="train",
             pod_sets=[
@@ -72,11 +73,11 @@ def test_a_submitted_pod_runs_on_the_simulated_kubelet_as_busy_as_its_utilizatio
                     1,
                     PodTemplate(
                         resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=1),
-                        simulation={"duration_s": 3600, "utilization": busy.as_json()},
                     ),
                 )
             ],
         )
+        simulations_record(workload, duration_s=3600, utilization=busy.as_json())
         for _ in range(3):  # made, then bound
             cycle.run_once()
         sim.run_once()  # the kubelet starts it

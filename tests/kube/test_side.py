@@ -19,6 +19,7 @@ from scheduling.models import Allocation, Pod, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
+from sim.runs import simulations_record
 from telemetry.models import GpuLatest
 from tests.kube import objects
 from tests.kube.helpers import Clock, side_of
@@ -232,15 +233,14 @@ def test_a_workload_submitted_through_the_api_becomes_pods_in_the_namespace_and_
     sched = cycle(fake)
     sched.run_once()
     tenant = factories.tenant(NS)
-    template = PodTemplate(
-        resources=Resources(cpu_milli=2000, memory_mib=4096, gpus=2), simulation={"duration_s": 60}
-    )
+    template = PodTemplate(resources=Resources(cpu_milli=2000, memory_mib=4096, gpus=2))
     workload = services.workload_submit(
         tenant=tenant,
         name="llama",
         pod_sets=[services.PodSetSpec("workers", 2, template, min_count=2)],
         service_class=ServiceClass.BATCH,
     )
+    simulations_record(workload, duration_s=60)  # how long the simulated kubelet runs them
     sched.run_once()  # the pods are made
     made = {p["metadata"]["name"]: p for p in fake.objects("pods", NS)}
     assert set(made) == {"llama-workers-0", "llama-workers-1"}

@@ -7,11 +7,13 @@ from scheduling.core.types import Resources, ServiceClass, TopologyPolicy
 from scheduling.models import Node, Tenant, Workload
 from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
+from sim.runs import simulations_record
 
 
 def nodes(count: int, topology: str = "dgx-h100") -> list[Node]:
     return [
-        services.node_register(spec=spec) for spec in build_nodes(synthetic_pools(count, topology))
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
+        for spec in build_nodes(synthetic_pools(count, topology))
     ]
 
 
@@ -36,9 +38,8 @@ def workload(
     template = PodTemplate(
         resources=Resources(cpu_milli=cpu_milli, memory_mib=1024, gpus=gpus, gpu_milli=gpu_milli),
         topology_policy=policy,
-        simulation={"duration_s": duration_s} if duration_s is not None else {},
     )
-    return services.workload_submit(
+    submitted = services.workload_submit(
         tenant=owner,
         name=name,
         priority=priority,
@@ -47,3 +48,6 @@ def workload(
             services.PodSetSpec(name="main", count=pods, template=template, min_count=min_count)
         ],
     )
+    if duration_s is not None:  # how long the simulated cluster runs its pods
+        simulations_record(submitted, duration_s=duration_s)
+    return submitted

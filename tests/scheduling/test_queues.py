@@ -22,6 +22,7 @@ from scheduling.models import (
     Event,
     Gpu,
     LocalQueue,
+    Node,
     Pod,
     PriorityClass,
     ResourceFlavor,
@@ -34,6 +35,7 @@ from scheduling.worker import queue_state
 from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.database_side import database_cycle
 from sim.cluster import build_nodes, synthetic_pools
+from sim.runs import simulations_record
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -91,9 +93,8 @@ def submit(
     template = PodTemplate(
         resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
         topology_policy=policy,
-        simulation={"duration_s": duration_s} if duration_s else {},
     )
-    return services.workload_submit(
+    submitted = services.workload_submit(
         tenant=factories.tenant(tenant),
         name=name,
         priority=priority,
@@ -101,6 +102,9 @@ def submit(
         service_class=service_class,
         pod_sets=[services.PodSetSpec("main", pods, template, min_count=pods if gang else None)],
     )
+    if duration_s:
+        simulations_record(submitted, duration_s=duration_s)
+    return submitted
 
 
 def states() -> dict[str, str]:
@@ -206,7 +210,7 @@ def test_quota_admits_what_fits_and_the_rest_waits_in_order() -> None:
 
 def test_the_flavor_decides_where_pods_go() -> None:
     for spec in build_nodes(synthetic_pools(1, "dgx-h100") + synthetic_pools(1, "dgx-a100")):
-        services.node_register(spec=spec)
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
     queues(("team", 8), flavor="a100")
     submit("team", "job")
     worker().run_once()

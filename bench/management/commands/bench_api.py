@@ -27,6 +27,7 @@ from api import services as api_services
 from bench.web_process import web_server
 from scheduling import services
 from scheduling.core.types import Resources
+from scheduling.models import Node
 from scheduling.pod_template import PodTemplate
 from sim.cluster import build_nodes, synthetic_pools
 
@@ -97,7 +98,7 @@ class Command(BaseCommand):
 
     def _seed(self, workloads: int, nodes: int) -> str:
         for spec in build_nodes(synthetic_pools(nodes, "mixed")):
-            services.node_register(spec=spec)
+            services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         name = f"bench-{int(time.time())}"
         tenant, _, token = api_services.tenant_onboard(name=name)
         template = PodTemplate(resources=Resources(cpu_milli=4000, memory_mib=16384, gpus=1))

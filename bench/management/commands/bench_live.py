@@ -118,7 +118,7 @@ class Command(BaseCommand):
 
     def _run(self, options: dict[str, Any]) -> dict[str, Any]:
         for spec in build_nodes(synthetic_pools(options["nodes"], "mixed")):
-            services.node_register(spec=spec)
+            services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         _fill(options["nodes"])
         _leave_waiting(options["waiting"])
         cookie = _admin_cookie()

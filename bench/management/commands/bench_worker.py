@@ -28,7 +28,7 @@ from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, PodRequest
-from scheduling.models import Pod
+from scheduling.models import Node, Pod
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import command_profile
 from scheduling.worker.cache import ClusterCache
@@ -79,7 +79,7 @@ class Command(BaseCommand):
                 )
                 return {"side": "kubernetes", **self._time(worker, options)}
         for spec in build_nodes(pools):
-            services.node_register(spec=spec)
+            services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         tenant = services.tenant_create(name="bench")
         for start in range(0, len(pods), PODS_PER_WORKLOAD):
             chunk = pods[start : start + PODS_PER_WORKLOAD]

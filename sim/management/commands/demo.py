@@ -68,6 +68,8 @@ class Command(BaseCommand):
             call_command("applyqueues", str(queue_file(queues)), stdout=self.stdout)
         # The dashboard tells admins the simulated cluster runs faster than the clock.
         os.environ["GPUSCHED_SIM_SPEED"] = str(options["speed"])
+        # The processes started below have the harness too (the simulator is one of them).
+        os.environ["GPUSCHED_HARNESS"] = "1"
         password = self._ensure_admin()
         manage = [sys.executable, str(ROOT / "manage.py")]
         metrics_url = f"http://127.0.0.1:{options['metrics_port']}/metrics"

@@ -43,7 +43,7 @@ def worker(clock: Clock, timeout_s: float = 300.0) -> SchedulingCycle:
 
 def register(count: int, preset: str) -> None:
     for spec in build_nodes(synthetic_pools(count, preset)):
-        services.node_register(spec=spec)
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
 
 
 def cluster_queue(flavors: list[tuple[str, int]]) -> None:

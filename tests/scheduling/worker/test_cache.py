@@ -11,7 +11,7 @@ from django.utils import timezone
 from scheduling import services
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
-from scheduling.models import Pod
+from scheduling.models import Node, Pod
 from scheduling.profile_files import load_profile
 from scheduling.worker import cluster_state
 from scheduling.worker.cache import ClusterCache
@@ -64,7 +64,9 @@ def test_a_cordon_is_applied_in_place_and_any_other_node_change_rebuilds() -> No
     assert_same_as_fresh(cache)
 
     spec = cluster_state.node_spec(node, list(node.gpus.all()), None)
-    services.node_register(spec=replace(spec, labels={"pool": "serve"}))
+    services.node_register(
+        spec=replace(spec, labels={"pool": "serve"}), source=Node.Source.SIMULATOR
+    )
     assert cache.state().snapshot.nodes[0].labels == {"pool": "serve"}
     assert cache.rebuilds == 2
 

@@ -20,6 +20,7 @@ from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.database_side import database_cycle
 from scheduling.worker.estimates import StartEstimator
 from scheduling.worker.runtime_feed import RuntimeFeed
+from sim.runs import simulations_record
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -28,13 +29,15 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 def submit(name: str, *, gpus: int = 8, duration_s: float | None = None) -> Workload:
     template = PodTemplate(
         resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
-        simulation={"duration_s": duration_s} if duration_s else {},
     )
-    return services.workload_submit(
+    submitted = services.workload_submit(
         tenant=factories.tenant("vision"),
         name=name,
         pod_sets=[services.PodSetSpec("main", 1, template)],
     )
+    if duration_s:
+        simulations_record(submitted, duration_s=duration_s)
+    return submitted
 
 
 class Run:

@@ -87,7 +87,9 @@ def test_a_node_reregistering_with_less_cpu_than_a_numa_share_holds_is_quarantin
     node = Allocation.objects.get(active=True).node
     spec = next(s for s in specs(2) if s.name == node.name)
     # Still more CPU than used in total, but each NUMA node's share is now below 100 cores.
-    services.node_register(spec=replace(spec, cpu_milli=180_000))  # must not raise
+    services.node_register(
+        spec=replace(spec, cpu_milli=180_000), source=Node.Source.SIMULATOR
+    )  # must not raise
 
     factories.workload(owner, "small", gpus=1, cpu_milli=1000)
     report = scheduler.run_once()
@@ -115,7 +117,9 @@ def test_a_node_that_lost_a_gpu_a_pod_holds_is_quarantined_until_the_pod_is_gone
             links=tuple(row[:7] for row in topology.links[:7]),
         ),
     )
-    services.node_register(spec=seven)  # the node reports 7 of its 8 GPUs now
+    services.node_register(
+        spec=seven, source=Node.Source.SIMULATOR
+    )  # the node reports 7 of its 8 GPUs now
 
     assert Gpu.objects.filter(present=False).count() == 1
     report = scheduler.run_once()
@@ -195,13 +199,14 @@ def test_random_reregistrations_never_stop_the_scheduler_nor_overcommit(changes)
         model.objects.all().delete()
     base = {spec.name: spec for spec in specs(3)}
     for spec in base.values():
-        services.node_register(spec=spec)
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
     owner = factories.tenant()
     scheduler = cycle()
     for step, (which, cpu, gpus) in enumerate(changes):
         spec = list(base.values())[which]
         services.node_register(
-            spec=replace(spec, cpu_milli=cpu, gpus=spec.gpus[:gpus], topology=None)
+            spec=replace(spec, cpu_milli=cpu, gpus=spec.gpus[:gpus], topology=None),
+            source=Node.Source.SIMULATOR,
         )
         factories.workload(owner, f"w{step}", pods=2, gpus=1, cpu_milli=4_000)
         scheduler.run_once()  # never raises, whatever was registered
