@@ -255,14 +255,14 @@ def test_what_the_caps_leave_out_is_reported_everywhere(exporter: FakeExporter) 
 def test_a_hostname_naming_no_node_of_the_cluster_invents_none(exporter: FakeExporter) -> None:
     """The exporter's pod name in Hostname: with the cluster's nodes known, its GPUs are placed
     on the scrape target's node when that is one, and nowhere when not (counted and shown)."""
-    node_services.node_register(spec=make_node("127.0.0.1").gpus(2).build())
+    node_services.node_register(spec=make_node("127.0.0.1").gpus(2).build(), source="simulator")
     pod_name = "nvidia-dcgm-exporter-x7k2p"
     exporter.states = [replace(state, hostname=pod_name) for state in OPERATOR_STATES]
     report = command(ScrapeSource([exporter.url])).run_once()
     assert report.ok and report.nodes == 1 and report.nodes_by_rule == {"scrape target": 2}
     assert set(GpuLatest.objects.values_list("node", flat=True)) == {"127.0.0.1"}
 
-    node_services.node_register(spec=make_node("gpu-a").gpus(2).build())
+    node_services.node_register(spec=make_node("gpu-a").gpus(2).build(), source="simulator")
     source = ScrapeSource([exporter.url.replace("127.0.0.1", "localhost")])
     report = command(source).run_once()
     assert report.gpus == 0 and report.samples_skipped_reasons == {NODE_UNKNOWN: 20}

@@ -3,7 +3,8 @@
 Renders one dcgm-exporter scrape of nodes x GPUs x fields (not timed), then times what the
 ingester does with it: parse (text -> samples), map (samples -> GPUs and pods), store (latest
 values, raw history, node freshness), reconcile the GPU ids pods hold with those recorded
-(telemetry.assignments) and roll up (the scrape's minute, closed), all in the
+(scheduling.services.assignments_reconcile, the ingester's holders check) and roll up (the
+scrape's minute, closed), all in the
 configured database, which must hold no other telemetry (`make bench-telemetry` uses a fresh
 SQLite file). The rows it wrote are deleted afterwards unless --keep.
 """
@@ -21,11 +22,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from scheduling.services import assignments_reconcile
 from telemetry import services
-from telemetry.assignments import assignments_reconcile
 from telemetry.dcgm import FIELDS, gpu_samples_from_scrape
 from telemetry.exposition import ALL_FIELDS, GpuState, render_exposition
 from telemetry.gcpause import paused_gc
+from telemetry.holders import observed_from_samples
 from telemetry.models import (
     GpuLatest,
     GpuMinute,
@@ -136,7 +138,7 @@ class Command(BaseCommand):
             gpus, mapping = gpu_samples_from_scrape(scrape)
             t1 = time.perf_counter()
             stored = services.samples_ingest(gpus=gpus, observed_at=now, source="bench")
-            reconciled = assignments_reconcile(gpus)
+            reconciled = assignments_reconcile(observed_from_samples(gpus))
             t2 = time.perf_counter()
             del scrape, gpus
         # The minute of this scrape, closed: what the ingester does once a minute.
