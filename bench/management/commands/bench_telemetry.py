@@ -5,7 +5,8 @@ ingester does with it: parse (text -> samples), map (samples -> GPUs and pods), 
 values, raw history, node freshness), reconcile the GPU ids pods hold with those recorded
 (scheduling.services.assignments_reconcile, the ingester's holders check) and roll up (the
 scrape's minute, closed), all in the configured database, which must hold no other telemetry
-(`make bench-telemetry` uses a fresh SQLite file). The rows it wrote are deleted afterwards unless --keep.
+(`make bench-telemetry` uses a fresh SQLite file). The rows it wrote are deleted afterwards unless
+--keep.
 """
 
 from __future__ import annotations
