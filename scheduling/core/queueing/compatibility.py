@@ -1,6 +1,6 @@
 """Every field of Kueue's v1beta2 queue objects and what gpusched does with it: honoured, or
 refused with the reason (never accepted and ignored). The reader (kueue_objects) takes its refusal
-messages from here, and the README's compatibility table is `markdown_table()`, so the two cannot
+messages from here, and docs/api.md's compatibility table is `markdown_table()`, so the two cannot
 drift apart. Field names are Kueue's (kubernetes-sigs/kueue apis/kueue/v1beta2/*_types.go,
 apis/config/v1beta2/configuration_types.go).
 """
@@ -258,7 +258,7 @@ def refusal(kind: str, field_name: str, path: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's compatibility table."""
+    """docs/api.md's Kueue compatibility table."""
     rows = ["| Kueue kind | Field | gpusched | Why |", "| --- | --- | --- | --- |"]
     for f in FEATURES:
         rows.append(f"| {f.kind} | `{f.field}` | {f.status} | {f.why} |")
