@@ -1,13 +1,15 @@
 """Where GPU samples come from: thin adapters behind one method, `fetch() -> Fetched`.
 
-    PrometheusSource  PromQL on Prometheus' HTTP API (/api/v1/query): one instant query for all
-                      DCGM fields; quantile_over_time() for p95 over a window.
+    PrometheusSource  PromQL through prometheus-api-client's PrometheusConnect (/api/v1/query):
+                      one instant query for all DCGM fields; quantile_over_time() for p95 over a
+                      window.
     ScrapeSource      GET each dcgm-exporter `/metrics` directly (the embedded default).
 
 Bounded, however a server frames or paces its answer (issue 33):
 - time: one deadline, `timeout` from the start of a fetch, over every request of it (connect,
   headers, the whole body with or without Content-Length, however slowly dripped): a watchdog
-  shuts the socket at the deadline. Nothing is retried within a cycle (the next cycle is the
+  shuts the socket at the deadline (telemetry.bounded_http: PrometheusConnect is handed a
+  requests Session that enforces it). Nothing is retried within a cycle (the next cycle is the
   retry: Prometheus clients that retry with back-off turn one refused connection into seconds of
   sleeps, wire-formats.md §2), and a target that did not start by the deadline is not started.
 - size: `max_bytes` of body per request; `limits.max_series` sample lines per source (the lines
@@ -20,18 +22,17 @@ in `Fetched.errors`.
 
 from __future__ import annotations
 
-import contextlib
-import http.client
-import json
-import socket
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+
+from telemetry.bounded_http import TIMED_OUT, BoundedSession, http_get
 from telemetry.dcgm import (
     FIELDS,
     GpuKey,
@@ -82,65 +83,6 @@ class TelemetrySource(Protocol):
         """`known_nodes`: the cluster's nodes, the only ones series may be placed on (None: not
         checked; telemetry.placement)."""
         ...
-
-
-# --- one bounded request ------------------------------------------------------------------------
-
-
-def http_get(url: str, *, deadline: float, max_bytes: int, accept: str) -> tuple[bytes, str | None]:
-    """The body of `url`, or the error, by `deadline` (time.monotonic()) in all: a watchdog shuts
-    the socket down at the deadline, so neither a stalled connect, nor headers or a body dripped a
-    byte at a time (each read well within any socket timeout), nor a body without Content-Length
-    read to the close, can hold the caller longer."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return b"", "timed out before it could start"
-    parts = urlsplit(url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    connection = kind(parts.hostname or "", parts.port, timeout=remaining)
-    expired = threading.Event()
-    sockets: list[socket.socket] = []  # the connection drops its socket for a read-to-close body
-    watchdog = threading.Timer(remaining, _shut_down, (sockets, connection, expired))
-    watchdog.daemon = True
-    watchdog.start()
-    chunks: list[bytes] = []
-    try:
-        connection.connect()
-        if connection.sock is not None:
-            sockets.append(connection.sock)
-        connection.request("GET", target, headers={"Accept": accept})
-        response = connection.getresponse()
-        size = 0
-        while chunk := response.read1(1 << 16):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_bytes:
-                return b"", f"response larger than {max_bytes} bytes"
-        if response.status != 200:
-            said = b"".join(chunks)[:300].decode("utf-8", errors="replace").strip()
-            return b"", f"HTTP {response.status} {response.reason}" + (f": {said}" if said else "")
-    except Exception as exc:  # every failure of one request is that request's error
-        if expired.is_set() or isinstance(exc, TimeoutError):
-            return b"", "timed out"
-        return b"", f"{type(exc).__name__}: {exc}"
-    finally:
-        watchdog.cancel()
-        connection.close()
-    if expired.is_set():  # cut off while reading: what came is only part of the body
-        return b"", "timed out"
-    return b"".join(chunks), None
-
-
-def _shut_down(
-    sockets: list[socket.socket], connection: http.client.HTTPConnection, expired: threading.Event
-) -> None:
-    """At the deadline: unblock whatever the request's thread is waiting for on its socket."""
-    expired.set()
-    for sock in [*sockets, connection.sock]:
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 # --- direct scrape -----------------------------------------------------------------------------
@@ -197,8 +139,8 @@ class ScrapeSource:
         body, error = http_get(
             url, deadline=deadline, max_bytes=self.max_bytes, accept="text/plain"
         )
-        if error == "timed out":
-            error = f"timed out after {self.timeout:g} s"
+        if error == TIMED_OUT:
+            error = f"{TIMED_OUT} after {self.timeout:g} s"
         return body.decode("utf-8", errors="replace"), error
 
 
@@ -223,8 +165,14 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.matchers = matchers
-        self.max_bytes = max_bytes
         self.limits = limits or Limits()
+        # PrometheusConnect's own session would retry with back-off and bound each socket wait,
+        # not the query: this one ends every request by `timeout` and caps its body.
+        self.client = PrometheusConnect(
+            url=self.url,
+            session=BoundedSession(timeout=timeout, max_bytes=max_bytes),
+            timeout=timeout,
+        )
 
     def fields_query(self) -> str:
         names = "|".join(FIELDS)
@@ -278,24 +226,15 @@ class PrometheusSource:
 
     def _query(self, query: str) -> list[dict[str, Any]]:
         # Prometheus stops evaluating, too (its durations take no fractions: milliseconds).
-        params = {"query": query, "timeout": f"{max(round(self.timeout * 1000), 1)}ms"}
-        url = f"{self.url}/api/v1/query?{urlencode(params)}"
-        deadline = time.monotonic() + self.timeout
-        body, error = http_get(
-            url, deadline=deadline, max_bytes=self.max_bytes, accept="application/json"
-        )
-        if error is not None:
-            if error == "timed out":
-                error = f"timed out after {self.timeout:g} s"
-            raise SourceError(f"{self.url}: {error}")
+        params = {"timeout": f"{max(round(self.timeout * 1000), 1)}ms"}
         try:
-            doc = json.loads(body)
-        except ValueError as exc:
-            raise SourceError(f"{self.url}: the answer is not JSON: {exc}") from exc
-        data = doc.get("data") if isinstance(doc, dict) else None
-        if not isinstance(data, dict) or doc.get("status") != "success":
-            raise SourceError(f"{self.url}: the query failed: {str(doc)[:300]}")
-        result = data.get("result")
-        if data.get("resultType") != "vector" or not isinstance(result, list):
-            raise SourceError(f"{self.url}: expected a vector result, got {data.get('resultType')}")
+            result = self.client.custom_query(query, params=params)
+        except requests.Timeout as exc:
+            raise SourceError(f"{self.url}: {TIMED_OUT} after {self.timeout:g} s") from exc
+        except (requests.RequestException, PrometheusApiClientException) as exc:
+            raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:  # a 200 that is not Prometheus' JSON
+            raise SourceError(f"{self.url}: not a query answer: {exc!r}"[:400]) from exc
+        if not isinstance(result, list) or not all(isinstance(item, dict) for item in result):
+            raise SourceError(f"{self.url}: expected a vector result, got {str(result)[:100]}")
         return result

@@ -189,8 +189,9 @@ class FaultyProxy(_Server):
 
     mode "up" forwards, "slow" waits `delay` seconds first, "error" answers 503 like an
     overloaded Prometheus, "drip" answers at once but sends the upstream's body a byte every
-    `drip` seconds without Content-Length; stop() closes the port (connections refused) and
-    start() reopens it.
+    `drip` seconds without Content-Length, "drip-head" drips from the status line on,
+    "drip-length" drips a body whose Content-Length it gave; stop() closes the port (connections
+    refused) and start() reopens it.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -208,9 +209,10 @@ class FaultyProxy(_Server):
             send(handler, 503, body, "application/json")
             return
         status, body = http_get(self.upstream + handler.path, timeout=10)
-        if self.mode == "drip":
-            head = f"HTTP/1.0 {status} OK\r\nContent-Type: application/json\r\n\r\n".encode()
-            drip(handler, head, body, self.drip, head_at_once=True)
+        if self.mode.startswith("drip"):
+            length = f"Content-Length: {len(body)}\r\n" if self.mode == "drip-length" else ""
+            head = f"HTTP/1.0 {status} OK\r\nContent-Type: application/json\r\n{length}\r\n"
+            drip(handler, head.encode(), body, self.drip, head_at_once=self.mode != "drip-head")
             return
         send(handler, status, body, "application/json")
 
