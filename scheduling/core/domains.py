@@ -1,0 +1,370 @@
+"""Topology across nodes, as Kueue's Topology Aware Scheduling (TAS) defines it: a Topology names
+node labels from the widest level to the narrowest (block, rack, hostname; GPU Feature Discovery's
+`nvidia.com/gpu.clique` is a level like any other), the nodes carrying all of them form a tree of
+domains, and a pod set asks for its pods to be inside one domain of a level (required), inside
+the tightest domain that holds them (preferred), or only for capacity (unconstrained), optionally
+in slices of `slice_size` pods each inside one domain of a slice level.
+
+`place` chooses the domains and how many pods each node gets. It follows the semantics of Kueue's
+`TASFlavorSnapshot.findTopologyAssignment` (kubernetes-sigs/kueue pkg/cache/tas_flavor_snapshot.go
+and KEP-2724, re-implemented from their description), with Kueue's default BestFit profile:
+
+1. every node counts how many pods of the set fit in its free capacity; a domain counts the sum of
+   its children (at the slice level, whole slices: pods // slice size);
+2. at the requested level the domains are ranked by that count, most first (ties by their label
+   values); when the first holds the whole set, the one chosen is the fitting domain with the
+   *least* room (BestFit: the tight spot is used, the large ones are kept for large sets);
+3. when none holds it: required -> refused, naming the level and what the best domain had;
+   preferred -> the next level up is tried; at the top (and for unconstrained) the set is spread
+   greedily over the domains, most room first, the last one best-fit;
+4. from the chosen domains downwards, each level takes as few children as it can the same way.
+
+One difference, on purpose: when a set is spread over several domains, Kueue pools their
+children before ranking; here each chosen domain is filled from its own children, which keeps
+each slice inside its slice-level domain without a second pass.
+
+The answer is a count per node; within each node the GPU topology choice of the scheduler still
+applies (the shell restricts the gang to the nodes chosen here).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from scheduling.core.status import Code, Status
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+MAX_LEVELS = 16  # Kueue's TopologySpec.levels MaxItems
+
+_NO_COUNTS: Mapping[str, int] = MappingProxyType({})
+
+PLUGIN = "TopologyDomains"
+
+
+class DomainMode(enum.StrEnum):
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+    UNCONSTRAINED = "unconstrained"
+
+
+class DomainError(ValueError):
+    """A Topology or a topology request that cannot be used; the message names what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Kueue's Topology: its name and node labels, widest level first."""
+
+    name: str
+    levels: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.levels) <= MAX_LEVELS:
+            raise DomainError(f"topology {self.name}: levels must have 1 to {MAX_LEVELS} entries")
+        if len(set(self.levels)) != len(self.levels):
+            raise DomainError(f"topology {self.name}: levels must be unique")
+        if HOSTNAME_LABEL in self.levels[:-1]:
+            raise DomainError(
+                f"topology {self.name}: {HOSTNAME_LABEL} can only be the lowest level"
+            )
+
+    def index(self, level: str) -> int:
+        try:
+            return self.levels.index(level)
+        except ValueError:
+            raise DomainError(f"topology {self.name} has no level {level}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class DomainRequest:
+    """A pod set's topology request (Kueue's PodSetTopologyRequest) with the topology it is
+    judged by (its flavor's)."""
+
+    topology: Topology
+    mode: DomainMode
+    level: str = ""  # a node label of the topology; unconstrained: the lowest level
+    slice_level: str = ""
+    slice_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode is not DomainMode.UNCONSTRAINED:
+            self.topology.index(self.level)
+        if bool(self.slice_level) != (self.slice_size > 0):
+            raise DomainError("a slice needs both its level and a size of at least 1")
+        if self.slice_level:
+            slice_at = self.topology.index(self.slice_level)
+            if self.mode is DomainMode.REQUIRED and slice_at < self.topology.index(self.level):
+                raise DomainError(
+                    f"slice level {self.slice_level} must not be above the required level "
+                    f"{self.level}"
+                )
+
+    @property
+    def level_index(self) -> int:
+        if self.mode is DomainMode.UNCONSTRAINED:
+            return len(self.topology.levels) - 1
+        return self.topology.index(self.level)
+
+    @property
+    def slice_index(self) -> int | None:
+        return self.topology.index(self.slice_level) if self.slice_level else None
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What each pod of the set takes on a node, in the scheduler's units."""
+
+    gpus: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """A node as the placement sees it: its labels and what is free on it now. `eligible` is
+    False where the pod set may not go at all (selector, taint, GPU model, cordon)."""
+
+    name: str
+    labels: Mapping[str, str]
+    free_gpus: int
+    free_cpu_milli: int
+    free_memory_mib: int
+    eligible: bool = True
+
+    def pods_that_fit(self, shape: PodShape) -> int:
+        if not self.eligible:
+            return 0
+        limits = [
+            free // need
+            for free, need in (
+                (self.free_gpus, shape.gpus),
+                (self.free_cpu_milli, shape.cpu_milli),
+                (self.free_memory_mib, shape.memory_mib),
+            )
+            if need > 0
+        ]
+        return max(0, min(limits)) if limits else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPlacement:
+    """Where a pod set goes: the domains of the level it was fitted at (label values from the
+    widest level down), and how many pods each node gets."""
+
+    level: str
+    domains: tuple[tuple[str, ...], ...]
+    pods_per_node: Mapping[str, int] = field(default_factory=lambda: _NO_COUNTS)
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(self.pods_per_node)
+
+
+def level_noun(label: str) -> str:
+    """How a reason names a level: `cloud.provider.com/topology-rack` -> "rack", the hostname
+    level -> "node", GFD's clique -> "NVLink domain"."""
+    if label == HOSTNAME_LABEL:
+        return "node"
+    if label == GPU_CLIQUE_LABEL:
+        return "NVLink domain"
+    return label.rsplit("/", 1)[-1].removeprefix("topology-")
+
+
+@dataclass
+class _Domain:
+    values: tuple[str, ...]
+    children: list[_Domain] = field(default_factory=list)
+    node: str = ""  # set on leaves (the nodes, under the lowest level)
+    room: int = 0  # in units of the level: pods, or whole slices at and above the slice level
+    free_gpus: int = 0
+
+
+def place(
+    request: DomainRequest, nodes: Sequence[NodeRoom], shape: PodShape, count: int
+) -> DomainPlacement | Status:
+    """Where `count` pods of `shape` go under `request`, or an UNSCHEDULABLE Status whose reason
+    names the level and what was short. Pure: `nodes` are not changed."""
+    if count <= 0:
+        return DomainPlacement(request.topology.levels[request.level_index], (), {})
+    slice_size = request.slice_size or 1
+    if request.slice_level and count % slice_size:
+        return Status.of(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            f"{count} pods cannot be cut into slices of {slice_size}",
+            plugin=PLUGIN,
+        )
+    levels = _build(request.topology, nodes, shape, request.slice_index, slice_size)
+    slice_at = request.slice_index
+    wanted = count // slice_size if slice_at is not None else count
+
+    def units_at(level: int) -> int:
+        return wanted if slice_at is not None and level <= slice_at else count
+
+    level = request.level_index
+    while True:
+        ranked = _ranked(levels[level])
+        need = units_at(level)
+        if ranked and ranked[0].room >= need:
+            chosen = [_best_fit(ranked, need)]
+            assigned = [need]
+            break
+        if request.mode is DomainMode.REQUIRED or not ranked:
+            return _short(request, level, ranked, count, shape, slice_size, spread=False)
+        if level > 0 and request.mode is DomainMode.PREFERRED:
+            level -= 1
+            continue
+        spread = _spread(ranked, need)
+        if spread is None:
+            return _short(request, level, ranked, count, shape, slice_size, spread=True)
+        chosen, assigned = spread
+        break
+
+    pods: dict[str, int] = {}
+    for domain, units in zip(chosen, assigned, strict=True):
+        _descend(domain, units, level, slice_at, slice_size, pods)
+    return DomainPlacement(
+        request.topology.levels[level], tuple(sorted(d.values for d in chosen)), pods
+    )
+
+
+def _build(
+    topology: Topology,
+    nodes: Sequence[NodeRoom],
+    shape: PodShape,
+    slice_at: int | None,
+    slice_size: int,
+) -> list[list[_Domain]]:
+    """The domain tree, level by level, with each domain's room. Nodes missing a level's label
+    are outside the topology (as in Kueue)."""
+    depth = len(topology.levels)
+    by_values: list[dict[tuple[str, ...], _Domain]] = [{} for _ in range(depth)]
+    for node in nodes:
+        values = tuple(node.labels.get(label) for label in topology.levels)
+        if any(v is None for v in values):
+            continue
+        path = tuple(v for v in values if v is not None)
+        parent: _Domain | None = None
+        for level in range(depth):
+            key = path[: level + 1]
+            domain = by_values[level].get(key)
+            if domain is None:
+                domain = by_values[level][key] = _Domain(key)
+                if parent is not None:
+                    parent.children.append(domain)
+            parent = domain
+        assert parent is not None
+        # Nodes hang under the lowest level (several may share its value when it is not the
+        # hostname).
+        leaf = _Domain(path + (node.name,), node=node.name)
+        leaf.room, leaf.free_gpus = node.pods_that_fit(shape), node.free_gpus
+        parent.children.append(leaf)
+    for level in reversed(range(depth)):
+        for domain in by_values[level].values():
+            domain.room = sum(c.room for c in domain.children)
+            domain.free_gpus = sum(c.free_gpus for c in domain.children)
+            if level == slice_at:
+                domain.room //= slice_size
+    return [list(d.values()) for d in by_values]
+
+
+def _ranked(domains: list[_Domain]) -> list[_Domain]:
+    """Most room first; equal room in the order of their label values (Kueue's sortedDomains)."""
+    return sorted(domains, key=lambda d: (-d.room, d.values))
+
+
+def _best_fit(ranked: list[_Domain], need: int) -> _Domain:
+    """Of the ranked domains that hold `need`, the one with the least room (the first of equals):
+    Kueue's findBestFitDomainIdx."""
+    fitting = [d for d in ranked if d.room >= need]
+    least = min(d.room for d in fitting)
+    return next(d for d in fitting if d.room == least)
+
+
+def _spread(ranked: list[_Domain], need: int) -> tuple[list[_Domain], list[int]] | None:
+    """Greedy over the ranked domains, most room first, the last one best-fit; None if all of
+    them together are short."""
+    chosen: list[_Domain] = []
+    assigned: list[int] = []
+    remaining = need
+    pool = [d for d in ranked if d.room > 0]
+    while remaining > 0 and pool:
+        domain = _best_fit(pool, remaining) if pool[0].room >= remaining else pool[0]
+        take = min(domain.room, remaining)
+        chosen.append(domain)
+        assigned.append(take)
+        remaining -= take
+        pool.remove(domain)
+    return (chosen, assigned) if remaining == 0 else None
+
+
+def _descend(
+    domain: _Domain,
+    units: int,
+    level: int,
+    slice_at: int | None,
+    slice_size: int,
+    pods: dict[str, int],
+) -> None:
+    """Hand `units` of `domain` down to as few children as hold them, until nodes."""
+    if level == slice_at:
+        units *= slice_size  # below the slice level, pods are counted
+    if not domain.children:
+        pods[domain.node] = pods.get(domain.node, 0) + units
+        return
+    spread = _spread(_ranked(domain.children), units)
+    assert spread is not None, "a domain's room is the sum of its children's"
+    for child, taken in zip(*spread, strict=True):
+        _descend(child, taken, level + 1, slice_at, slice_size, pods)
+
+
+def _short(
+    request: DomainRequest,
+    level: int,
+    ranked: list[_Domain],
+    count: int,
+    shape: PodShape,
+    slice_size: int,
+    *,
+    spread: bool,
+) -> Status:
+    """Why the set does not fit: the level, what was asked, and what the best domain (or, when
+    spread, all of them together) had."""
+    label = request.topology.levels[level]
+    noun = level_noun(label)
+    if not ranked:
+        return Status.of(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            f"no node carries the labels of topology {request.topology.name} down to {label}",
+            plugin=PLUGIN,
+        )
+    ask = (
+        f"{count} pods x {shape.gpus} GPUs ({count * shape.gpus} GPUs)"
+        if shape.gpus
+        else (f"{count} pods")
+    )
+    if request.slice_level:
+        ask += f" in slices of {slice_size} per {level_noun(request.slice_level)}"
+    per_slice = slice_size if request.slice_level else 1
+
+    def room(pods: int, gpus: int) -> str:
+        return f"{pods} pods ({gpus} free GPUs)" if shape.gpus else f"{pods} pods"
+
+    if spread:
+        pods = sum(d.room for d in ranked) * per_slice
+        return Status.of(
+            Code.UNSCHEDULABLE,
+            f"topology {request.topology.name} has no room for {ask}: its {noun}s together "
+            f"have room for {room(pods, sum(d.free_gpus for d in ranked))}",
+            plugin=PLUGIN,
+        )
+    best = ranked[0]
+    return Status.of(
+        Code.UNSCHEDULABLE,
+        f"no {noun} ({label}) holds {ask}: the largest, {'/'.join(best.values)}, has room for "
+        f"{room(best.room * per_slice, best.free_gpus)}",
+        plugin=PLUGIN,
+    )
