@@ -1,8 +1,9 @@
 """Kueue's queue objects on the Kubernetes side, and who admits (`runkube --admission`).
 
 - `gpusched` (the default): gpusched's queues admit. Where Kueue's CRDs are installed, the queues
-  are the cluster's Kueue objects: ResourceFlavors, ClusterQueues, Cohorts, WorkloadPriorityClasses
-  and the LocalQueues of every namespace (kueue.x-k8s.io v1beta2, else v1beta1), with the
+  are the cluster's Kueue objects: ResourceFlavors, ClusterQueues, Cohorts, WorkloadPriorityClasses,
+  Topologies and the LocalQueues of every namespace (kueue.x-k8s.io v1beta2, else v1beta1; a
+  Topology also v1alpha1), with the
   cluster's PriorityClasses and, when named (`--kueue-config`), the admissionFairSharing section
   of Kueue's manager configuration. They are listed every interval, read by the one reader
   (scheduling.core.queueing.kueue_objects) and mirrored whole (services.queues_replace: what is
@@ -55,7 +56,10 @@ COLLECTIONS = {
     "cohorts": "cohorts",
     "localqueues": "local_queues",
     "workloadpriorityclasses": "workload_priority_classes",
+    "topologies": "topologies",
 }
+# Topology is served in v1alpha1 too (Kueue 0.9-0.10 served it only there).
+EXTRA_VERSIONS = {"topologies": ("v1alpha1",)}
 # Kueue's manager configuration: the ConfigMap of its manifests (config/components/manager:
 # `manager-config` with the `kueue-` prefix, in kueue-system) and the file it holds.
 MANAGER_CONFIG = "kueue-system/kueue-manager-config"
@@ -95,7 +99,7 @@ class KueueObjects:
                     interval_s=interval_s,
                     monotonic=monotonic,
                 )
-                for version in VERSIONS
+                for version in (*VERSIONS, *EXTRA_VERSIONS.get(plural, ()))
             ]
             for plural in COLLECTIONS
         }

@@ -118,6 +118,7 @@ class QueuesChanged(EventPayload):
     local_queues: list[str] = field(default_factory=list)
     priority_classes: list[str] = field(default_factory=list)
     cohorts: list[str] = field(default_factory=list)
+    topologies: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
 
 

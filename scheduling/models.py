@@ -148,6 +148,23 @@ class ResourceFlavor(models.Model):
     node_labels = models.JSONField(default=dict)
     node_taints = models.JSONField(default=list)  # [{"key", "value", "effect"}]
     tolerations = models.JSONField(default=list)  # [{"key", "operator", "value", "effect"}]
+    # Kueue's spec.topologyName: the Topology its pod sets are placed by ("": none).
+    topology_name = models.CharField(max_length=63, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Topology(models.Model):
+    """Kueue's Topology: node labels from the widest level (block) to the narrowest (hostname),
+    whose values make the domains a pod set is placed in (scheduling.core.domains)."""
+
+    name = models.CharField(max_length=63, unique=True)
+    levels = models.JSONField(default=list)  # [node label, ...], widest first
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -362,6 +379,9 @@ class Workload(models.Model):
     quota_usage = models.JSONField(default=dict, blank=True)
     node_selector = models.JSONField(default=dict, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
+    # The Topology of its admitted flavor, {"name", "levels"} ({}: none): what its pod sets'
+    # topology requests are placed by.
+    topology = models.JSONField(default=dict, blank=True)
     # Why it waits: WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota, Inadmissible, NoFit,
     # TopologyPlacementFailed, WaitingForGang, Preempted, InactiveWorkload, ClusterQueueStopped,
     # LocalQueueStopped ("" when nothing holds it back);
@@ -443,6 +463,9 @@ class Pod(models.Model):
     )
     node_selector = models.JSONField(default=dict)
     tolerations = models.JSONField(default=list)
+    # Its pod set's topology request (Kueue's podset-*-topology annotations, the REST API's
+    # podSets[].topology): {"mode", "level", "sliceLevel", "sliceSize"}; {}: none.
+    topology_request = models.JSONField(default=dict, blank=True)
     gang_min_count = models.PositiveIntegerField(
         default=0
     )  # > 0: the pod set is placed all or nothing

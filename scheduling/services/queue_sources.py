@@ -29,6 +29,7 @@ from scheduling.models import (
     PriorityClass,
     QueueSource,
     ResourceFlavor,
+    Topology,
     Workload,
 )
 from scheduling.services.queues import check_config, config_write
@@ -87,6 +88,12 @@ def _remove_missing(
     removed += _delete_except(
         ResourceFlavor, "ResourceFlavor", {f.name for f in config.flavors} | kept_flavors
     )
+    kept_topologies = set(
+        ResourceFlavor.objects.exclude(topology_name="").values_list("topology_name", flat=True)
+    )
+    removed += _delete_except(
+        Topology, "Topology", {t.name for t in config.topologies} | kept_topologies
+    )
     keep_classes = {(pc.kind.value, pc.name) for pc in config.priority_classes}
     for pc in PriorityClass.objects.order_by("kind", "name"):
         if (pc.kind, pc.name) not in keep_classes:
@@ -96,7 +103,9 @@ def _remove_missing(
 
 
 def _delete_except(
-    model: type[ClusterQueue] | type[Cohort] | type[ResourceFlavor], kind: str, keep: set[str]
+    model: type[ClusterQueue] | type[Cohort] | type[ResourceFlavor] | type[Topology],
+    kind: str,
+    keep: set[str],
 ) -> list[str]:
     gone = model.objects.exclude(name__in=keep)
     names = sorted(gone.values_list("name", flat=True))

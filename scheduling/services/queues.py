@@ -22,6 +22,7 @@ from scheduling.models import (
     PriorityClass,
     QueueSource,
     ResourceFlavor,
+    Topology,
     Workload,
 )
 from scheduling.selectors import cohorts as queue_selectors
@@ -46,6 +47,7 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
         known_flavors=frozenset(ResourceFlavor.objects.values_list("name", flat=True)),
         known_parents=stored_parents,
         known_queues=frozenset(ClusterQueue.objects.values_list("name", flat=True)),
+        known_topologies=frozenset(Topology.objects.values_list("name", flat=True)),
     )
     with transaction.atomic():
         names = config_write(config)
@@ -162,12 +164,13 @@ def check_config(
     known_flavors: frozenset[str] = frozenset(),
     known_parents: Mapping[str, str] | None = None,
     known_queues: frozenset[str] = frozenset(),
+    known_topologies: frozenset[str] = frozenset(),
 ) -> None:
     """What one configuration must hold, with what is stored besides it: flavors and cohort
     parents exist and make trees, LocalQueues name ClusterQueues that exist, one global default
     priority class at most."""
     try:
-        config.check_references(known_flavors, known_parents)
+        config.check_references(known_flavors, known_parents, known_topologies)
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
     queues = known_queues | {cq.name for cq in config.cluster_queues}
@@ -184,6 +187,10 @@ def check_config(
 def config_write(config: QueueConfig) -> dict[str, list[str]]:
     """Create or update every object of a checked configuration (inside the caller's
     transaction); the names written, by kind."""
+    for topology in config.topologies:
+        Topology.objects.update_or_create(
+            name=topology.name, defaults={"levels": list(topology.levels)}
+        )
     for flavor in config.flavors:
         ResourceFlavor.objects.update_or_create(
             name=flavor.name,
@@ -194,6 +201,7 @@ def config_write(config: QueueConfig) -> dict[str, list[str]]:
                     for t in flavor.node_taints
                 ],
                 "tolerations": [toleration_json(t) for t in flavor.tolerations],
+                "topology_name": flavor.topology_name,
             },
         )
     for cohort in config.cohorts:
@@ -254,6 +262,7 @@ def config_write(config: QueueConfig) -> dict[str, list[str]]:
         "cluster_queues": [cq.name for cq in config.cluster_queues],
         "local_queues": [f"{lq.namespace}/{lq.name}" for lq in config.local_queues],
         "priority_classes": [pc.name for pc in config.priority_classes],
+        "topologies": [t.name for t in config.topologies],
     }
 
 
@@ -320,6 +329,7 @@ class WorkloadAdmission:
     quota_usage: dict[str, int]  # "flavor|resource" -> canonical amount
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, str]] = field(default_factory=list)
+    topology: dict[str, Any] = field(default_factory=dict)  # its flavor's {"name", "levels"}
 
 
 def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> int:
@@ -340,6 +350,7 @@ def queue_admit(*, admissions: Sequence[WorkloadAdmission], now: datetime) -> in
                 "quota_usage": admission.quota_usage,
                 "node_selector": admission.node_selector,
                 "tolerations": admission.tolerations,
+                "topology": admission.topology,
             }
             if Workload.objects.filter(pk=w.pk, state=Workload.State.PENDING).update(**values):
                 for key, value in values.items():

@@ -102,6 +102,7 @@ class Admission:
                         for name in chosen
                         for t in setup.flavors[name].tolerations
                     ],
+                    topology=setup.topology_of(chosen),
                 )
             )
         admitted = services.queue_admit(admissions=admissions, now=now)

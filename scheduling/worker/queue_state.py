@@ -55,6 +55,7 @@ from scheduling.models import (
     LocalQueue,
     Pod,
     ResourceFlavor,
+    Topology,
     Workload,
 )
 from scheduling.worker.cluster_state import pod_request, tolerations_from_json
@@ -70,6 +71,19 @@ class QueueSetup:
     local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)  # "namespace/name"
     cohorts: dict[str, CohortSpec] = field(default_factory=dict)
     fair_usage: FairUsageState = field(default_factory=FairUsageState)
+    topologies: dict[str, list[str]] = field(default_factory=dict)  # name -> levels
+
+    def topology_of(self, flavors: Iterable[str]) -> dict[str, Any]:
+        """The Topology of the first of `flavors` (sorted) that names one, as a workload stores
+        it ({"name", "levels"}); {} when none does."""
+        for name in sorted(flavors):
+            flavor = self.flavors.get(name)
+            if flavor is not None and flavor.topology_name in self.topologies:
+                return {
+                    "name": flavor.topology_name,
+                    "levels": list(self.topologies[flavor.topology_name]),
+                }
+        return {}
 
     @property
     def managed(self) -> bool:
@@ -95,6 +109,7 @@ def queue_setup() -> QueueSetup:
             for lq in lq_rows
         },
         cohorts={row.name: cohort_spec(row) for row in Cohort.objects.all()},
+        topologies={row.name: list(row.levels) for row in Topology.objects.all()},
         fair_usage=FairUsageState(
             fair_sharing_settings(),
             {
@@ -184,6 +199,7 @@ def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
             for t in row.node_taints
         ),
         tolerations=tolerations_from_json(row.tolerations),
+        topology_name=row.topology_name,
     )
 
 

@@ -168,6 +168,9 @@ TABLE: tuple[Resource, ...] = (
       returns_deleted_object=True, custom=True),
     R("kueue.x-k8s.io", KUEUE_VERSIONS, "workloadpriorityclasses", "WorkloadPriorityClass",
       False, returns_deleted_object=True, custom=True),
+    # Topology Aware Scheduling's levels: v1alpha1 since 0.9, v1beta1 and v1beta2 later.
+    R("kueue.x-k8s.io", (*KUEUE_VERSIONS, "v1alpha1"), "topologies", "Topology", False,
+      returns_deleted_object=True, custom=True),
     R("topology.node.k8s.io", ("v1alpha2", "v1alpha1"), "noderesourcetopologies",
       "NodeResourceTopology", False, (), ("node-res-topo",), returns_deleted_object=True,
       custom=True),

@@ -26,6 +26,7 @@ from scheduling.models import (
     Pod,
     PriorityClass,
     ResourceFlavor,
+    Topology,
     Workload,
 )
 from scheduling.pod_template import PodTemplate
@@ -362,3 +363,31 @@ def test_a_gang_with_a_member_that_cannot_fit_binds_nothing() -> None:
     assert bound_pods("gang") == 0
     counts = dict(Pod.objects.values_list("phase").annotate(n=Count("id")))
     assert counts == {"Pending": 3}
+
+
+def test_applyqueues_loads_kueues_tas_setup_and_refuses_a_flavor_naming_no_topology(
+    tmp_path,
+) -> None:
+    # Kueue's site/static/examples/tas/sample-gpu-queues.yaml, its Topology at v1alpha1.
+    tas = tmp_path / "tas.yaml"
+    tas.write_text(
+        "apiVersion: kueue.x-k8s.io/v1alpha1\nkind: Topology\nmetadata: {name: default}\n"
+        "spec:\n  levels:\n  - nodeLabel: cloud.provider.com/topology-block\n"
+        "  - nodeLabel: cloud.provider.com/topology-rack\n  - nodeLabel: kubernetes.io/hostname\n"
+        "---\nkind: ResourceFlavor\napiVersion: kueue.x-k8s.io/v1beta1\n"
+        "metadata: {name: tas-flavor}\n"
+        "spec: {nodeLabels: {cloud.provider.com/node-group: tas-group}, topologyName: default}\n"
+    )
+    out = StringIO()
+    call_command("applyqueues", str(tas), stdout=out)
+    assert "topologies: default" in out.getvalue()
+    assert Topology.objects.get().levels == [
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname",
+    ]
+    assert ResourceFlavor.objects.get().topology_name == "default"
+    dangling = tmp_path / "dangling.yaml"
+    dangling.write_text("kind: ResourceFlavor\nmetadata: {name: f}\nspec: {topologyName: racks}")
+    with pytest.raises(CommandError, match="ResourceFlavor f: Topology 'racks' does not exist"):
+        call_command("applyqueues", str(dangling))

@@ -48,9 +48,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "ResourceFlavor",
         "spec.topologyName",
-        REFUSED,
-        "Topology Aware Scheduling needs Kueue's Topology objects and its own placement; gpusched "
-        "places by the GPUs' real topology (NVLink, PCIe, NUMA) instead",
+        HONOURED,
+        "pod sets admitted with the flavor are placed by the Topology's levels as Kueue's TAS "
+        "places them (required, preferred, unconstrained, slices; BestFit), and inside each node "
+        "by the GPUs' own topology",
     ),
     # --- ClusterQueue
     Feature(
@@ -218,9 +219,10 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "Topology",
-        "(kind)",
-        REFUSED,
-        "Topology Aware Scheduling is not implemented; gpusched uses the GPUs' own topology",
+        "spec.levels",
+        HONOURED,
+        "v1alpha1, v1beta1 and v1beta2; the levels' node labels make the domains pod sets are "
+        "placed in (nvidia.com/gpu.clique may be one)",
     ),
     Feature(
         "status (every kind)",
@@ -235,8 +237,6 @@ REFUSED_KINDS: dict[str, str] = {
     "ProvisioningRequestConfig": ADMISSION_CHECKS_REASON,
     "MultiKueueConfig": ADMISSION_CHECKS_REASON,
     "MultiKueueCluster": ADMISSION_CHECKS_REASON,
-    "Topology": "Topology Aware Scheduling is not implemented; gpusched uses the GPUs' own "
-    "topology",
     "Workload": "workloads are submitted through the REST API or as pods, not as queue objects",
 }
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scheduling.core.domains import Topology
 from scheduling.core.types import Taint, Toleration
 
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -93,6 +94,9 @@ class ResourceFlavor:
     node_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # Kueue's spec.topologyName: pod sets admitted with this flavor are placed by that
+    # Topology's levels (scheduling.core.domains); "" when it has none.
+    topology_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,14 +247,24 @@ class QueueConfig:
     priority_classes: tuple[PriorityClass, ...] = ()
     cohorts: tuple[Cohort, ...] = ()
     admission_fair_sharing: AdmissionFairSharing | None = None
+    topologies: tuple[Topology, ...] = ()
 
     def check_references(
         self,
         known_flavors: frozenset[str] = frozenset(),
         known_parents: Mapping[str, str] | None = None,
+        known_topologies: frozenset[str] = frozenset(),
     ) -> None:
-        """Every flavor a cluster queue or cohort names exists (here or in `known_flavors`), and
-        the cohorts (these plus `known_parents`: stored cohort -> parent) form trees."""
+        """Every flavor a cluster queue or cohort names exists (here or in `known_flavors`), every
+        topology a flavor names exists (here or in `known_topologies`), and the cohorts (these
+        plus `known_parents`: stored cohort -> parent) form trees."""
+        topologies = known_topologies | {t.name for t in self.topologies}
+        for flavor in self.flavors:
+            if flavor.topology_name and flavor.topology_name not in topologies:
+                raise QueueConfigError(
+                    f"ResourceFlavor {flavor.name}: Topology {flavor.topology_name!r} does not "
+                    "exist"
+                )
         flavors = known_flavors | {f.name for f in self.flavors}
         owners = [(f"ClusterQueue {cq.name}", cq.resource_groups) for cq in self.cluster_queues]
         owners += [(f"Cohort {c.name}", c.resource_groups) for c in self.cohorts]

@@ -34,10 +34,12 @@ accepted and ignored. `status` is observed state and not read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from scheduling.core.domains import DomainError, Topology
 from scheduling.core.queueing import compatibility
 from scheduling.core.queueing.config import (
     AdmissionFairSharing,
@@ -79,6 +81,9 @@ from scheduling.core.queueing.kueue_fields import (
 )
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
+# Kueue serves Topology in v1alpha1 (since v0.9), v1beta1 and v1beta2 (apis/kueue/*/
+# topology_types.go), the same spec in each.
+TOPOLOGY_VERSIONS = ("kueue.x-k8s.io/v1alpha1", *KUEUE_VERSIONS)
 PRIORITY_VERSIONS = ("scheduling.k8s.io/v1",)
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
 # ObjectMeta fields the API server sets: read past, never applied.
@@ -101,7 +106,15 @@ _METADATA = frozenset(
         "generateName",
     }
 )
-Parsed = ResourceFlavor | ClusterQueue | Cohort | LocalQueue | PriorityClass | AdmissionFairSharing
+Parsed = (
+    ResourceFlavor
+    | ClusterQueue
+    | Cohort
+    | LocalQueue
+    | PriorityClass
+    | AdmissionFairSharing
+    | Topology
+)
 
 
 def parse_documents(docs: Sequence[object]) -> QueueConfig:
@@ -119,6 +132,7 @@ def parse_cluster_objects(
     workload_priority_classes: Sequence[Mapping[str, Any]] = (),
     priority_classes: Sequence[Mapping[str, Any]] = (),
     configuration: Mapping[str, Any] | None = None,
+    topologies: Sequence[Mapping[str, Any]] = (),
 ) -> QueueConfig:
     """The queue objects as the Kubernetes API lists them (`items` of each list, as dicts) as
     one configuration, read exactly as the same objects in YAML would be; `configuration`: Kueue's
@@ -131,6 +145,7 @@ def parse_cluster_objects(
         ("localqueues", "LocalQueue", local_queues),
         ("workloadpriorityclasses", "WorkloadPriorityClass", workload_priority_classes),
         ("priorityclasses", "PriorityClass", priority_classes),
+        ("topologies", "Topology", topologies),
     )
 
     def items() -> Iterable[tuple[str, object]]:
@@ -180,6 +195,7 @@ def _parse(docs: Iterable[tuple[str, object]]) -> QueueConfig:
         priority_classes=tuple(out[PriorityClass]),
         cohorts=tuple(out[Cohort]),
         admission_fair_sharing=fair_sharing[0] if fair_sharing else None,
+        topologies=tuple(out[Topology]),
     )
 
 
@@ -234,8 +250,10 @@ def _refuse_if_set(doc: Mapping[str, Any], key: str, kind: str, field_name: str,
 def _flavor(top: dict[str, Any], where: str) -> ResourceFlavor:
     name, _, spec = _common(top, where, KUEUE_VERSIONS)
     path = f"{where}.spec"
-    _refuse_if_set(spec, "topologyName", "ResourceFlavor", "spec.topologyName", path)
     no_unknown(spec, {"nodeLabels", "nodeTaints", "tolerations", "topologyName"}, path)
+    topology_name = str(spec.get("topologyName") or "")
+    if topology_name:
+        dns_name(topology_name, f"{path}.topologyName")
     labels = mapping(spec.get("nodeLabels", {}) or {}, f"{path}.nodeLabels")
     taints = tuple(
         taint(item, f"{path}.nodeTaints[{k}]")
@@ -250,7 +268,35 @@ def _flavor(top: dict[str, Any], where: str) -> ResourceFlavor:
         MappingProxyType({str(k): str(v) for k, v in labels.items()}),
         taints,
         tolerations,
+        topology_name,
     )
+
+
+def _topology(top: dict[str, Any], where: str) -> Topology:
+    """Kueue's Topology: spec.levels[].nodeLabel, widest level first (its API's validation:
+    1-16 levels, unique, kubernetes.io/hostname only as the lowest)."""
+    name, _, spec = _common(top, where, TOPOLOGY_VERSIONS)
+    path = f"{where}.spec"
+    no_unknown(spec, {"levels"}, path)
+    labels = []
+    for k, item in enumerate(list_of(spec.get("levels"), f"{path}.levels")):
+        level = mapping(item, f"{path}.levels[{k}]")
+        no_unknown(level, {"nodeLabel"}, f"{path}.levels[{k}]")
+        label = level.get("nodeLabel")
+        if not isinstance(label, str) or not _LABEL_KEY.fullmatch(label) or len(label) > 316:
+            raise QueueConfigError(f"{path}.levels[{k}].nodeLabel must be a node label key")
+        labels.append(label)
+    try:
+        return Topology(name, tuple(labels))
+    except DomainError as exc:
+        raise QueueConfigError(f"{path}.levels: {exc}") from None
+
+
+# Kueue's TopologyLevel.nodeLabel pattern: an optional DNS prefix and a label name.
+_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])"
+)
 
 
 def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
@@ -572,5 +618,14 @@ _PARSERS: dict[str, Any] = {
     "WorkloadPriorityClass": _priority_class,
     "PriorityClass": _priority_class,
     "Configuration": _configuration,
+    "Topology": _topology,
 }
-_KINDS = (ResourceFlavor, ClusterQueue, Cohort, LocalQueue, PriorityClass, AdmissionFairSharing)
+_KINDS = (
+    ResourceFlavor,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    PriorityClass,
+    AdmissionFairSharing,
+    Topology,
+)

@@ -205,10 +205,6 @@ def _cq(spec: str) -> str:
             _cq("{flavorFungibility: {whenCanPreempt: MayStopSearch}}"),
             "spec.flavorFungibility.whenCanPreempt",
         ),
-        (
-            "kind: ResourceFlavor\nmetadata: {name: f}\nspec: {topologyName: default}",
-            "spec.topologyName",
-        ),
     ],
 )
 def test_features_gpusched_does_not_act_on_are_refused_with_the_reason(text, feature) -> None:
@@ -232,7 +228,6 @@ def test_admission_checks_are_refused_because_they_would_admit_held_work() -> No
     [
         ("AdmissionCheck", "external controllers"),
         ("ProvisioningRequestConfig", "external controllers"),
-        ("Topology", "Topology Aware Scheduling"),
         ("Workload", "REST API or as pods"),
     ],
 )
@@ -409,7 +404,66 @@ def test_every_refusal_in_the_reader_has_a_table_entry() -> None:
     for kind, field in [
         ("ClusterQueue", "spec.admissionChecks"),
         ("ClusterQueue", "spec.flavorFungibility.preference"),
-        ("ResourceFlavor", "spec.topologyName"),
         ("Configuration", "every other key"),
     ]:
         assert compatibility.reason(kind, field)
+
+
+# Kueue's TAS sample (site/static/examples/tas/sample-gpu-queues.yaml), with its Topology in
+# each version Kueue serves it in.
+TAS_SAMPLE = """
+apiVersion: kueue.x-k8s.io/{version}
+kind: Topology
+metadata: {{name: default}}
+spec:
+  levels:
+  - nodeLabel: cloud.provider.com/topology-block
+  - nodeLabel: cloud.provider.com/topology-rack
+  - nodeLabel: kubernetes.io/hostname
+---
+kind: ResourceFlavor
+apiVersion: kueue.x-k8s.io/v1beta1
+metadata: {{name: tas-flavor}}
+spec:
+  nodeLabels: {{cloud.provider.com/node-group: tas-group}}
+  topologyName: default
+"""
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1", "v1beta2"])
+def test_topology_and_a_flavor_naming_it_load(version) -> None:
+    config = parse(TAS_SAMPLE.format(version=version))
+    (topology,) = config.topologies
+    assert topology.name == "default"
+    assert topology.levels == (
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname",
+    )
+    assert config.flavors[0].topology_name == "default"
+    config.check_references()
+
+
+@pytest.mark.parametrize(
+    ("levels", "words"),
+    [
+        ("[]", "levels must have 1 to 16 entries"),
+        ("[{nodeLabel: kubernetes.io/hostname}, {nodeLabel: a/rack}]", "only be the lowest"),
+        ("[{nodeLabel: a/rack}, {nodeLabel: a/rack}]", "must be unique"),
+        ("[{nodeLabel: 'no spaces'}]", r"levels\[0\].nodeLabel must be a node label key"),
+        ("[{nodeLabel: a/rack, weight: 2}]", "unknown key 'weight'"),
+    ],
+)
+def test_bad_topologies_are_refused_naming_the_field(levels, words) -> None:
+    with pytest.raises(QueueConfigError, match=words):
+        parse(
+            f"kind: Topology\napiVersion: kueue.x-k8s.io/v1beta1\nmetadata: {{name: t}}\n"
+            f"spec: {{levels: {levels}}}"
+        )
+
+
+def test_a_flavor_naming_a_missing_topology_is_refused() -> None:
+    config = parse("kind: ResourceFlavor\nmetadata: {name: f}\nspec: {topologyName: racks}")
+    with pytest.raises(QueueConfigError, match="ResourceFlavor f: Topology 'racks' does not exist"):
+        config.check_references()
+    config.check_references(known_topologies=frozenset({"racks"}))
