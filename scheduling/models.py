@@ -1,4 +1,5 @@
-"""Cluster state and every allocation, durable in the database.
+"""Cluster state and every allocation, durable in the database (one module: over 600 lines because
+the tables' constraints below are read together).
 
 Over-commit is impossible at the database level, whatever the number of scheduler replicas:
 - each GPU carries `used_milli` under CHECK (0 <= used_milli <= 1000), incremented in the binding
@@ -148,8 +149,7 @@ class ResourceFlavor(models.Model):
     node_labels = models.JSONField(default=dict)
     node_taints = models.JSONField(default=list)  # [{"key", "value", "effect"}]
     tolerations = models.JSONField(default=list)  # [{"key", "operator", "value", "effect"}]
-    # Kueue's spec.topologyName: the Topology its pod sets are placed by ("": none).
-    topology_name = models.CharField(max_length=63, blank=True, default="")
+    topology_name = models.CharField(max_length=63, blank=True, default="")  # Kueue's, "": none
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -160,15 +160,10 @@ class ResourceFlavor(models.Model):
 
 
 class Topology(models.Model):
-    """Kueue's Topology: node labels from the widest level (block) to the narrowest (hostname),
-    whose values make the domains a pod set is placed in (scheduling.core.domains)."""
+    """Kueue's Topology: node labels, widest level first (scheduling.core.domains)."""
 
     name = models.CharField(max_length=63, unique=True)
-    levels = models.JSONField(default=list)  # [node label, ...], widest first
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
+    levels = models.JSONField(default=list)
 
     def __str__(self) -> str:
         return self.name
@@ -379,9 +374,7 @@ class Workload(models.Model):
     quota_usage = models.JSONField(default=dict, blank=True)
     node_selector = models.JSONField(default=dict, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
-    # The Topology of its admitted flavor, {"name", "levels"} ({}: none): what its pod sets'
-    # topology requests are placed by.
-    topology = models.JSONField(default=dict, blank=True)
+    topology = models.JSONField(default=dict, blank=True)  # its flavor's {"name", "levels"}
     # Why it waits: WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota, Inadmissible, NoFit,
     # TopologyPlacementFailed, WaitingForGang, Preempted, InactiveWorkload, ClusterQueueStopped,
     # LocalQueueStopped ("" when nothing holds it back);
@@ -463,9 +456,7 @@ class Pod(models.Model):
     )
     node_selector = models.JSONField(default=dict)
     tolerations = models.JSONField(default=list)
-    # Its pod set's topology request (Kueue's podset-*-topology annotations, the REST API's
-    # podSets[].topology): {"mode", "level", "sliceLevel", "sliceSize"}; {}: none.
-    topology_request = models.JSONField(default=dict, blank=True)
+    topology_request = models.JSONField(default=dict, blank=True)  # domains.DomainAsk.json()
     gang_min_count = models.PositiveIntegerField(
         default=0
     )  # > 0: the pod set is placed all or nothing

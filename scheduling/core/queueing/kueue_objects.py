@@ -34,13 +34,12 @@ accepted and ignored. `status` is observed state and not read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from scheduling.core.domains import DomainError, Topology
-from scheduling.core.queueing import compatibility
+from scheduling.core.domains import Topology
+from scheduling.core.queueing import compatibility, kueue_topology
 from scheduling.core.queueing.config import (
     AdmissionFairSharing,
     AdmissionMode,
@@ -81,9 +80,6 @@ from scheduling.core.queueing.kueue_fields import (
 )
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
-# Kueue serves Topology in v1alpha1 (since v0.9), v1beta1 and v1beta2 (apis/kueue/*/
-# topology_types.go), the same spec in each.
-TOPOLOGY_VERSIONS = ("kueue.x-k8s.io/v1alpha1", *KUEUE_VERSIONS)
 PRIORITY_VERSIONS = ("scheduling.k8s.io/v1",)
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
 # ObjectMeta fields the API server sets: read past, never applied.
@@ -106,15 +102,8 @@ _METADATA = frozenset(
         "generateName",
     }
 )
-Parsed = (
-    ResourceFlavor
-    | ClusterQueue
-    | Cohort
-    | LocalQueue
-    | PriorityClass
-    | AdmissionFairSharing
-    | Topology
-)
+_Queues = ResourceFlavor | ClusterQueue | Cohort | LocalQueue
+Parsed = _Queues | PriorityClass | AdmissionFairSharing | Topology
 
 
 def parse_documents(docs: Sequence[object]) -> QueueConfig:
@@ -270,33 +259,6 @@ def _flavor(top: dict[str, Any], where: str) -> ResourceFlavor:
         tolerations,
         topology_name,
     )
-
-
-def _topology(top: dict[str, Any], where: str) -> Topology:
-    """Kueue's Topology: spec.levels[].nodeLabel, widest level first (its API's validation:
-    1-16 levels, unique, kubernetes.io/hostname only as the lowest)."""
-    name, _, spec = _common(top, where, TOPOLOGY_VERSIONS)
-    path = f"{where}.spec"
-    no_unknown(spec, {"levels"}, path)
-    labels = []
-    for k, item in enumerate(list_of(spec.get("levels"), f"{path}.levels")):
-        level = mapping(item, f"{path}.levels[{k}]")
-        no_unknown(level, {"nodeLabel"}, f"{path}.levels[{k}]")
-        label = level.get("nodeLabel")
-        if not isinstance(label, str) or not _LABEL_KEY.fullmatch(label) or len(label) > 316:
-            raise QueueConfigError(f"{path}.levels[{k}].nodeLabel must be a node label key")
-        labels.append(label)
-    try:
-        return Topology(name, tuple(labels))
-    except DomainError as exc:
-        raise QueueConfigError(f"{path}.levels: {exc}") from None
-
-
-# Kueue's TopologyLevel.nodeLabel pattern: an optional DNS prefix and a label name.
-_LABEL_KEY = re.compile(
-    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])"
-)
 
 
 def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
@@ -618,7 +580,9 @@ _PARSERS: dict[str, Any] = {
     "WorkloadPriorityClass": _priority_class,
     "PriorityClass": _priority_class,
     "Configuration": _configuration,
-    "Topology": _topology,
+    "Topology": lambda top, where: kueue_topology.topology(
+        *_common(top, where, kueue_topology.VERSIONS)[::2], f"{where}.spec"
+    ),
 }
 _KINDS = (
     ResourceFlavor,
