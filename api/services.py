@@ -397,7 +397,10 @@ def workload_create(
         errors[field] = [f"unknown {what} {priority_class_name!r} (classes: {known})"]
     try:
         specs, stored = workload_specs.pod_sets(
-            pod_sets, selectors.limits_of(policy), selectors.cluster_limits()
+            pod_sets,
+            selectors.limits_of(policy),
+            selectors.cluster_limits(),
+            selectors.topology_levels(),
         )
     except InvalidInput as exc:
         errors.update(exc.fields)

@@ -14,7 +14,8 @@ from typing import Any
 
 from api import quantities as q
 from api.exceptions import InvalidInput
-from scheduling.core import resource_requests
+from scheduling.core import domains, resource_requests
+from scheduling.core.domains import DomainAsk
 from scheduling.core.types import (
     GPU_MILLI_RESOURCE,
     GPU_RESOURCE,
@@ -70,9 +71,13 @@ class ClusterLimits:
 
 
 def pod_sets(
-    raw_pod_sets: Sequence[Mapping[str, Any]], limits: Limits, cluster: ClusterLimits
+    raw_pod_sets: Sequence[Mapping[str, Any]],
+    limits: Limits,
+    cluster: ClusterLimits,
+    topologies: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[PodSetSpec], list[dict[str, Any]]]:
-    """The specs to submit and the normalized pod sets to store (defaults filled in).
+    """The specs to submit and the normalized pod sets to store (defaults filled in);
+    `topologies`: each Topology's levels, which a topology request's levels must be among.
     Raises InvalidInput naming every offending field."""
     errors: dict[str, list[str]] = defaultdict(list)
     specs: list[PodSetSpec] = []
@@ -94,13 +99,54 @@ def pod_sets(
         template, stored_template = _template(
             raw["template"], f"{path}.template", limits, cluster, errors
         )
-        specs.append(PodSetSpec(name=name, count=count, template=template, min_count=min_count))
-        stored.append(
-            {"name": name, "count": count, "minCount": min_count, "template": stored_template}
+        ask = _topology_request(raw.get("topologyRequest"), f"{path}.topologyRequest", topologies)
+        if isinstance(ask, str):
+            errors[f"{path}.topologyRequest"].append(ask)
+            ask = None
+        elif ask is not None and ask.slice_size and count % ask.slice_size:
+            errors[f"{path}.topologyRequest.podSetSliceSize"].append(
+                f"must divide count ({count}) into whole slices"
+            )
+        specs.append(
+            PodSetSpec(name=name, count=count, template=template, min_count=min_count, topology=ask)
         )
+        doc = {"name": name, "count": count, "minCount": min_count, "template": stored_template}
+        if raw.get("topologyRequest"):
+            doc["topologyRequest"] = dict(raw["topologyRequest"])
+        stored.append(doc)
     if errors:
         raise InvalidInput(errors)
     return specs, stored
+
+
+def _topology_request(
+    raw: Mapping[str, Any] | None, path: str, topologies: Mapping[str, Sequence[str]] | None
+) -> DomainAsk | str | None:
+    """Kueue's PodSetTopologyRequest as the request the cycle places by (read as the pod-set
+    annotations are: one reader), or what is wrong with it; a level must be one of a Topology's
+    (the flavor, and so its Topology, is chosen at admission)."""
+    if not raw:
+        return None
+    as_annotations = {
+        annotation: str(raw[key]).lower() if key == "unconstrained" else str(raw[key])
+        for key, annotation in (
+            ("required", domains.REQUIRED_ANNOTATION),
+            ("preferred", domains.PREFERRED_ANNOTATION),
+            ("unconstrained", domains.UNCONSTRAINED_ANNOTATION),
+            ("podSetSliceRequiredTopology", domains.SLICE_REQUIRED_ANNOTATION),
+            ("podSetSliceSize", domains.SLICE_SIZE_ANNOTATION),
+        )
+        if raw.get(key) is not None
+    }
+    try:
+        ask = domains.ask_of_annotations(as_annotations)
+    except domains.DomainError as exc:
+        return str(exc)
+    known = sorted({level for levels in (topologies or {}).values() for level in levels})
+    for level in (ask.level, ask.slice_level) if ask is not None else ():
+        if level and level not in known:
+            return f"no Topology has level {level!r} (levels: {', '.join(known) or 'none'})"
+    return ask
 
 
 def _template(

@@ -14,6 +14,7 @@ from api.selectors.cluster import (
     node_get,
     node_gpus,
     nodes_query,
+    topology_levels,
     workloads_on_node,
 )
 from api.selectors.pending import (
@@ -117,5 +118,6 @@ __all__ = [
     "workload_pending_status",
     "workload_pods",
     "workloads_of",
+    "topology_levels",
     "workloads_on_node",
 ]

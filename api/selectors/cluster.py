@@ -21,6 +21,7 @@ from scheduling.models import (
     GpuAssignment,
     Node,
     ResourceFlavor,
+    Topology,
     Workload,
 )
 
@@ -30,6 +31,11 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 _limits_lock = threading.Lock()
 _limits_cache: dict[tuple[Any, ...], ClusterLimits] = {}
+
+
+def topology_levels() -> dict[str, list[str]]:
+    """Each Topology's levels (node labels, widest first), by name."""
+    return {t.name: list(t.levels) for t in Topology.objects.order_by("name")}
 
 
 def cluster_limits() -> ClusterLimits:

@@ -216,6 +216,26 @@ def _quantity_text(resource: str, amount: Fraction) -> str:
     return str(float(amount))
 
 
+class PodSetTopologyRequestSerializer(StrictSerializer):
+    """Kueue's Workload podSets[].topologyRequest: where across nodes the pod set goes, by a
+    level (a node label) of its flavor's Topology. Its fields are declared in `get_fields`: one
+    is named `required`, which a declared attribute would take from DRF's Field."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        def level(help_text: str) -> serializers.CharField:
+            return serializers.CharField(required=False, max_length=316, help_text=help_text)
+
+        return {
+            "required": level("every pod in one domain of this level"),
+            "preferred": level("the tightest domain that holds the set, from this level up"),
+            "unconstrained": serializers.BooleanField(required=False, help_text="capacity only"),
+            "podSetSliceRequiredTopology": level("each slice in one domain of this level"),
+            "podSetSliceSize": serializers.IntegerField(
+                required=False, min_value=1, max_value=1000, help_text="pods per slice"
+            ),
+        }
+
+
 class PodSetSerializer(StrictSerializer):
     name = dns_label()
     count = serializers.IntegerField(min_value=1, max_value=1000)
@@ -223,6 +243,7 @@ class PodSetSerializer(StrictSerializer):
         min_value=1, max_value=1000, required=False, allow_null=True
     )
     template = PodTemplateField()
+    topologyRequest = PodSetTopologyRequestSerializer(required=False)
 
 
 PRIORITY_GROUPS = {"kueue.x-k8s.io": "WorkloadPriorityClass", "scheduling.k8s.io": "PriorityClass"}

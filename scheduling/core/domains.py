@@ -97,10 +97,10 @@ class DomainRequest:
             raise DomainError("a slice needs both its level and a size of at least 1")
         if self.slice_level:
             slice_at = self.topology.index(self.slice_level)
-            if self.mode is DomainMode.REQUIRED and slice_at < self.topology.index(self.level):
+            if self.mode is not DomainMode.UNCONSTRAINED and slice_at < self.level_index:
                 raise DomainError(
-                    f"slice level {self.slice_level} must not be above the required level "
-                    f"{self.level}"
+                    f"slice level {self.slice_level} must not be above the {self.mode.value} "
+                    f"level {self.level}"
                 )
 
     @property
@@ -112,6 +112,88 @@ class DomainRequest:
     @property
     def slice_index(self) -> int | None:
         return self.topology.index(self.slice_level) if self.slice_level else None
+
+
+REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE_ANNOTATION = "kueue.x-k8s.io/podset-slice-size"
+
+
+@dataclass(frozen=True, slots=True)
+class DomainAsk:
+    """A pod set's topology request before it meets a topology (its flavor's, known at
+    admission): what the pod template's Kueue annotations or the REST API's pod set say. An
+    empty `level` with slices: anywhere, each slice inside one domain of its level."""
+
+    mode: DomainMode
+    level: str = ""
+    slice_level: str = ""
+    slice_size: int = 0
+
+    def on(self, topology: Topology) -> DomainRequest:
+        """The request judged by `topology`; DomainError naming a level it does not have."""
+        level = self.level or (topology.levels[0] if self.mode is DomainMode.PREFERRED else "")
+        return DomainRequest(topology, self.mode, level, self.slice_level, self.slice_size)
+
+    def json(self) -> dict[str, str | int]:
+        out: dict[str, str | int] = {"mode": self.mode.value}
+        if self.level:
+            out["level"] = self.level
+        if self.slice_level:
+            out["sliceLevel"], out["sliceSize"] = self.slice_level, self.slice_size
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> DomainAsk | None:
+        """What `json` wrote ({} -> None)."""
+        if not doc:
+            return None
+        size = doc.get("sliceSize", 0)
+        return cls(
+            DomainMode(str(doc["mode"])),
+            str(doc.get("level", "")),
+            str(doc.get("sliceLevel", "")),
+            size if isinstance(size, int) else 0,
+        )
+
+
+def ask_of_annotations(annotations: Mapping[str, str]) -> DomainAsk | None:
+    """Kueue's pod-set topology annotations (apis/kueue/v1beta1/topology_types.go) as a request;
+    None without any. DomainError naming the annotation that is wrong."""
+    required = annotations.get(REQUIRED_ANNOTATION, "")
+    preferred = annotations.get(PREFERRED_ANNOTATION, "")
+    unconstrained = annotations.get(UNCONSTRAINED_ANNOTATION)
+    slice_level = annotations.get(SLICE_REQUIRED_ANNOTATION, "")
+    raw_size = annotations.get(SLICE_SIZE_ANNOTATION)
+    if unconstrained not in (None, "true", "false"):
+        raise DomainError(f"{UNCONSTRAINED_ANNOTATION} must be true or false")
+    given = [
+        a
+        for a, on in (
+            (REQUIRED_ANNOTATION, required),
+            (PREFERRED_ANNOTATION, preferred),
+            (UNCONSTRAINED_ANNOTATION, unconstrained == "true"),
+        )
+        if on
+    ]
+    if len(given) > 1:
+        raise DomainError(f"{given[0]} and {given[1]} must not both be set")
+    if bool(slice_level) != (raw_size is not None):
+        raise DomainError(f"{SLICE_REQUIRED_ANNOTATION} and {SLICE_SIZE_ANNOTATION} go together")
+    size = 0
+    if raw_size is not None:
+        if not raw_size.isdigit() or int(raw_size) < 1:
+            raise DomainError(f"{SLICE_SIZE_ANNOTATION} must be a whole number of pods, at least 1")
+        size = int(raw_size)
+    if required:
+        return DomainAsk(DomainMode.REQUIRED, required, slice_level, size)
+    if preferred or slice_level:
+        return DomainAsk(DomainMode.PREFERRED, preferred, slice_level, size)
+    if unconstrained == "true":
+        return DomainAsk(DomainMode.UNCONSTRAINED)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from scheduling.core.domains import DomainAsk, Topology
 from scheduling.core.topology import NodeTopology, uniform
 
 MILLI_PER_GPU = 1000
@@ -203,6 +204,10 @@ class PodRequest:
     # Extended resources (`example.com/credits`, `rdma/hca`), whole units per pod: counted against
     # quota (scheduling.core.queueing.resources), not placed on nodes.
     extended: Mapping[str, int] = field(default_factory=lambda: _NO_AMOUNTS)
+    # Its pod set's topology request across nodes, and its admitted flavor's Topology
+    # (scheduling.core.domains): the batch places the whole pod set by them.
+    domain_ask: DomainAsk | None = None
+    domain_topology: Topology | None = None
 
     def __post_init__(self) -> None:
         forms = sum((self.gpus > 0, self.gpu_milli > 0, self.mig_count > 0))

@@ -4,33 +4,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduling', '0014_no_simulation_in_the_schema'),
+        ("scheduling", "0014_no_simulation_in_the_schema"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Topology',
+            name="Topology",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True)),
-                ('levels', models.JSONField(default=list)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=63, unique=True)),
+                ("levels", models.JSONField(default=list)),
             ],
         ),
         migrations.AddField(
-            model_name='pod',
-            name='topology_request',
+            model_name="pod",
+            name="topology_request",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='resourceflavor',
-            name='topology_name',
-            field=models.CharField(blank=True, default='', max_length=63),
+            model_name="resourceflavor",
+            name="topology_name",
+            field=models.CharField(blank=True, default="", max_length=63),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='topology',
+            model_name="workload",
+            name="topology",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

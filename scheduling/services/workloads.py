@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import events, pod_resources
+from scheduling.core.domains import DomainAsk
 from scheduling.core.queueing.admission import INACTIVE_WORKLOAD
 from scheduling.core.types import (
     ServiceClass,
@@ -36,6 +37,7 @@ class PodSetSpec:
     # Pods named and shaped one by one (pods mirrored from a cluster, which may differ); empty:
     # `count` pods `<workload>-<set>-<k>` shaped by `template`.
     members: tuple[tuple[str, PodTemplate], ...] = ()
+    topology: DomainAsk | None = None  # where across nodes the set goes (core.domains)
 
     def pods(self, workload: str) -> list[tuple[str, PodTemplate]]:
         if self.members:
@@ -231,6 +233,7 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         node_selector=dict(t.node_selector),
         tolerations=list(t.tolerations),
         gang_min_count=pod_set.min_count or 0,
+        topology_request=pod_set.topology.json() if pod_set.topology else {},
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from scheduling import pod_resources
+from scheduling.core.domains import DomainAsk, DomainError, Topology
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.topology import NodeTopology
@@ -293,6 +294,8 @@ _IDENTITY = (
     "created_at",
     "workload__preemption_policy",
     "nominated_node",
+    "topology_request",
+    "workload__topology",
 )
 # Everything pod_request reads of a Pod row (a values_list of these, or the same paths walked on
 # a Pod object).
@@ -314,6 +317,8 @@ def _pod_request_of_row(values: Sequence[Any]) -> PodRequest:
         created_at,
         preemption_policy,
         nominated_node,
+        topology_request,
+        topology,
     ) = values[width + constraints :]
     return _request(
         pod_resources.from_values(values[:width]),
@@ -328,7 +333,20 @@ def _pod_request_of_row(values: Sequence[Any]) -> PodRequest:
         created_at=created_at.timestamp() if created_at else 0.0,
         can_preempt=preemption_policy != "Never",
         nominated_node=nominated_node,
+        domain_ask=DomainAsk.from_json(topology_request or {}),
+        domain_topology=_workload_topology(topology),
     )
+
+
+def _workload_topology(doc: Mapping[str, Any] | None) -> Topology | None:
+    """A workload's stored Topology ({"name", "levels"}; {}: its flavor has none). Levels that
+    no longer make a Topology (stored by hand) are no Topology: its pods wait, told why."""
+    if not doc:
+        return None
+    try:
+        return Topology(str(doc.get("name", "")), tuple(str(v) for v in doc.get("levels", ())))
+    except DomainError:
+        return None
 
 
 def _request(

@@ -48,6 +48,7 @@ from scheduling.core.queueing.backfill import (
     Reservation,
     Reserver,
 )
+from scheduling.core.queueing.pod_set_domains import domain_masks
 from scheduling.core.reclaim import ONLINE_HOLDS_THE_GPU, gpu_name, reclaimed_reason
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -207,6 +208,12 @@ class _Batch:
 
     def single(self, pod: PodRequest) -> None:
         self._respect_reservations(pod)
+        masks = domain_masks(self.framework, self.snapshot, [pod])
+        if isinstance(masks, Status):
+            self._refused_by_domains([pod], masks)
+            return
+        if masks is not None:  # one pod: anywhere inside the domain chosen for it
+            self.snapshot.reservation_blocked = self.snapshot.reservation_blocked | masks[-1]
         decision = self.framework.schedule_one(pod, self.snapshot)
         nomination = decision.nomination
         if decision.placement is None and nomination is not None:
@@ -240,7 +247,9 @@ class _Batch:
 
     def gang(self, members: Sequence[PodRequest], reclaim: GangReclaimHook | None) -> None:
         self._respect_reservations(members[0])
-        attempt = _try_gang(self.framework, self.snapshot, members)
+        attempt = self._try_in_domains(members)
+        if attempt is None:
+            return  # its topology request cannot be placed now: told why
         if not attempt.complete and reclaim is not None:
             eviction = reclaim(members)
             if eviction is not None and all(
@@ -250,7 +259,7 @@ class _Batch:
                 self.outcome.preemptions += 1
                 if self.at_once:
                     self._forget(eviction.victims)
-                    attempt = _try_gang(self.framework, self.snapshot, members)
+                    attempt = self._try_in_domains(members) or attempt
                 else:
                     self._mark_terminating(eviction.victims)
         if attempt.complete:
@@ -263,6 +272,31 @@ class _Batch:
             missing = gang.min_count - attempt.already
             self.reserver.failed(members, missing, attempt.failed[0])
         _settle_gang(self.snapshot, members, attempt, self.outcome)
+
+    def _try_in_domains(self, members: Sequence[PodRequest]) -> _GangAttempt | None:
+        """The gang tried inside the topology domains its request asks for (tightest mask
+        first), or anywhere without a request; None when its request cannot be placed now (each
+        member then fails with the reason, naming the level and what was short)."""
+        masks = domain_masks(self.framework, self.snapshot, members)
+        if masks is None:
+            return _try_gang(self.framework, self.snapshot, members)
+        if isinstance(masks, Status):
+            self._refused_by_domains(members, masks)
+            return None
+        base = self.snapshot.reservation_blocked
+        try:
+            for outside in masks:
+                self.snapshot.reservation_blocked = base | outside
+                attempt = _try_gang(self.framework, self.snapshot, members)
+                if attempt.complete:
+                    break
+        finally:
+            self.snapshot.reservation_blocked = base
+        return attempt
+
+    def _refused_by_domains(self, members: Sequence[PodRequest], status: Status) -> None:
+        for pod in members:
+            self.outcome.failed.append(Decision(pod, status, self.snapshot.names, CycleState()))
 
     def _alone_on_its_gpus(self, decision: Decision) -> Decision:
         """An online pod placed on GPUs that lend to opportunistic pods gets them to itself: the
