@@ -145,6 +145,7 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
         template=asks[0][1],
         min_count=min_count,
         members=tuple(asks),
+        topology=members[0].topology,
     )
 
 
@@ -221,7 +222,11 @@ def workload_mirror_admitted(*, info: PodInfo, workload_classes: bool = True) ->
         workload = services.workload_submit(
             tenant=tenant,
             name=f"{info.name[:200]}-{info.uid[:8]}",
-            pod_sets=[services.PodSetSpec(POD_SET, 1, info.ask, members=((info.name, info.ask),))],
+            pod_sets=[
+                services.PodSetSpec(
+                    POD_SET, 1, info.ask, members=((info.name, info.ask),), topology=info.topology
+                )
+            ],
             queue_name=info.queue_name[:63],
             **_priority_of(info, workload_classes=known),
             preemption_policy=_preemption_policy(info),

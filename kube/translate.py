@@ -35,6 +35,7 @@ from kube import gfd, nrt
 from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
 from scheduling.core import limits, quantity, resource_requests
+from scheduling.core.domains import DomainAsk, ask_of_annotations
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
 from scheduling.core.pod_spec import (
     ANNOTATION_MODELS,
@@ -272,6 +273,8 @@ class PodInfo:
     annotations: Mapping[str, str]
     ask: PodTemplate | None  # None when the pod cannot be represented (see error)
     error: str = ""
+    # Its pod set's topology request (Kueue's kueue.x-k8s.io/podset-*-topology annotations).
+    topology: DomainAsk | None = None
 
     @property
     def key(self) -> str:
@@ -308,6 +311,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     name = str(meta.get("name") or "")
     error = ""
     ask: PodTemplate | None = None
+    topology: DomainAsk | None = None
     try:
         service_class = _enum(
             ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
@@ -315,7 +319,8 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         refuse_unjudged_constraints(spec)
         ask = pod_ask(spec, annotations)
         to_request(str(meta.get("uid", "")) or "?", name, namespace, 0, ask)  # validates
-    except (TranslationError, ValueError) as exc:
+        topology = ask_of_annotations(annotations)
+    except (TranslationError, ValueError) as exc:  # DomainError is a ValueError
         service_class = ServiceClass.BATCH
         ask, error = None, str(exc)
     return PodInfo(
@@ -338,6 +343,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         annotations=annotations,
         ask=ask,
         error=error,
+        topology=topology,
     )
 
 
