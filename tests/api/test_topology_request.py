@@ -120,3 +120,6 @@ def test_a_gang_requiring_one_rack_is_placed_in_one_rack_or_waits_naming_it(team
     assert pod is not None
     assert f"no rack ({RACK}) holds 4 pods x 8 GPUs (32 GPUs)" in pod.last_reason
     assert "the largest, b1/r1, has room for 3 pods (24 free GPUs)" in pod.last_reason
+    waiting.refresh_from_db()
+    assert waiting.pending_reason == "TopologyPlacementFailed"
+    assert f"TopologyPlacementFailed: no rack ({RACK}) holds 4 pods" in waiting.reason

@@ -22,9 +22,14 @@ With a `BackfillPolicy`, a gang or large pod that cannot be placed reserves the 
 would fit soonest, and pods behind it use those nodes only if predicted to finish before it needs
 them (scheduling.core.queueing.backfill); the reservations made and released are in the outcome.
 
+A pod set with a topology request across nodes (Kueue's TAS: a rack, a block, an NVLink domain)
+is tried only inside the domains scheduling.core.domains chooses for it
+(scheduling.core.queueing.pod_set_domains); when no domain of its level holds it, its pods wait
+with the reason naming the level and what the best domain had.
+
 `classify` turns a failed decision into a pending reason: WaitingForGang, TopologyPlacementFailed
-(some node has the resources but not the GPU topology asked for), or NoFit with the per-plugin
-node reasons summarized.
+(some node has the resources but not the GPU topology asked for, or no domain of the level asked
+for holds the pod set), or NoFit with the per-plugin node reasons summarized.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.core.cycle_state import CycleState
+from scheduling.core.domains import PLUGIN as DOMAINS_PLUGIN
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.admission import (
     NO_FIT,
@@ -487,6 +493,8 @@ def classify(decision: Decision) -> tuple[str, str]:
     message = decision.summary()
     if decision.status.message().startswith(WAITING_FOR_GANG):
         return WAITING_FOR_GANG, decision.status.message()
+    if decision.status.plugin == DOMAINS_PLUGIN:  # no domain of the level asked for holds it
+        return TOPOLOGY_PLACEMENT_FAILED, f"{TOPOLOGY_PLACEMENT_FAILED}: {message}"
     if decision.filters:
         others = np.ones(len(decision.node_names), dtype=np.bool_)
         topology = np.zeros(len(decision.node_names), dtype=np.bool_)
