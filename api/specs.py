@@ -107,6 +107,8 @@ def pod_sets(
             errors[f"{path}.topologyRequest.podSetSliceSize"].append(
                 f"must divide count ({count}) into whole slices"
             )
+        if ask is not None and min_count is None:
+            min_count = count  # as Kueue's TAS places a pod set: whole, in its domains
         specs.append(
             PodSetSpec(name=name, count=count, template=template, min_count=min_count, topology=ask)
         )

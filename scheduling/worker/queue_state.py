@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db.models import Min
 
 from scheduling import pod_resources
+from scheduling.core.domains import DomainError
+from scheduling.core.domains import Topology as TopologySpec
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
     AdmissionFairSharing,
@@ -71,18 +73,14 @@ class QueueSetup:
     local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)  # "namespace/name"
     cohorts: dict[str, CohortSpec] = field(default_factory=dict)
     fair_usage: FairUsageState = field(default_factory=FairUsageState)
-    topologies: dict[str, list[str]] = field(default_factory=dict)  # name -> levels
 
     def topology_of(self, flavors: Iterable[str]) -> dict[str, Any]:
         """The Topology of the first of `flavors` (sorted) that names one, as a workload stores
         it ({"name", "levels"}); {} when none does."""
         for name in sorted(flavors):
             flavor = self.flavors.get(name)
-            if flavor is not None and flavor.topology_name in self.topologies:
-                return {
-                    "name": flavor.topology_name,
-                    "levels": list(self.topologies[flavor.topology_name]),
-                }
+            if flavor is not None and flavor.topology is not None:
+                return {"name": flavor.topology.name, "levels": list(flavor.topology.levels)}
         return {}
 
     @property
@@ -93,11 +91,12 @@ class QueueSetup:
 
 def queue_setup() -> QueueSetup:
     rows = {row.name: row for row in ClusterQueue.objects.all()}
+    topologies = stored_topologies()
     lq_rows = list(LocalQueue.objects.select_related("cluster_queue"))
     return QueueSetup(
         cluster_queues={name: cluster_queue_spec(row) for name, row in rows.items()},
         rows=rows,
-        flavors={row.name: flavor_spec(row) for row in ResourceFlavor.objects.all()},
+        flavors={row.name: flavor_spec(row, topologies) for row in ResourceFlavor.objects.all()},
         local_queues={
             f"{lq.namespace}/{lq.name}": LocalQueueSpec(
                 lq.namespace,
@@ -109,7 +108,6 @@ def queue_setup() -> QueueSetup:
             for lq in lq_rows
         },
         cohorts={row.name: cohort_spec(row) for row in Cohort.objects.all()},
-        topologies={row.name: list(row.levels) for row in Topology.objects.all()},
         fair_usage=FairUsageState(
             fair_sharing_settings(),
             {
@@ -190,7 +188,21 @@ def fair_sharing_settings() -> AdmissionFairSharing:
     )
 
 
-def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
+def stored_topologies() -> dict[str, TopologySpec]:
+    """The stored Topologies as the core's; levels that no longer make one (edited by hand)
+    leave it out, so a flavor naming it has no Topology and says so."""
+    out: dict[str, TopologySpec] = {}
+    for row in Topology.objects.all():
+        try:
+            out[row.name] = TopologySpec(row.name, tuple(str(v) for v in row.levels))
+        except DomainError:
+            continue
+    return out
+
+
+def flavor_spec(
+    row: ResourceFlavor, topologies: Mapping[str, TopologySpec] | None = None
+) -> ResourceFlavorSpec:
     return ResourceFlavorSpec(
         name=row.name,
         node_labels=MappingProxyType({str(k): str(v) for k, v in row.node_labels.items()}),
@@ -200,6 +212,7 @@ def flavor_spec(row: ResourceFlavor) -> ResourceFlavorSpec:
         ),
         tolerations=tolerations_from_json(row.tolerations),
         topology_name=row.topology_name,
+        topology=(topologies or {}).get(row.topology_name),
     )
 
 

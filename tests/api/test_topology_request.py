@@ -53,8 +53,8 @@ spec: {{clusterQueue: tas}}
 
 @pytest.fixture
 def racks(db: None) -> None:
-    """Rack r1 with 3 DGX H100 nodes, rack r2 with 2, in one block."""
-    for rack, count in (("r1", 3), ("r2", 2)):
+    """Rack r1 with 4 DGX H100 nodes, rack r2 with 2, in one block."""
+    for rack, count in (("r1", 4), ("r2", 2)):
         for k in range(count):
             spec = (
                 make_node(f"{rack}-{k}")
@@ -104,10 +104,15 @@ def test_a_bad_topology_request_names_the_field(
 
 
 def test_a_gang_requiring_one_rack_is_placed_in_one_rack_or_waits_naming_it(team_a, racks) -> None:
-    fits = submit(team_a, gang(2, {"required": RACK}))
-    too_big = submit(team_a, gang(4, {"required": RACK}))
-    assert fits.status_code == 201 and too_big.status_code == 201
-    run_scheduler(cycles=3)
+    assert submit(team_a, gang(2, {"required": RACK})).status_code == 201
+    run_scheduler(cycles=2)
+    filler = gang(1, {})
+    filler["name"] = "filler"
+    del filler["podSets"][0]["topologyRequest"]
+    assert submit(team_a, filler).status_code == 201
+    run_scheduler(cycles=2)  # takes one node of r1, the only rack with room
+    assert submit(team_a, gang(4, {"required": RACK})).status_code == 201
+    run_scheduler(cycles=2)
     nodes = Allocation.objects.filter(pod__workload__name="train-2", active=True).values_list(
         "node__name", flat=True
     )
@@ -123,3 +128,14 @@ def test_a_gang_requiring_one_rack_is_placed_in_one_rack_or_waits_naming_it(team
     waiting.refresh_from_db()
     assert waiting.pending_reason == "TopologyPlacementFailed"
     assert f"TopologyPlacementFailed: no rack ({RACK}) holds 4 pods" in waiting.reason
+
+
+def test_a_gang_no_rack_could_ever_hold_is_not_admitted_and_says_why(team_a, racks) -> None:
+    doc = gang(6, {"required": RACK})
+    doc["name"] = "never"
+    assert submit(team_a, doc).status_code == 201
+    run_scheduler(cycles=2)
+    workload = Workload.objects.get(name="never")
+    assert workload.state == Workload.State.PENDING
+    assert f"no rack ({RACK}) holds 6 pods x 8 GPUs" in workload.reason, workload.reason
+    assert "on an empty cluster" in workload.reason

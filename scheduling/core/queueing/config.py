@@ -95,8 +95,10 @@ class ResourceFlavor:
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     # Kueue's spec.topologyName: pod sets admitted with this flavor are placed by that
-    # Topology's levels (scheduling.core.domains); "" when it has none.
+    # Topology's levels (scheduling.core.domains); "" when it has none. `topology` is the
+    # Topology itself where the reader knows it (the stored queues).
     topology_name: str = ""
+    topology: Topology | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,9 @@ every pod: the same judgement of size, topology policy and scope, MIG profile, G
 selector and taints that placement applies, on each node's whole capacity. Cordoned and
 quarantined nodes count as unable (nothing is placed there now); the cycle asks again every time,
 so an uncordoned node makes the flavor admissible again. The flavor's node labels join the pod's
-node selector and its tolerations the pod's tolerations, as they do once admitted.
+node selector and its tolerations the pod's tolerations, as they do once admitted. A pod set with
+a topology request across nodes needs a flavor with a Topology one of whose domains could hold
+the whole set (scheduling.core.domains on the empty capacity).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Protocol
 
+from scheduling.core.domains import DomainError, place
 from scheduling.core.queueing.config import ResourceFlavor
+from scheduling.core.queueing.pod_set_domains import node_rooms, pod_shape
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
+from scheduling.core.status import Status
 from scheduling.core.types import NodeSpec, PodRequest
 
 
@@ -52,16 +57,34 @@ class EmptyClusterFeasibility:
             node_selector=MappingProxyType({**pod.node_selector, **flavor.node_labels}),
             tolerations=(*pod.tolerations, *flavor.tolerations),
         )
-        key = (flavor.name, *_shape(trial))
+        count = pod.gang.min_count if pod.gang is not None else 1
+        key = (flavor.name, flavor.topology, pod.domain_ask, count, *_shape(trial))
         if key not in self._answers:
             decision, feasible = self._framework.filter_nodes(trial, self._snapshot)
             self._answers[key] = (
-                None
+                self._domain_blocker(trial, flavor, count)
                 if decision.status.is_success and len(feasible)
                 else f"no node of flavor {flavor.name} can ever host {_describe(pod)}: "
                 f"{decision.summary()}"
             )
         return self._answers[key]
+
+    def _domain_blocker(self, pod: PodRequest, flavor: ResourceFlavor, count: int) -> str | None:
+        """Why no domain of the flavor's Topology could ever hold the pod set its request asks
+        for (Kueue admits a pod set with a topology request only to a flavor with a Topology)."""
+        if pod.domain_ask is None:
+            return None
+        if flavor.topology is None:
+            return f"flavor {flavor.name} names no Topology, and the pod set asks for one"
+        try:
+            request = pod.domain_ask.on(flavor.topology)
+        except DomainError as exc:
+            return f"flavor {flavor.name}: {exc}"
+        rooms = node_rooms(self._framework, self._snapshot, pod)
+        placed = place(request, rooms, pod_shape(pod), count)
+        if isinstance(placed, Status):
+            return f"on an empty cluster, {placed.message()}"
+        return None
 
 
 def _shape(pod: PodRequest) -> tuple[object, ...]:

@@ -52,11 +52,22 @@ def domain_masks(
         request = ask.on(pod.domain_topology)
     except DomainError as exc:
         return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc), plugin=PLUGIN)
+    count = sum(1 for m in members if m.uid not in snapshot.pods)
+    placed = place(request, node_rooms(framework, snapshot, pod), pod_shape(pod), count)
+    if isinstance(placed, Status):
+        return placed
+    chosen = np.array([name in placed.pods_per_node for name in snapshot.names], dtype=np.bool_)
+    return [~chosen, ~_in_domains(snapshot, pod.domain_topology, placed)]
+
+
+def node_rooms(framework: Framework, snapshot: ClusterSnapshot, pod: PodRequest) -> list[NodeRoom]:
+    """Each node's free room as the placement counts it; eligible where the profile's filters
+    let `pod` go now."""
     _, feasible = framework.filter_nodes(pod, snapshot)
     eligible = np.zeros(len(snapshot), dtype=np.bool_)
     eligible[feasible] = True
     whole_free = (snapshot.gpu_free == MILLI_PER_GPU).sum(axis=1)
-    rooms = [
+    return [
         NodeRoom(
             node.name,
             node_labels(node),
@@ -67,13 +78,10 @@ def domain_masks(
         )
         for i, node in enumerate(snapshot.nodes)
     ]
-    count = sum(1 for m in members if m.uid not in snapshot.pods)
-    shape = PodShape(pod.gpus, pod.cpu_milli, pod.memory_mib)
-    placed = place(request, rooms, shape, count)
-    if isinstance(placed, Status):
-        return placed
-    chosen = np.array([name in placed.pods_per_node for name in snapshot.names], dtype=np.bool_)
-    return [~chosen, ~_in_domains(snapshot, pod.domain_topology, placed)]
+
+
+def pod_shape(pod: PodRequest) -> PodShape:
+    return PodShape(pod.gpus, pod.cpu_milli, pod.memory_mib)
 
 
 def node_labels(node: NodeSpec) -> dict[str, str]:
