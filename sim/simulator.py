@@ -93,7 +93,10 @@ class Arrivals:
                             name="main",
                             count=shape.pods,
                             template=template,
-                            min_count=shape.pods if arrival.gang else None,
+                            min_count=shape.pods
+                            if arrival.gang or shape.pod_set_topology
+                            else None,
+                            topology=shape.pod_set_topology,
                         )
                     ],
                 )

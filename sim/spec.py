@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.core import yaml_documents
+from scheduling.core.domains import DomainAsk
 from scheduling.core.types import (
     Resources,
     ServiceClass,
@@ -78,6 +79,8 @@ class ShapeSpec:
     gpu_models: tuple[str, ...] = ()
     topology_policy: TopologyPolicy = TopologyPolicy.NONE
     topology_scope: TopologyScope | None = None
+    # Where across nodes its pod set goes (Kueue TAS); set by experiments, not read from YAML.
+    pod_set_topology: DomainAsk | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@
   (bench/experiments/fairshare.py), on the pure core, no database; with `--side database` or
   `--side kubernetes` through the shell's one cycle on a scratch database
   (bench/experiments/fairshare_sides.py);
+- `topology`: multi-node gangs with and without Kueue TAS's required rack on
+  sim/specs/topology.yaml (bench/experiments/topology.py), through `--side database` (the
+  default) or `--side kubernetes` on a scratch database;
 - `overrequest`: request-only scheduling against gpusched's utilization-aware profile and reclaim
   (bench/experiments/overrequest.py), through the simulator, telemetry and scheduling
   workers on a scratch database (the test runner's: created, migrated and dropped again), so the
@@ -13,6 +16,7 @@
     python manage.py experiment fairshare --days 7 --nodes 64 --policies fifo,gpusched
     python manage.py experiment fairshare --side kubernetes --days 1 --drain-days 1 --nodes 32
     python manage.py experiment overrequest --json --plot docs/img/overrequest.png
+    python manage.py experiment topology --side kubernetes --hours 12 --json
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.test.utils import setup_databases, teardown_databases
 
-from bench.experiments import fairshare, fairshare_sides, overrequest, philly, worlds
+from bench.experiments import fairshare, fairshare_sides, overrequest, philly, topology, worlds
 from scheduling.core.plugin_args import ProfileError
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import load_profile
@@ -39,7 +43,7 @@ from sim.spec import SpecError, load_spec
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "philly" / "philly.csv"
-EXPERIMENTS = ("fairshare", "overrequest")
+EXPERIMENTS = ("fairshare", "overrequest", "topology")
 
 
 @contextmanager
@@ -61,8 +65,9 @@ def scratch_database() -> Iterator[None]:
 
 class Command(BaseCommand):
     help = (
-        "Run an experiment: fairshare (FIFO vs fair sharing on Philly) or overrequest "
-        "(request-only vs utilization-aware scheduling with reclaim)."
+        "Run an experiment: fairshare (FIFO vs fair sharing on Philly), overrequest "
+        "(request-only vs utilization-aware scheduling with reclaim) or topology (multi-node "
+        "gangs with and without a required rack)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -84,8 +89,10 @@ class Command(BaseCommand):
             "shell's one cycle against the embedded simulator (overrequest's default) or the "
             "simulated Kubernetes through the official client",
         )
-        over = parser.add_argument_group("overrequest")
-        over.add_argument("--spec", default="overrequest", help="cluster spec (name or YAML)")
+        over = parser.add_argument_group("overrequest and topology")
+        over.add_argument(
+            "--spec", default="", help="cluster spec (name or YAML; default: the experiment's)"
+        )
         over.add_argument("--hours", type=float, default=8.0, help="simulated hours")
         over.add_argument("--warmup-hours", type=float, default=2.0, help="left out of measures")
         over.add_argument("--plot", default="", help="write a PNG of the comparison here")
@@ -93,8 +100,37 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["name"] == "overrequest":
             self._overrequest(options)
+        elif options["name"] == "topology":
+            self._topology(options)
         else:
             self._fairshare(options)
+
+    def _topology(self, options: dict[str, Any]) -> None:
+        side = options["side"] or "database"
+        if side == "core":
+            raise CommandError(
+                "--side core: topology runs through the shell (database or kubernetes)"
+            )
+        try:
+            spec = load_spec(options["spec"] or "topology")
+        except SpecError as exc:
+            raise CommandError(f"--spec: {exc}") from exc
+        results: dict[str, Any] = {}
+        with scratch_database():
+            for policy in self._policies(options, topology.POLICIES):
+                results[policy] = topology.simulate(
+                    spec, policy, hours=options["hours"], step_s=options["step"], side=side
+                ).as_json()
+                call_command("flush", interactive=False, verbosity=0)
+        doc = {
+            "experiment": "topology",
+            "side": side,
+            "spec": options["spec"] or "topology",
+            "hours": options["hours"],
+            "step_s": options["step"],
+            **results,
+        }
+        self.stdout.write(json.dumps(doc, indent=2 if options["json"] else None))
 
     def _policies(self, options: dict[str, Any], known: Sequence[str]) -> list[str]:
         policies = [p.strip() for p in options["policies"].split(",") if p.strip()] or list(known)
@@ -112,7 +148,7 @@ class Command(BaseCommand):
         if not 0 <= options["warmup_hours"] < options["hours"]:
             raise CommandError("--warmup-hours must be at least 0 and less than --hours")
         try:
-            spec = load_spec(options["spec"])
+            spec = load_spec(options["spec"] or "overrequest")
         except SpecError as exc:
             raise CommandError(f"--spec: {exc}") from exc
         policies = self._policies(options, list(overrequest.POLICIES))
