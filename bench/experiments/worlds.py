@@ -43,6 +43,7 @@ from telemetry.sources import Fetched
 
 SIDES = ("database", "kubernetes")
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+PLURALS = {"Topology": "topologies"}  # the kinds whose plural is not kind + "s"
 
 
 class SimClock:
@@ -163,7 +164,7 @@ class KubernetesWorld:
         custom = client.CustomObjectsApi(self.cluster.kube.api_client())
         for doc in documents:
             body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **doc}
-            plural = f"{doc['kind'].lower()}s"
+            plural = PLURALS.get(doc["kind"], f"{doc['kind'].lower()}s")
             namespace = doc["metadata"].get("namespace")
             if namespace:
                 self.cluster.kube.add_namespace(namespace)
