@@ -210,9 +210,19 @@ def workload_conditions(
         what = _FINISHED_REASONS[Workload.State(w.state)][0].lower()
         out += [
             Condition(
-                "QuotaReserved", False, "NoReservation", f"{what} before quota was reserved", None
+                "QuotaReserved",
+                False,
+                "NoReservation",
+                f"{what} before quota was reserved",
+                w.finished_at or w.created_at,
             ),
-            Condition("Admitted", False, "NoReservation", f"{what} before admission", None),
+            Condition(
+                "Admitted",
+                False,
+                "NoReservation",
+                f"{what} before admission",
+                w.finished_at or w.created_at,
+            ),
         ]
     if holding:
         active = sum(pods.get(p, 0) for p in Pod.ACTIVE_PHASES)
@@ -292,12 +302,15 @@ class PodSetAssignment:
 
 
 def pod_set_assignments(workloads: Sequence[Workload]) -> dict[int, list[PodSetAssignment]]:
-    """For each admitted workload (one query): per pod set, its unfinished pods' requests and
-    the flavor its workload was assigned for each resource."""
+    """For each admitted workload (one query): one assignment per pod set of its spec, as
+    Kueue's CRD requires (size(spec.podSets) == size(status.admission.podSetAssignments)), each
+    with the flavor its workload was assigned per resource and its pods' requests: the unfinished
+    pods' while any is left, else all its pods' (what an ended workload had, as Kueue keeps its
+    admission), else, pods not made yet, the spec's count and no usage."""
     admitted = {w.pk: w for w in workloads if w.cluster_queue_id is not None}
     rows = (
-        Pod.objects.filter(workload_id__in=list(admitted), phase__in=Pod.ACTIVE_PHASES)
-        .values("workload_id", "pod_set", "mig_profile")
+        Pod.objects.filter(workload_id__in=list(admitted))
+        .values("workload_id", "pod_set", "mig_profile", "phase")
         .annotate(
             n=Count("id"),
             cpu=Sum("cpu_milli"),
@@ -308,26 +321,33 @@ def pod_set_assignments(workloads: Sequence[Workload]) -> dict[int, list[PodSetA
         )
         .order_by("workload_id", "pod_set")
     )
-    usage: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    every: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    active: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
-        amounts = usage[(row["workload_id"], row["pod_set"])]
-        amounts["pods"] += row["n"]
-        amounts[CPU] += row["cpu"] or 0
-        amounts[MEMORY] += row["memory"] or 0
-        amounts[GPU_RESOURCE] += (row["gpus"] or 0) * MILLI_PER_GPU + (row["milli"] or 0)
-        if row["mig"]:
-            amounts[f"{MIG_RESOURCE_PREFIX}{row['mig_profile']}"] += row["mig"]
+        sums = [every[(row["workload_id"], row["pod_set"])]]
+        if row["phase"] in Pod.ACTIVE_PHASES:
+            sums.append(active[(row["workload_id"], row["pod_set"])])
+        for amounts in sums:
+            amounts["pods"] += row["n"]
+            amounts[CPU] += row["cpu"] or 0
+            amounts[MEMORY] += row["memory"] or 0
+            amounts[GPU_RESOURCE] += (row["gpus"] or 0) * MILLI_PER_GPU + (row["milli"] or 0)
+            if row["mig"]:
+                amounts[f"{MIG_RESOURCE_PREFIX}{row['mig_profile']}"] += row["mig"]
     out: dict[int, list[PodSetAssignment]] = defaultdict(list)
-    for (wid, pod_set), amounts in sorted(usage.items()):
-        flavors = dict(admitted[wid].flavors or {})
-        count = amounts.pop("pods")
-        shown = {r: a for r, a in amounts.items() if a}
-        out[wid].append(
-            PodSetAssignment(
-                name=pod_set,
-                flavors={r: f for r, f in flavors.items() if r in shown} or flavors,
-                resource_usage={r: format_quantity(r, a) for r, a in sorted(shown.items())},
-                count=count,
+    for wid, w in admitted.items():
+        flavors = dict(w.flavors or {})
+        for spec in w.pod_sets:
+            key = (wid, spec["name"])
+            amounts = dict(active.get(key) or every.get(key) or {"pods": spec["count"]})
+            count = amounts.pop("pods")
+            shown = {r: a for r, a in amounts.items() if a}
+            out[wid].append(
+                PodSetAssignment(
+                    name=spec["name"],
+                    flavors={r: f for r, f in flavors.items() if r in shown} or flavors,
+                    resource_usage={r: format_quantity(r, a) for r, a in sorted(shown.items())},
+                    count=count,
+                )
             )
-        )
     return out

@@ -1,7 +1,11 @@
 """Kueue-shaped workload status through the REST API (issue 18): every condition transition
 (pending, admitted, pods ready, finished, cancelled before and after admission, preempted,
 pods-ready timeout and its backoff, deactivated), status.admission.podSetAssignments, DELETE,
-/status with the ClusterQueue and the positions in the LocalQueue and the ClusterQueue."""
+/status with the ClusterQueue and the positions in the LocalQueue and the ClusterQueue.
+
+Every workload document read here is held to the rules of Kueue's Workload CRD
+(tests/api/kueue_crd_rules.py), the transition rules against the document read before it: so
+each condition transition these tests walk through is checked."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from scheduling.core.scheduler import Framework
 from scheduling.models import Pod, Workload
 from scheduling.profile_files import load_profile
 from scheduling.worker.database_side import database_cycle
+from tests.api import kueue_crd_rules
 from tests.api.conftest import LLAMA, Caller, onboard, run_scheduler, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -39,14 +44,30 @@ def body(name: str, gpus: int = 4, count: int = 2) -> dict[str, Any]:
     return doc
 
 
+_LAST_READ: dict[str, dict[str, Any]] = {}  # workload name -> its document last read
+
+
+@pytest.fixture(autouse=True)
+def _fresh_history() -> None:
+    _LAST_READ.clear()
+
+
+def checked(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document, once it keeps Kueue's Workload CRD rules (as an update of the last read)."""
+    broken = kueue_crd_rules.violations(doc, _LAST_READ.get(doc["name"]))
+    assert not broken, (doc["status"], broken)
+    _LAST_READ[doc["name"]] = doc
+    return doc
+
+
 def conditions(caller: Caller, name: str) -> dict[str, dict[str, Any]]:
-    response = caller.client.get(f"/api/v1/workloads/{name}")
-    assert response.status_code == 200, response.json()
-    return {c["type"]: c for c in response.json()["status"]["conditions"]}
+    return {c["type"]: c for c in status_of(caller, name)["conditions"]}
 
 
 def status_of(caller: Caller, name: str) -> dict[str, Any]:
-    return caller.client.get(f"/api/v1/workloads/{name}").json()["status"]
+    response = caller.client.get(f"/api/v1/workloads/{name}")
+    assert response.status_code == 200, response.json()
+    return checked(response.json())["status"]
 
 
 def test_pending_then_admitted_then_pods_ready_then_finished(quota_16, cluster) -> None:
@@ -97,7 +118,7 @@ def test_cancelled_before_admission_never_reports_quota_reserved(quota_16, clust
     assert Workload.objects.get(name="too-big").pending_reason
     response = quota_16.client.post("/api/v1/workloads/too-big/cancel")
     assert response.status_code == 200
-    status = response.json()["status"]
+    status = checked(response.json())["status"]
     c = {x["type"]: x for x in status["conditions"]}
     assert c["QuotaReserved"]["status"] == "False" and c["Admitted"]["status"] == "False"
     assert c["QuotaReserved"]["reason"] == "NoReservation"
@@ -108,9 +129,11 @@ def test_cancelled_before_admission_never_reports_quota_reserved(quota_16, clust
 def test_cancelled_after_admission_keeps_what_it_had(quota_16, cluster) -> None:
     submit(quota_16, body("job"))
     run_scheduler()
-    status = quota_16.client.post("/api/v1/workloads/job/cancel").json()["status"]
+    status_of(quota_16, "job")
+    status = checked(quota_16.client.post("/api/v1/workloads/job/cancel").json())["status"]
     c = {x["type"]: x for x in status["conditions"]}
     assert c["QuotaReserved"]["status"] == "True" and c["Finished"]["reason"] == "Cancelled"
+    assert [a["name"] for a in status["admission"]["podSetAssignments"]] == ["workers"]
 
 
 def test_delete_cancels_the_workload(quota_16, cluster) -> None:
