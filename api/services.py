@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -28,6 +30,7 @@ from scheduling.models import (
     ClusterQueue,
     LocalQueue,
     Node,
+    NodeAction,
     PriorityClass,
     ResourceFlavor,
     Tenant,
@@ -465,6 +468,20 @@ def workload_cancel(*, workload: Workload, actor: str | None = None) -> Workload
 
 
 # --- nodes: an admin's actions, each audited (AdminActed) in the transaction of its change -------
+
+NODE_ACTION_POLL_S = 0.2  # how often a waiting request looks for the cycle's answer
+
+
+def node_action(*, node: Node, kind: str, actor: str) -> NodeAction:
+    """Cordon, uncordon or drain a node the Kubernetes cluster manages: asked of the scheduler's
+    cycle, which holds the cluster's connection (scheduling.worker.node_actions); waits up to
+    NODE_ACTION_WAIT_S for the cluster's answer (unanswered: the caller reads it later)."""
+    action = services.node_action_request(node=node, kind=kind, actor=actor, now=timezone.now())
+    deadline = time.monotonic() + settings.NODE_ACTION_WAIT_S
+    while action.answered_at is None and time.monotonic() < deadline:
+        time.sleep(NODE_ACTION_POLL_S)
+        action.refresh_from_db()
+    return action
 
 
 def node_cordon(*, node: Node, cordoned: bool, actor: str) -> Node:

@@ -69,4 +69,9 @@ urlpatterns = [
         name="admin-node-uncordon",
     ),
     path("admin/nodes/<str:name>/drain", nodes.NodeDrainApi.as_view(), name="admin-node-drain"),
+    path(
+        "admin/nodeactions/<int:action_id>",
+        nodes.NodeActionApi.as_view(),
+        name="admin-node-action",
+    ),
 ]

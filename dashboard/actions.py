@@ -1,7 +1,9 @@
 """Admin actions from the dashboard: cordon, uncordon and drain a node, cancel a workload, change
 a tenant's quota. Each is a POST (CSRF-checked by Django's middleware; the page asks for
 confirmation first), staff only, done through the REST API's own services, which record the
-audit event (scheduling/services/audit.py) in the same transaction as the change."""
+audit event (scheduling/services/audit.py) in the same transaction as the change. A node the
+Kubernetes cluster manages is cordoned, uncordoned or drained in the cluster (the scheduler's cycle
+carries it out: scheduling.worker.node_actions) and the page tells what the cluster said."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from api.exceptions import Conflict, InvalidInput
 from dashboard import views
 from dashboard.views import staff_required
 from scheduling.core.types import GPU_RESOURCE
-from scheduling.models import Node, Tenant, Workload
+from scheduling.models import Node, NodeAction, Tenant, Workload
 
 
 def _back(request: HttpRequest, fallback: str) -> HttpResponse:
@@ -26,11 +28,44 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponse:
     return redirect(fallback)
 
 
+def _cluster_answered(request: HttpRequest, action: NodeAction) -> None:
+    """What the Kubernetes cluster said to a node action, as the page's messages."""
+    if action.answered_at is None:
+        messages.warning(
+            request,
+            f"{action.kind} of {action.node} asked of the cluster; no answer yet (the scheduler "
+            f"carries it out at its next cycle): GET /api/v1/admin/nodeactions/{action.pk}",
+        )
+        return
+    said = action.answer["node"]
+    if said["status"] != 200:
+        messages.error(
+            request,
+            f"{action.kind} of {action.node}: the cluster answered {said['status']}: "
+            f"{said['message']}",
+        )
+        return
+    messages.success(
+        request,
+        f"{action.node} {action.kind}ed: the cluster answered {said['status']}, the Node's "
+        f"spec.unschedulable is now {str(said['unschedulable']).lower()}.",
+    )
+    for pod in action.answer.get("pods", []):
+        note = messages.success if pod["evicted"] else messages.error
+        outcome = "evicted" if pod["evicted"] else "not evicted, its workload keeps its pods"
+        note(request, f"pod {pod['pod']}: {outcome} (Eviction API: {pod['status']})")
+
+
 @require_POST
 @staff_required
 def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     cordon = request.POST.get("cordoned", "1") == "1"
+    if node.source == Node.Source.KUBERNETES:
+        kind = NodeAction.Kind.CORDON if cordon else NodeAction.Kind.UNCORDON
+        actor = request.user.get_username()
+        _cluster_answered(request, api_services.node_action(node=node, kind=kind, actor=actor))
+        return _back(request, f"/nodes/{node.name}/")
     api_services.node_cordon(node=node, cordoned=cordon, actor=request.user.get_username())
     messages.success(request, f"{node.name} {'cordoned' if cordon else 'uncordoned'}.")
     return _back(request, f"/nodes/{node.name}/")
@@ -40,6 +75,12 @@ def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
 @staff_required
 def node_drain(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
+    if node.source == Node.Source.KUBERNETES:
+        action = api_services.node_action(
+            node=node, kind=NodeAction.Kind.DRAIN, actor=request.user.get_username()
+        )
+        _cluster_answered(request, action)
+        return _back(request, f"/nodes/{node.name}/")
     _, evicted = api_services.node_drain(node=node, actor=request.user.get_username())
     messages.success(
         request, f"{node.name} drained: cordoned, {len(evicted)} workload(s) requeued."

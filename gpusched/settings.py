@@ -396,6 +396,13 @@ TELEMETRY_HOLDERS_CHECK = "scheduling.services.assignments_reconcile"
 # The nodes telemetry may be placed on (telemetry/placement.py): the scheduler's registered nodes.
 TELEMETRY_CLUSTER_NODES = "scheduling.selectors.nodes.node_names"
 
+# --- admin actions on the Kubernetes cluster's nodes ------------------------------------------
+
+# A cordon, uncordon or drain of a Kubernetes node is carried out by the scheduler's next cycle
+# (scheduling.worker.node_actions); the REST API and the dashboard wait this long for the
+# cluster's answer before answering 202 with where to read it.
+NODE_ACTION_WAIT_S = float(os.environ.get("GPUSCHED_NODE_ACTION_WAIT_S") or 10)
+
 # --- admission: Kueue's waitForPodsReady ------------------------------------------------------
 
 # An admitted workload whose pods are not all placed this many seconds after admission is evicted

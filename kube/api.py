@@ -312,6 +312,23 @@ class KubeApi:
     def read_node(self, name: str) -> dict[str, Any] | None:
         return self._read(self.core.read_node, name)
 
+    def set_unschedulable(self, name: str, unschedulable: bool) -> tuple[int, bool | None, str]:
+        """Cordon or uncordon a Node as kubectl does (a strategic-merge patch of
+        spec.unschedulable: true, or null to uncordon), then read it back: the HTTP status, the
+        node's spec.unschedulable as the API server now has it (None when the patch failed), and
+        the server's message on failure."""
+        patch = {"spec": {"unschedulable": True if unschedulable else None}}
+        try:
+            self.core.patch_node(
+                name, patch, _preload_content=False, _request_timeout=self.timeout_s
+            )
+            node = self.read_node(name)
+        except ApiException as exc:
+            return int(exc.status or 0), None, _status_message(exc)
+        if node is None:
+            return 404, None, f'nodes "{name}" not found'
+        return 200, bool((node.get("spec") or {}).get("unschedulable")), ""
+
     def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
         """Set (None: remove) annotations of a Node with a strategic-merge patch, which leaves
         every other annotation alone. ApiException on failure."""

@@ -37,15 +37,24 @@ logger = logging.getLogger(__name__)
 BIND_CONCURRENCY = 8
 
 
-def evict(api: KubeApi, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
+def evict(
+    api: KubeApi,
+    evictions: Sequence[PodEviction],
+    now: datetime,
+    said: dict[str, str] | None = None,
+) -> dict[str, Verdict]:
+    """policy/v1 Eviction for each pod; in `said`, when given, the API server's answer per pod."""
+    said = {} if said is None else said
     links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[e.pod for e in evictions])}
     verdicts: dict[str, Verdict] = {}
     for eviction in evictions:
         link = links.get(eviction.pod.pk)
         if link is None:  # never reached the cluster: nothing runs, nothing to wait for
             verdicts[str(eviction.pod.uid)] = Verdict.GONE
+            said[str(eviction.pod.uid)] = "not in the cluster"
             continue
         outcome = api.evict(namespace=link.namespace, name=link.name, uid=link.uid)
+        said[str(eviction.pod.uid)] = f"{outcome.status} {outcome.message}".strip()
         if outcome.refused:
             verdicts[str(eviction.pod.uid)] = Verdict.REFUSED
             logger.info("eviction of %s refused: %s", link, outcome.message)

@@ -48,7 +48,14 @@ from scheduling.core.types import NodeSpec
 from scheduling.models import Node, Pod
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cycle import SchedulingCycle
-from scheduling.worker.side import BindRefused, PodEviction, SideSync, Verdict, Waiting
+from scheduling.worker.side import (
+    BindRefused,
+    NodeAnswer,
+    PodEviction,
+    SideSync,
+    Verdict,
+    Waiting,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -280,8 +287,16 @@ class KubernetesSide:
 
     # --- 8. evict, 10. bind, 11. report ---------------------------------------------------------
 
-    def evict(self, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
-        return evict(self.api, evictions, now)
+    def evict(
+        self,
+        evictions: Sequence[PodEviction],
+        now: datetime,
+        said: dict[str, str] | None = None,
+    ) -> dict[str, Verdict]:
+        return evict(self.api, evictions, now, said)
+
+    def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
+        return NodeAnswer(*self.api.set_unschedulable(node, cordoned))
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
         return self.binder.bind(placed, now)

@@ -602,3 +602,29 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or 'free'}"
+
+
+class NodeAction(models.Model):
+    """An admin's cordon, uncordon or drain of a node the cluster manages (Node.Source.KUBERNETES):
+    asked here by the REST API or the dashboard, carried out by the scheduler's next cycle against
+    the cluster (the one holding its connection), which records what the cluster answered."""
+
+    class Kind(models.TextChoices):
+        CORDON = "cordon"
+        UNCORDON = "uncordon"
+        DRAIN = "drain"
+
+    node = models.CharField(max_length=253)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor = models.CharField(max_length=150)
+    requested_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+    # What the cluster said: {"node": {"status", "unschedulable", "message"}, "pods": [{"pod",
+    # "status", "message", "evicted"}]} (kube.side.KubernetesSide.cordon, its evictions).
+    answer = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["answered_at", "id"], name="node_action_open")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.node} ({'answered' if self.answered_at else 'asked'})"

@@ -11,11 +11,11 @@ from api.selectors.cluster import (
     cluster_limits,
     flavor_name,
     flavors,
+    node_action_get,
     node_get,
     node_gpus,
     nodes_query,
     topology_levels,
-    workloads_on_node,
 )
 from api.selectors.pending import (
     PendingStatus,
@@ -66,6 +66,7 @@ from api.selectors.workloads import (
     workload_pods,
     workloads_of,
 )
+from scheduling.worker.node_actions import workloads_on_node
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -98,6 +99,7 @@ __all__ = [
     "limits_of",
     "local_queue_pending",
     "local_queues",
+    "node_action_get",
     "node_get",
     "node_gpus",
     "nodes_query",

@@ -16,13 +16,12 @@ from api.exceptions import NotFound
 from api.specs import ClusterLimits, ModelInfo
 from scheduling.core.types import MILLI_PER_GPU, SharingMode
 from scheduling.models import (
-    Allocation,
     Gpu,
     GpuAssignment,
     Node,
+    NodeAction,
     ResourceFlavor,
     Topology,
-    Workload,
 )
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -243,22 +242,15 @@ def node_get(name: str) -> Node:
     return node
 
 
+def node_action_get(action_id: int) -> NodeAction:
+    action = NodeAction.objects.filter(pk=action_id).first()
+    if action is None:
+        raise NotFound(f"node action {action_id} not found")
+    return action
+
+
 def node_gpus(nodes: Sequence[Node]) -> dict[int, list[Gpu]]:
     out: dict[int, list[Gpu]] = defaultdict(list)
     for gpu in Gpu.objects.filter(node__in=list(nodes)).order_by("node_id", "index"):
         out[gpu.node_id].append(gpu)
     return out
-
-
-def workloads_on_node(node: Node) -> list[Workload]:
-    """Active workloads holding (or reserving) anything on the node."""
-    ids = (
-        Allocation.objects.filter(node=node, active=True)
-        .values_list("pod__workload_id", flat=True)
-        .distinct()
-    )
-    return list(
-        Workload.objects.filter(pk__in=list(ids), state__in=Workload.ACTIVE_STATES)
-        .select_related("tenant")
-        .order_by("id")
-    )

@@ -1,12 +1,14 @@
-"""Admin: nodes, cordon, uncordon and drain."""
+"""Admin: nodes, cordon, uncordon and drain. On a node the Kubernetes cluster manages the action
+is the cluster's (scheduling.worker.node_actions): the answer is what the cluster said, 200 once
+it answered, 202 with the action to read (GET admin/nodeactions/<id>) while it has not yet."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,7 +22,7 @@ from api.views.common import (
     keyset_page,
     query_of,
 )
-from scheduling.models import Gpu, Node
+from scheduling.models import Gpu, Node, NodeAction
 
 # --- admin: nodes -------------------------------------------------------------------------------
 
@@ -120,17 +122,96 @@ class NodeDetailApi(AdminApi):
         return _node_response(selectors.node_get(name))
 
 
+class NodeActionSerializer(serializers.Serializer):
+    class ClusterNodeSerializer(serializers.Serializer):
+        status = serializers.IntegerField(help_text="HTTP status of the Node's PATCH (200: done)")
+        unschedulable = serializers.BooleanField(
+            allow_null=True, help_text="spec.unschedulable as read back after it"
+        )
+        message = serializers.CharField(allow_blank=True)
+
+    class ClusterPodSerializer(serializers.Serializer):
+        pod = serializers.CharField(help_text="namespace/name")
+        workload = serializers.CharField(help_text="namespace/name")
+        status = serializers.CharField(
+            help_text="the Eviction API's answer, e.g. 201, or 429 and the DisruptionBudget cause"
+        )
+        evicted = serializers.BooleanField(
+            help_text="false: a pod of its workload was refused, the workload keeps its pods"
+        )
+
+    class AnswerSerializer(serializers.Serializer):
+        node = serializers.DictField(required=False)
+        pods = serializers.ListField(child=serializers.DictField(), required=False)
+
+    id = serializers.IntegerField()
+    node = serializers.CharField()
+    kind = serializers.ChoiceField(choices=NodeAction.Kind.values)
+    actor = serializers.CharField()
+    requestedAt = serializers.DateTimeField()
+    answeredAt = serializers.DateTimeField(allow_null=True)
+    answer = AnswerSerializer(help_text="what the cluster said ({} until it answered)")
+
+
+def _action_response(action: NodeAction) -> Response:
+    doc = {
+        "id": action.pk,
+        "node": action.node,
+        "kind": action.kind,
+        "actor": action.actor,
+        "requestedAt": action.requested_at,
+        "answeredAt": action.answered_at,
+        "answer": action.answer,
+    }
+    code = status.HTTP_200_OK if action.answered_at is not None else status.HTTP_202_ACCEPTED
+    response = Response(NodeActionSerializer(doc).data, status=code)
+    response["Location"] = f"/api/v1/admin/nodeactions/{action.pk}"
+    return response
+
+
+def _on_cluster(request: Request, node: Node, kind: str) -> Response:
+    action = api_services.node_action(node=node, kind=kind, actor=request.user.get_username())
+    return _action_response(action)
+
+
+def _responses(ok: Any) -> dict[int, Any]:
+    return {
+        **documented(
+            PolymorphicProxySerializer(
+                component_name=f"{ok.__name__}OrClusterAnswer",
+                serializers=[ok, NodeActionSerializer],
+                resource_type_field_name=None,
+            ),
+            403,
+            404,
+        ),
+        202: NodeActionSerializer,
+    }
+
+
+class NodeActionApi(AdminApi):
+    @extend_schema(
+        operation_id="admin_node_action_retrieve",
+        summary="A cordon, uncordon or drain of a Kubernetes node, and what the cluster said",
+        responses=documented(NodeActionSerializer, 403, 404),
+    )
+    def get(self, request: Request, action_id: int) -> Response:
+        return _action_response(selectors.node_action_get(action_id))
+
+
 class NodeCordonApi(AdminApi):
     @extend_schema(
         operation_id="admin_node_cordon",
-        summary="Cordon a node: nothing new is placed on it (audited)",
+        summary="Cordon a node: nothing new is placed on it (audited); on Kubernetes, the Node's "
+        "spec.unschedulable",
         request=None,
-        responses=documented(NodeSerializer, 403, 404),
+        responses=_responses(NodeSerializer),
     )
     def post(self, request: Request, name: str) -> Response:
-        node = api_services.node_cordon(
-            node=selectors.node_get(name), cordoned=True, actor=request.user.get_username()
-        )
+        node = selectors.node_get(name)
+        if node.source == Node.Source.KUBERNETES:
+            return _on_cluster(request, node, NodeAction.Kind.CORDON)
+        node = api_services.node_cordon(node=node, cordoned=True, actor=request.user.get_username())
         return _node_response(node)
 
 
@@ -139,11 +220,14 @@ class NodeUncordonApi(AdminApi):
         operation_id="admin_node_uncordon",
         summary="Uncordon a node (audited)",
         request=None,
-        responses=documented(NodeSerializer, 403, 404),
+        responses=_responses(NodeSerializer),
     )
     def post(self, request: Request, name: str) -> Response:
+        node = selectors.node_get(name)
+        if node.source == Node.Source.KUBERNETES:
+            return _on_cluster(request, node, NodeAction.Kind.UNCORDON)
         node = api_services.node_cordon(
-            node=selectors.node_get(name), cordoned=False, actor=request.user.get_username()
+            node=node, cordoned=False, actor=request.user.get_username()
         )
         return _node_response(node)
 
@@ -159,14 +243,15 @@ class NodeDrainApi(AdminApi):
     @extend_schema(
         operation_id="admin_node_drain",
         summary="Drain a node: cordon it and evict (requeue) the workloads holding anything on it "
-        "(audited)",
+        "(audited); on Kubernetes, the Eviction API for each pod (PodDisruptionBudgets honoured)",
         request=None,
-        responses=documented(OutputSerializer, 403, 404),
+        responses=_responses(OutputSerializer),
     )
     def post(self, request: Request, name: str) -> Response:
-        node, evicted = api_services.node_drain(
-            node=selectors.node_get(name), actor=request.user.get_username()
-        )
+        node = selectors.node_get(name)
+        if node.source == Node.Source.KUBERNETES:
+            return _on_cluster(request, node, NodeAction.Kind.DRAIN)
+        node, evicted = api_services.node_drain(node=node, actor=request.user.get_username())
         node.refresh_from_db()
         doc = {
             "node": _node_doc(node, selectors.node_gpus([node]).get(node.pk, [])),

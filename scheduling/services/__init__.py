@@ -34,6 +34,7 @@ from scheduling.services.lifecycle import (
     pods_start,
     pods_terminated,
 )
+from scheduling.services.node_actions import node_action_answered, node_action_request
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
 from scheduling.services.observed import (
     ObservedResult,
@@ -91,6 +92,8 @@ __all__ = [
     "local_queue_usage_sample",
     "node_register",
     "node_set_cordoned",
+    "node_action_answered",
+    "node_action_request",
     "nodes_quarantine",
     "placements_commit",
     "pod_requeue",

@@ -60,7 +60,7 @@ from scheduling.core.reclaim import reclaimed_reason
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import NodeSpec, PodRequest
 from scheduling.models import Pod, Workload
-from scheduling.worker import cluster_state, queue_state
+from scheduling.worker import cluster_state, node_actions, queue_state
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cluster_state import ClusterState
 from scheduling.worker.cycle_admission import Admission
@@ -171,6 +171,8 @@ class SchedulingCycle:
         report.synced = True
         report.quarantined = len(self._quarantine())
         report.sync_s = time.perf_counter() - started
+        # Admins' cordons and drains of the cluster's nodes, before anything is placed.
+        node_actions.carry_out(self._evictions(), now, report)
 
         # 3. Admit.
         started = time.perf_counter()

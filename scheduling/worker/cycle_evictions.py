@@ -73,10 +73,12 @@ class Evictions:
         report: CycleReport,
         pending_reason: str = queue_admission.PREEMPTED,
         requeue_at: datetime | None = None,
+        said: dict[str, str] | None = None,
     ) -> set[int]:
         """Evict whole workloads: every placed pod through the side, then, in the database, the
         workloads whose pods the side let go (a workload with a pod the side refused keeps all
-        of it: evicted whole or not at all). Returns the ids of those evicted."""
+        of it: evicted whole or not at all). Returns the ids of those evicted; `said`, when
+        given, gets what the cluster answered for each pod."""
         if not workloads:
             return set()
         pods = list(
@@ -85,7 +87,7 @@ class Evictions:
             .order_by("id")
         )
         preemptor_pod = preemptor.pods.first() if preemptor is not None else None
-        verdicts = self.side.evict([PodEviction(p, reason, preemptor_pod) for p in pods], now)
+        verdicts = self.side.evict([PodEviction(p, reason, preemptor_pod) for p in pods], now, said)
         refused = {uid for uid, verdict in verdicts.items() if verdict is Verdict.REFUSED}
         report.evictions_refused += len(refused)
         blocked = {p.workload_id for p in pods if str(p.uid) in refused}

@@ -13,7 +13,15 @@ from scheduling import services
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.models import Pod
 from scheduling.worker.cycle import SchedulingCycle, default_identity
-from scheduling.worker.side import BindRefused, Leadership, PodEviction, SideSync, Verdict, Waiting
+from scheduling.worker.side import (
+    BindRefused,
+    Leadership,
+    NodeAnswer,
+    PodEviction,
+    SideSync,
+    Verdict,
+    Waiting,
+)
 
 LEASE_NAME = "gpusched-scheduler"
 
@@ -29,8 +37,16 @@ class DatabaseSide:
     def placeable(self, pods: Sequence[Pod]) -> list[Pod]:
         return list(pods)
 
-    def evict(self, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
+    def evict(
+        self,
+        evictions: Sequence[PodEviction],
+        now: datetime,
+        said: dict[str, str] | None = None,
+    ) -> dict[str, Verdict]:
         return {str(e.pod.uid): Verdict.GONE for e in evictions}
+
+    def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
+        return NodeAnswer(200, cordoned)  # the database is the cluster: the admin's write is it
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
         return []

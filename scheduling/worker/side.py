@@ -54,6 +54,15 @@ class Verdict(enum.Enum):
 
 
 @dataclass(frozen=True)
+class NodeAnswer:
+    """What the cluster said to a cordon or uncordon."""
+
+    status: int  # HTTP status of the change (200: done)
+    unschedulable: bool | None  # the node's cordon as read back after it (None: not known)
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class PodEviction:
     pod: Pod  # loaded with its workload and tenant
     reason: str
@@ -100,8 +109,18 @@ class ClusterSide(Protocol):
         ungated and not being deleted)."""
         ...
 
-    def evict(self, evictions: Sequence[PodEviction], now: datetime) -> dict[str, Verdict]:
-        """Ask for the pods to go; a verdict per pod uid."""
+    def evict(
+        self,
+        evictions: Sequence[PodEviction],
+        now: datetime,
+        said: dict[str, str] | None = None,
+    ) -> dict[str, Verdict]:
+        """Ask for the pods to go; a verdict per pod uid (and in `said`, when given, what the
+        cluster answered for each, e.g. "429 TooManyRequests: ...")."""
+        ...
+
+    def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
+        """Cordon or uncordon the node in the cluster, and read it back."""
         ...
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
