@@ -333,6 +333,47 @@ def tenant_quota_set(
         raise Conflict(str(exc)) from exc
 
 
+def tenant_limits_set(
+    *,
+    tenant: Tenant,
+    cluster_queue: str,
+    limits: Mapping[tuple[str, str], Mapping[str, object]],
+    actor: str,
+) -> dict[str, Any]:
+    """Change the nominal quota, borrowing and lending limits (quantities as written; "" removes
+    a borrowing or lending limit) of flavors and resources of a ClusterQueue one of the tenant's
+    LocalQueues points at: the quota form's rows (scheduling.services.cluster_queue_limits_set).
+    Each problem is named by its field, `<flavor>/<resource>.<limit>`."""
+    errors: dict[str, list[str]] = {}
+    if not LocalQueue.objects.filter(
+        namespace=tenant.namespace, cluster_queue__name=cluster_queue
+    ).exists():
+        errors["clusterQueue"] = [
+            f"no LocalQueue of tenant {tenant.name!r} points at ClusterQueue {cluster_queue!r}"
+        ]
+    amounts: dict[tuple[str, str], dict[str, int | None]] = {}
+    for (flavor, resource), wanted in limits.items():
+        for limit, value in wanted.items():
+            where = f"{flavor}/{resource}.{limit}"
+            if value == "" and limit != "nominalQuota":
+                amounts.setdefault((flavor, resource), {})[limit] = None
+                continue
+            try:
+                amount = q.quota_amount(resource, value)
+            except q.QuantityError as exc:
+                errors[where] = [str(exc) or "not a quantity"]
+                continue
+            amounts.setdefault((flavor, resource), {})[limit] = amount
+    if errors:
+        raise InvalidInput(errors)
+    try:
+        return services.cluster_queue_limits_set(name=cluster_queue, limits=amounts, actor=actor)
+    except services.FieldErrors as exc:
+        raise InvalidInput(exc.fields) from exc
+    except services.ServiceError as exc:
+        raise Conflict(str(exc)) from exc
+
+
 # --- workloads ------------------------------------------------------------------------------------
 
 

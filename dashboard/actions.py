@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from api import services as api_services
 from api.exceptions import Conflict, InvalidInput
-from dashboard import views
+from dashboard.selectors import quota_form
 from dashboard.views import staff_required
-from scheduling.core.types import GPU_RESOURCE
 from scheduling.models import Node, NodeAction, Tenant, Workload
 
 
@@ -102,37 +101,86 @@ def workload_cancel(request: HttpRequest, uid: str) -> HttpResponse:
     return _back(request, "/queues/")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @staff_required
 def tenant_quota(request: HttpRequest, name: str) -> HttpResponse:
-    """The nominal quota of one resource (GPUs unless the form says) of the tenant's ClusterQueue.
-    Bad input answers 400 with the Tenants page, each problem named by its field; the service
-    audits the change itself (the REST API's quota change is the same call)."""
+    """The quota form of a tenant: one row per flavor and resource of each ClusterQueue its
+    LocalQueues point at (nominal quota; borrowing and lending limits where set). A change that
+    goes through redirects to the form (POST-redirect-GET: a reload shows it again, never posts
+    again); a refused one answers 400 with the form as submitted, each problem beside its field.
+    The service audits the change itself."""
     tenant = get_object_or_404(Tenant, name=name)
-    resource = request.POST.get("resource", GPU_RESOURCE)
-    quantity = request.POST.get("quantity", "").strip()
-    try:
-        changed = api_services.tenant_quota_set(
-            tenant=tenant,
-            quota={resource: quantity},
-            cluster_queue=request.POST.get("cluster_queue") or None,
-            flavor=request.POST.get("flavor") or None,
-            actor=request.user.get_username(),
-        )
-    except InvalidInput as exc:
-        for field, problems in exc.fields.items():
-            messages.error(
-                request, f"Quota of {tenant.name} not changed: {field}: {' '.join(problems)}"
+    forms = quota_form.quota_forms(tenant)
+    errors: dict[str, list[str]] = {}
+    submitted: dict[str, str] = {}
+    if request.method == "POST":
+        cq = request.POST.get("cluster_queue", "")
+        rows = next((f.rows for f in forms if f.cluster_queue == cq), [])
+        limits = {
+            (row.flavor, row.resource): {
+                limit: request.POST[f"{row.key}.{limit}"].strip()
+                for limit in quota_form.LIMITS
+                if f"{row.key}.{limit}" in request.POST
+            }
+            for row in rows
+        }
+        submitted = {k: request.POST[k] for k in request.POST if "/" in k}
+        try:
+            changed = api_services.tenant_limits_set(
+                tenant=tenant,
+                cluster_queue=cq,
+                limits=limits,
+                actor=request.user.get_username(),
             )
-        response = views.tenants_page(request)
-        response.status_code = 400
-        return response
-    except Conflict as exc:
-        messages.error(request, f"Quota of {tenant.name} not changed: {exc.message}")
-        return _back(request, "/tenants/")
-    steps = ", ".join(
-        f"{r} {change['from']} → {change['to']}" for r, change in changed["nominalQuota"].items()
+        except InvalidInput as exc:
+            errors = exc.fields
+        except Conflict as exc:
+            messages.error(request, f"Quota of {tenant.name} not changed: {exc.message}")
+            return redirect(request.path)
+        else:
+            steps = "; ".join(
+                f"{where} {limit} {step['from'] or 'none'} → {step['to'] or 'none'}"
+                for where, by_limit in changed["limits"].items()
+                for limit, step in by_limit.items()
+            )
+            messages.success(request, f"ClusterQueue {cq}: {steps or 'unchanged'}.")
+            return redirect(request.path)
+    tables = [
+        {
+            "cluster_queue": form.cluster_queue,
+            "shared_with": form.shared_with,
+            "rows": [
+                {
+                    "flavor": row.flavor,
+                    "resource": row.resource,
+                    "errors": errors.get(row.key, []),
+                    "fields": [
+                        {
+                            "limit": limit,
+                            "name": f"{row.key}.{limit}",
+                            "value": submitted.get(f"{row.key}.{limit}", row.values[limit]),
+                            "errors": errors.get(f"{row.key}.{limit}", []),
+                        }
+                        if limit in row.values
+                        else None
+                        for limit in quota_form.LIMITS
+                    ],
+                }
+                for row in form.rows
+            ],
+        }
+        for form in forms
+    ]
+    response = render(
+        request,
+        "dashboard/quota.html",
+        {
+            "page": "tenants",
+            "tenant": tenant,
+            "tables": tables,
+            "limits": quota_form.LIMITS,
+            "queue_errors": errors.get("clusterQueue", []),
+        },
     )
-    where = f"ClusterQueue {changed['clusterQueue']} (flavor {changed['flavor']})"
-    messages.success(request, f"{where}: {steps or 'unchanged'}.")
-    return _back(request, "/tenants/")
+    response.status_code = 400 if errors else 200
+    return response

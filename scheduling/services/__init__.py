@@ -50,6 +50,7 @@ from scheduling.services.queue_sources import (
 from scheduling.services.queues import (
     WorkloadAdmission,
     cluster_queue_fields,
+    cluster_queue_limits_set,
     cluster_queue_quota_set,
     queue_admit,
     queues_apply,
@@ -83,6 +84,7 @@ __all__ = [
     "allocations_release",
     "assignments_reconcile",
     "cluster_queue_fields",
+    "cluster_queue_limits_set",
     "cluster_queue_quota_set",
     "decisions_prune",
     "explanation",

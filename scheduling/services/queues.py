@@ -55,6 +55,83 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
     return names
 
 
+def refuse_when_mirrored() -> None:
+    """Quota is changed here only while the queues are the database's: a cluster's next apply
+    would undo a change made here."""
+    source = queue_selectors.queue_source().kind
+    if source != QueueSource.Kind.DATABASE:
+        raise ServiceError(
+            f"the queues come from the Kubernetes cluster ({source}): change the ClusterQueue "
+            "there, or its next apply undoes this"
+        )
+
+
+def cluster_queue_limits_set(
+    *, name: str, limits: Mapping[tuple[str, str], Mapping[str, int | None]], actor: str
+) -> dict[str, Any]:
+    """Set, per (flavor, resource) of ClusterQueue `name`, its nominalQuota, borrowingLimit and
+    lendingLimit (canonical amounts; a limit given as None is removed, one not given stays), in
+    one change: the quota form's rows. Each problem is named by its field
+    (`<flavor>/<resource>.<limit>`): an entry the queue does not have, a negative amount, a
+    lendingLimit above its nominal quota (Kueue's webhook). Audited and published as
+    cluster_queue_quota_set; returns what changed ({"<flavor>/<resource>": {limit: {from, to}}})."""
+    refuse_when_mirrored()
+    with transaction.atomic():
+        row = ClusterQueue.objects.select_for_update().filter(name=name).first()
+        if row is None:
+            raise FieldErrors({"clusterQueue": [f"ClusterQueue {name!r} does not exist"]})
+        groups = [dict(group) for group in row.resource_groups]  # rewritten below, then saved
+        entries: dict[tuple[str, str], dict[str, Any]] = {}
+        for group in groups:
+            group["flavors"] = [dict(fq) for fq in group["flavors"]]
+            for fq in group["flavors"]:
+                fq["resources"] = [dict(r) for r in fq["resources"]]
+                entries.update({(fq["name"], r["name"]): r for r in fq["resources"]})
+        errors: dict[str, list[str]] = {}
+        for (flavor, resource), wanted in limits.items():
+            where = f"{flavor}/{resource}"
+            entry = entries.get((flavor, resource))
+            if entry is None:
+                errors[where] = [f"ClusterQueue {name!r} has no quota of {resource} in {flavor}"]
+                continue
+            for limit, amount in wanted.items():
+                if amount is not None and amount < 0:
+                    errors[f"{where}.{limit}"] = ["must not be negative"]
+            nominal = wanted.get("nominalQuota", entry["nominalQuota"])
+            lending = wanted.get("lendingLimit", entry.get("lendingLimit"))
+            if nominal is not None and lending is not None and lending > nominal:
+                errors[f"{where}.lendingLimit"] = [
+                    f"above the nominal quota {format_quantity(resource, nominal)} (Kueue keeps "
+                    "lendingLimit within nominalQuota)"
+                ]
+        if errors:
+            raise FieldErrors(errors)
+        changed: dict[str, dict[str, dict[str, str | None]]] = {}
+        for (flavor, resource), wanted in sorted(limits.items()):
+            entry = entries[(flavor, resource)]
+            for limit, amount in sorted(wanted.items()):
+                if entry.get(limit) == amount:
+                    continue
+                before = entry.get(limit)
+                changed.setdefault(f"{flavor}/{resource}", {})[limit] = {
+                    "from": None if before is None else format_quantity(resource, before),
+                    "to": None if amount is None else format_quantity(resource, amount),
+                }
+                if amount is None:
+                    entry.pop(limit, None)
+                else:
+                    entry[limit] = amount
+        detail: dict[str, Any] = {"clusterQueue": name, "limits": changed}
+        if changed:
+            row.resource_groups = groups
+            row.save(update_fields=["resource_groups", "updated_at"])
+            events.publish(events.QueuesChanged(cluster_queues=[name]))
+            admin_action_record(
+                actor=actor, action="clusterqueue.quota", target=name, detail=detail
+            )
+    return detail
+
+
 def cluster_queue_quota_set(
     *, name: str, nominal: Mapping[str, int], flavor: str | None = None, actor: str
 ) -> dict[str, Any]:
@@ -69,12 +146,7 @@ def cluster_queue_quota_set(
     workloads keep their quota when it shrinks (as in Kueue). The change, its QueuesChanged and
     the audit record (AdminActed by `actor`) commit together; nothing is written when nothing
     changes. Returns what changed, as recorded."""
-    source = queue_selectors.queue_source().kind
-    if source != QueueSource.Kind.DATABASE:
-        raise ServiceError(
-            f"the queues come from the Kubernetes cluster ({source}): change the ClusterQueue "
-            "there, or its next apply undoes this"
-        )
+    refuse_when_mirrored()
     with transaction.atomic():
         row = ClusterQueue.objects.select_for_update().filter(name=name).first()
         if row is None:

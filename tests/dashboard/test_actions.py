@@ -85,48 +85,63 @@ def nominal_gpus(queue: str) -> int:
     return int(cq.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"])
 
 
-def test_change_a_tenants_quota() -> None:
+def flavor_of(queue: str) -> str:
+    return str(ClusterQueue.objects.get(name=queue).resource_groups[0]["flavors"][0]["name"])
+
+
+def gpu_field(queue: str, limit: str = "nominalQuota") -> str:
+    return f"{flavor_of(queue)}/nvidia.com/gpu.{limit}"
+
+
+def test_change_a_tenants_quota_then_back_to_the_form() -> None:
     onboarded("vision", "8")
+    form = admin_client().get("/tenants/vision/quota/")
+    assert form.status_code == 200
+    assert f'name="{gpu_field("vision")}" value="8"' in form.content.decode()
     response = admin_client().post(
-        "/tenants/vision/quota/", {"cluster_queue": "vision", "quantity": "12", "next": "/tenants/"}
+        "/tenants/vision/quota/", {"cluster_queue": "vision", gpu_field("vision"): "12"}
     )
-    assert response.status_code == 302 and response["Location"] == "/tenants/"
+    # POST-redirect-GET: the answer is a redirect to the form, so a reload does not post again.
+    assert response.status_code == 302 and response["Location"] == "/tenants/vision/quota/"
     assert nominal_gpus("vision") == 12000
     (record,) = audit()
     assert (record.actor, record.action, record.target) == ("admin", "clusterqueue.quota", "vision")
-    assert record.detail["nominalQuota"] == {"nvidia.com/gpu": {"from": "8", "to": "12"}}
-    page = admin_client().get("/tenants/", follow=True)
-    assert page.status_code == 200
+    key = f"{flavor_of('vision')}/nvidia.com/gpu"
+    assert record.detail["limits"] == {key: {"nominalQuota": {"from": "8", "to": "12"}}}
 
 
-@pytest.mark.parametrize(
-    ("form", "field"),
-    [
-        ({"quantity": "twelve"}, "quota.nvidia.com/gpu"),
-        ({"quantity": "-3"}, "quota.nvidia.com/gpu"),
-        ({"quantity": ""}, "quota.nvidia.com/gpu"),
-        ({"quantity": "12", "flavor": "h200"}, "flavor"),
-        ({"quantity": "12", "resource": "nvidia.com/gpus"}, "quota.nvidia.com/gpus"),
-        ({"quantity": "12", "resource": "cpu"}, "quota.cpu"),
-        ({"quantity": "12", "cluster_queue": "nlp"}, "clusterQueue"),
-    ],
-)
-def test_a_bad_quota_is_a_400_naming_the_field(form: dict[str, str], field: str) -> None:
+@pytest.mark.parametrize(("value", "problem"), [("twelve", "twelve"), ("-3", "negative"), ("", "")])
+def test_a_bad_quota_is_a_400_with_the_problem_beside_its_field(value: str, problem: str) -> None:
     onboarded("vision", "8")
-    onboarded("nlp", "4")
-    response = admin_client().post("/tenants/vision/quota/", form)
+    field = gpu_field("vision")
+    response = admin_client().post(
+        "/tenants/vision/quota/", {"cluster_queue": "vision", field: value}
+    )
     assert response.status_code == 400
     page = response.content.decode()
-    assert f"Quota of vision not changed: {field}:" in page
-    assert 'id="tenants"' in page  # the Tenants page itself, saying why
+    assert f'name="{field}" value="{value}" size="8"' in page
+    assert 'aria-invalid="true"' in page and 'class="error" role="alert"' in page
+    assert problem in page
     assert nominal_gpus("vision") == 8000 and audit() == []
 
 
-def test_the_quota_change_needs_post_staff_and_the_csrf_token() -> None:
+def test_a_queue_the_tenant_does_not_feed_is_refused() -> None:
+    onboarded("vision", "8")
+    onboarded("nlp", "4")
+    response = admin_client().post(
+        "/tenants/vision/quota/", {"cluster_queue": "nlp", gpu_field("nlp"): "12"}
+    )
+    assert response.status_code == 400
+    assert "no LocalQueue of tenant &#x27;vision&#x27; points at" in response.content.decode()
+    assert nominal_gpus("nlp") == 4000 and audit() == []
+
+
+def test_the_quota_change_needs_staff_and_the_csrf_token() -> None:
     onboarded("vision", "8")
     path = "/tenants/vision/quota/"
-    assert admin_client().get(path).status_code == 405
-    assert admin_client(staff=False).post(path, {"quantity": "12"}).status_code == 403
-    assert admin_client(csrf=True).post(path, {"quantity": "12"}).status_code == 403
-    assert admin_client().post("/tenants/nobody/quota/", {"quantity": "1"}).status_code == 404
+    form = {"cluster_queue": "vision", gpu_field("vision"): "12"}
+    assert admin_client().put(path).status_code == 405
+    assert admin_client(staff=False).post(path, form).status_code == 403
+    assert admin_client(csrf=True).post(path, form).status_code == 403
+    assert admin_client().post("/tenants/nobody/quota/", form).status_code == 404
     assert nominal_gpus("vision") == 8000 and audit() == []

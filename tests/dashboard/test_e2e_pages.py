@@ -2,8 +2,8 @@
 process, checked against what the REST API returns for the same data: the Tenants page's held,
 busy and overRequest equal /api/v1/usage; a pod not placed shows, per group of nodes, the reasons
 the API's pending status counts; the GPU ids shown are the ones allocated; cordon, cancel and a
-tenant's quota change go through after the confirmation dialog. Screenshots land in pages/ under
-$GPUSCHED_E2E_ARTIFACTS (or tmp)."""
+tenant's quota change (two flavors, POST-redirect-GET) go through after the confirmation dialog.
+Screenshots land in pages/ under $GPUSCHED_E2E_ARTIFACTS (or tmp)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from django.utils import timezone
 
 from api.services import tenant_onboard, token_create
 from scheduling import events
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import TopologyPolicy
-from scheduling.models import Allocation, Event, Node, Pod, Tenant, Workload
+from scheduling.models import Allocation, ClusterQueue, Event, Node, Pod, Workload
 from scheduling.profile_files import load_profile
+from scheduling.services import queues_apply
 from scheduling.worker.database_side import database_cycle
 from telemetry.models import GpuMinute, PodMinute
 from tests.dashboard.servers import web_server
@@ -149,22 +151,65 @@ def test_every_page_shows_what_the_api_says_and_actions_go_through(
         assert errors == []
 
 
+TWO_FLAVORS = [
+    {"kind": "ResourceFlavor", "metadata": {"name": "h100"}},
+    {"kind": "ResourceFlavor", "metadata": {"name": "a100"}},
+    {
+        "kind": "ClusterQueue",
+        "metadata": {"name": "vision"},
+        "spec": {
+            "cohort": "research",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}
+                            ],
+                        },
+                        {
+                            "name": "a100",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": 4, "lendingLimit": 2}
+                            ],
+                        },
+                    ],
+                }
+            ],
+        },
+    },
+]
+
+
 def setup_tenants() -> None:
-    """vision and nlp onboarded with 8 and 4 GPUs of quota (their own ClusterQueues); an admin."""
+    """vision and nlp onboarded (their own ClusterQueues), vision's with two flavors (h100: 8
+    GPUs, borrowing limit 4; a100: 4 GPUs, lending limit 2); an admin."""
     tenant_onboard(name="vision", quota={"nvidia.com/gpu": "8"})
     tenant_onboard(name="nlp", quota={"nvidia.com/gpu": "4"})
+    queues_apply(config=parse_documents(TWO_FLAVORS))
     admin = get_user_model().objects.create_user("admin", password="e2e-password-1")
     admin.is_staff = admin.is_superuser = True
     admin.save()
 
 
+def vision_limits() -> dict[str, dict[str, int]]:
+    groups = ClusterQueue.objects.get(name="vision").resource_groups
+    return {
+        fq["name"]: {k: v for k, v in fq["resources"][0].items() if k != "name" and v is not None}
+        for group in groups
+        for fq in group["flavors"]
+    }
+
+
 def audited_quota_changes() -> list[tuple[str, str, dict[str, Any]]]:
     rows = Event.objects.filter(type=events.AdminActed.TYPE).order_by("id")
     records = [events.read(row.type, row.payload) for row in rows]
-    return [(r.actor, r.target, r.detail["nominalQuota"]) for r in records]  # type: ignore[attr-defined]
+    return [(r.actor, r.target, r.detail["limits"]) for r in records]  # type: ignore[attr-defined]
 
 
-def test_an_admin_changes_a_tenants_quota_from_the_tenants_page(
+def test_an_admin_changes_a_two_flavor_quota_and_a_reload_does_not_post_again(
     browser: Any,  # noqa: F811
     artifacts: Path,  # noqa: F811
 ) -> None:
@@ -174,6 +219,8 @@ def test_an_admin_changes_a_tenants_quota_from_the_tenants_page(
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         questions: list[str] = []
+        posts: list[str] = []
+        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
 
         def answer(dialog: Any) -> None:
             questions.append(dialog.message)
@@ -183,42 +230,46 @@ def test_an_admin_changes_a_tenants_quota_from_the_tenants_page(
         page.goto(f"{base}/login/")
         sign_in(page)
         page.goto(f"{base}/tenants/")
-        row = page.locator('#tenants tr[data-tenant="vision"]')
-        row.wait_for()
-        field = row.locator('input[name="quantity"]')
-        assert field.input_value() == "8"
+        page.locator('#tenants tr[data-tenant="vision"] a.quota-link').click()
+        page.wait_for_url(f"{base}/tenants/vision/quota/")
+        field = {
+            (flavor, limit): page.locator(f'input[name="{flavor}/nvidia.com/gpu.{limit}"]')
+            for flavor, limit in (
+                ("h100", "nominalQuota"),
+                ("h100", "borrowingLimit"),
+                ("a100", "nominalQuota"),
+                ("a100", "lendingLimit"),
+            )
+        }
+        assert [f.input_value() for f in field.values()] == ["8", "4", "4", "2"]
+        assert page.locator('input[name="h100/nvidia.com/gpu.lendingLimit"]').count() == 0
 
-        # Typing is not undone by a live update: the table waits for the focus to leave.
-        field.fill("12")
-        in_thread(lambda: factories.workload(Tenant.objects.get(name="vision"), "late", gpus=1))
-        page.wait_for_timeout(1500)
-        assert (
-            page.locator('#tenants tr[data-tenant="vision"] input[name="quantity"]').input_value()
-            == "12"
-        )
-
-        page.locator('#tenants tr[data-tenant="vision"] button[type=submit]').click()
+        field[("h100", "nominalQuota")].fill("12")
+        field[("a100", "nominalQuota")].fill("6")
+        field[("a100", "lendingLimit")].fill("3")
+        page.locator("form.quota-form button[type=submit]").click()
         page.wait_for_selector(".message.success")
-        assert questions[-1].startswith(
-            "Set the nominal GPU quota of ClusterQueue vision to 12 GPUs?"
-        )
-        assert "nvidia.com/gpu 8 → 12" in page.inner_text("#messages")
-        page.wait_for_function(
-            "document.querySelector('#tenants tr[data-tenant=\"vision\"] input[name=quantity]')"
-            "?.value === '12'"
-        )
-        assert in_thread(audited_quota_changes) == [
-            ("admin", "vision", {"nvidia.com/gpu": {"from": "8", "to": "12"}})
-        ]
+        assert questions == ["Change the quota of ClusterQueue vision?"]
+        assert page.url == f"{base}/tenants/vision/quota/"  # redirected: the page is a GET
+        assert in_thread(vision_limits) == {
+            "h100": {"nominalQuota": 12000, "borrowingLimit": 4000},
+            "a100": {"nominalQuota": 6000, "lendingLimit": 3000},
+        }
+        assert [f.input_value() for f in field.values()] == ["12", "4", "6", "3"]
         page.screenshot(path=str(artifacts / "pages" / "quota-changed.png"), full_page=True)
 
-        # A bad number: the page answers 400 and says which field, nothing changes.
-        field = page.locator('#tenants tr[data-tenant="nlp"] input[name="quantity"]')
-        field.fill("lots")
-        with page.expect_response(lambda r: r.url.endswith("/tenants/nlp/quota/")) as refused:
-            page.locator('#tenants tr[data-tenant="nlp"] button[type=submit]').click()
+        page.reload()
+        page.wait_for_selector("form.quota-form")
+        assert len(posts) == 2  # the sign-in and the one change: the reload posted nothing
+        assert len(in_thread(audited_quota_changes)) == 1
+
+        # A lending limit above the nominal quota: 400, the problem beside its field.
+        field[("a100", "lendingLimit")].fill("9")
+        with page.expect_response(lambda r: r.url.endswith("/tenants/vision/quota/")) as refused:
+            page.locator("form.quota-form button[type=submit]").click()
         assert refused.value.status == 400
-        page.wait_for_selector(".message.error")
-        assert "Quota of nlp not changed: quota.nvidia.com/gpu:" in page.inner_text("#messages")
+        invalid = page.locator('input[name="a100/nvidia.com/gpu.lendingLimit"][aria-invalid=true]')
+        invalid.wait_for()
+        assert "above the nominal quota 6" in page.inner_text("form.quota-form")
         assert len(in_thread(audited_quota_changes)) == 1
         assert errors == []

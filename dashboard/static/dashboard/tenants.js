@@ -20,39 +20,14 @@
     return `${GS.gpus(quota.gpus)} <span class="note">(${quota.cluster_queues.map(GS.esc).join(", ")})</span>${shared}`;
   }
 
-  /* Change the tenant's GPU quota: the nominal quota of its ClusterQueue (dashboard/actions.py,
-   * through the REST API's service), confirmed first; a shared queue says whose quota moves too. */
+  /* The tenant's quota form (dashboard/actions.py tenant_quota): a page of its own, one row per
+   * flavor and resource of its ClusterQueues. */
   function quotaForm(t) {
-    const quota = t.quota;
-    if (!quota) return "";
-    const queues = quota.cluster_queues;
-    const one = queues.length === 1;
-    const which = one
-      ? `<input type="hidden" name="cluster_queue" value="${GS.esc(queues[0])}">`
-      : `<select name="cluster_queue" aria-label="ClusterQueue of ${GS.esc(t.name)}">${queues.map((q) => `<option>${GS.esc(q)}</option>`).join("")}</select>`;
-    const shared = quota.shared_with.length ? ` It is shared with ${quota.shared_with.join(", ")}: their quota changes too.` : "";
-    const question = `Set the nominal GPU quota of ClusterQueue {cluster_queue} to {quantity} GPUs?${shared} Admitted workloads keep what they hold; the next admission uses the new quota.`;
-    return `<form method="post" action="/tenants/${encodeURIComponent(t.name)}/quota/" class="inline quota-form" data-confirm="${GS.esc(question)}">${GS.formHidden()}${which}
-      <input name="quantity" inputmode="decimal" size="4" required value="${one ? GS.esc(String(quota.gpus)) : ""}" aria-label="New GPU quota of ${GS.esc(t.name)}"> <button type="submit">Set</button></form>`;
+    if (!t.quota) return "";
+    return `<a class="quota-link" href="/tenants/${encodeURIComponent(t.name)}/quota/">Change quota</a>`;
   }
 
-  // The table is not redrawn under an admin typing a new quota: the update waits for the focus
-  // to leave the form.
-  let redrawLater = false;
-  table.addEventListener("focusout", () => {
-    setTimeout(() => {
-      if (redrawLater && !table.contains(document.activeElement)) {
-        redrawLater = false;
-        renderTable(lastState);
-      }
-    });
-  });
-
   function renderTable(state) {
-    if (table.contains(document.activeElement) && document.activeElement.closest("form")) {
-      redrawLater = true;
-      return;
-    }
     const docs = Object.values(state.tenants || {}).sort((a, b) => a.name.localeCompare(b.name));
     if (!docs.length) {
       table.innerHTML = '<div class="empty"><strong>No tenants yet.</strong>Tenants are created by an admin (API) or by the simulator.</div>';
