@@ -80,13 +80,7 @@ def cluster_queue_limits_set(
         row = ClusterQueue.objects.select_for_update().filter(name=name).first()
         if row is None:
             raise FieldErrors({"clusterQueue": [f"ClusterQueue {name!r} does not exist"]})
-        groups = [dict(group) for group in row.resource_groups]  # rewritten below, then saved
-        entries: dict[tuple[str, str], dict[str, Any]] = {}
-        for group in groups:
-            group["flavors"] = [dict(fq) for fq in group["flavors"]]
-            for fq in group["flavors"]:
-                fq["resources"] = [dict(r) for r in fq["resources"]]
-                entries.update({(fq["name"], r["name"]): r for r in fq["resources"]})
+        groups, entries = _editable(row.resource_groups)
         errors: dict[str, list[str]] = {}
         for (flavor, resource), wanted in limits.items():
             where = f"{flavor}/{resource}"
@@ -151,13 +145,7 @@ def cluster_queue_quota_set(
         row = ClusterQueue.objects.select_for_update().filter(name=name).first()
         if row is None:
             raise FieldErrors({"clusterQueue": [f"ClusterQueue {name!r} does not exist"]})
-        groups = [dict(group) for group in row.resource_groups]  # rewritten below, then saved
-        entries: dict[tuple[str, str], dict[str, Any]] = {}
-        for group in groups:
-            group["flavors"] = [dict(fq) for fq in group["flavors"]]
-            for fq in group["flavors"]:
-                fq["resources"] = [dict(r) for r in fq["resources"]]
-                entries.update({(fq["name"], r["name"]): r for r in fq["resources"]})
+        groups, entries = _editable(row.resource_groups)
         chosen = flavor if flavor is not None else _only_flavor(name, entries, nominal)
         errors = _quota_change_errors(name, entries, chosen, nominal)
         if errors:
@@ -180,6 +168,21 @@ def cluster_queue_quota_set(
                 actor=actor, action="clusterqueue.quota", target=name, detail=detail
             )
     return detail
+
+
+def _editable(
+    resource_groups: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+    """A copy of a queue's resource groups to rewrite and save, and its entries by (flavor,
+    resource), which are the copy's own dicts (changing one changes the copy)."""
+    groups = [dict(group) for group in resource_groups]
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    for group in groups:
+        group["flavors"] = [dict(fq) for fq in group["flavors"]]
+        for fq in group["flavors"]:
+            fq["resources"] = [dict(r) for r in fq["resources"]]
+            entries.update({(fq["name"], r["name"]): r for r in fq["resources"]})
+    return groups, entries
 
 
 def _only_flavor(
