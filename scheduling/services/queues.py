@@ -3,6 +3,7 @@ queue."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,15 +56,34 @@ def queues_apply(*, config: QueueConfig) -> dict[str, list[str]]:
     return names
 
 
-def refuse_when_mirrored() -> None:
+def refuse_when_mirrored(
+    name: str,
+    groups: Sequence[Mapping[str, Any]],
+    changes: Mapping[tuple[str, str], Mapping[str, int | None]],
+) -> None:
     """Quota is changed here only while the queues are the database's: a cluster's next apply
-    would undo a change made here."""
+    would undo a change made here. Refused otherwise, with the kubectl command that makes the
+    change on the cluster's ClusterQueue (a JSON patch of spec.resourceGroups)."""
     source = queue_selectors.queue_source().kind
-    if source != QueueSource.Kind.DATABASE:
-        raise ServiceError(
-            f"the queues come from the Kubernetes cluster ({source}): change the ClusterQueue "
-            "there, or its next apply undoes this"
-        )
+    if source == QueueSource.Kind.DATABASE:
+        return
+    ops: list[dict[str, Any]] = []
+    for gi, group in enumerate(groups):
+        for fi, fq in enumerate(group["flavors"]):
+            for ri, entry in enumerate(fq["resources"]):
+                wanted = changes.get((fq["name"], entry["name"]), {})
+                at = f"/spec/resourceGroups/{gi}/flavors/{fi}/resources/{ri}"
+                for limit, amount in sorted(wanted.items()):
+                    if amount is not None:
+                        value = format_quantity(entry["name"], amount)
+                        ops.append({"op": "add", "path": f"{at}/{limit}", "value": value})
+                    elif entry.get(limit) is not None:
+                        ops.append({"op": "remove", "path": f"{at}/{limit}"})
+    command = f"kubectl patch clusterqueue {name} --type=json -p '{json.dumps(ops)}'"
+    raise ServiceError(
+        f"the queues come from the Kubernetes cluster ({source}): its next apply would undo a "
+        f"change made here; change the ClusterQueue there: {command}"
+    )
 
 
 def cluster_queue_limits_set(
@@ -75,7 +95,6 @@ def cluster_queue_limits_set(
     (`<flavor>/<resource>.<limit>`): an entry the queue does not have, a negative amount, a
     lendingLimit above its nominal quota (Kueue's webhook). Audited and published as
     cluster_queue_quota_set; returns what changed ({"<flavor>/<resource>": {limit: {from, to}}})."""
-    refuse_when_mirrored()
     with transaction.atomic():
         row = ClusterQueue.objects.select_for_update().filter(name=name).first()
         if row is None:
@@ -100,6 +119,7 @@ def cluster_queue_limits_set(
                 ]
         if errors:
             raise FieldErrors(errors)
+        refuse_when_mirrored(name, groups, limits)
         changed: dict[str, dict[str, dict[str, str | None]]] = {}
         for (flavor, resource), wanted in sorted(limits.items()):
             entry = entries[(flavor, resource)]
@@ -140,7 +160,6 @@ def cluster_queue_quota_set(
     workloads keep their quota when it shrinks (as in Kueue). The change, its QueuesChanged and
     the audit record (AdminActed by `actor`) commit together; nothing is written when nothing
     changes. Returns what changed, as recorded."""
-    refuse_when_mirrored()
     with transaction.atomic():
         row = ClusterQueue.objects.select_for_update().filter(name=name).first()
         if row is None:
@@ -150,6 +169,8 @@ def cluster_queue_quota_set(
         errors = _quota_change_errors(name, entries, chosen, nominal)
         if errors:
             raise FieldErrors(errors)
+        changes = {(chosen, r): {"nominalQuota": a} for r, a in nominal.items()}
+        refuse_when_mirrored(name, groups, changes)
         changed: dict[str, dict[str, str]] = {}
         for resource, amount in sorted(nominal.items()):
             entry = entries[(chosen, resource)]

@@ -4,6 +4,8 @@ request naming what the queue does not have is refused per field with nothing wr
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.utils import timezone
 
@@ -156,6 +158,12 @@ def test_the_change_and_its_audit_record_commit_together(monkeypatch) -> None:
 def test_refused_while_the_queues_are_mirrored_from_a_cluster() -> None:
     queues(("team", 4))
     services.queue_source_record(kind=QueueSource.Kind.CLUSTER, now=timezone.now(), applied=True)
-    with pytest.raises(services.ServiceError, match="change the ClusterQueue there"):
+    with pytest.raises(services.ServiceError, match="change the ClusterQueue there") as refused:
         services.cluster_queue_quota_set(name="team", nominal={GPU: 8000}, actor="alice")
     assert nominal("team") == 4000
+    # The refusal gives the kubectl command that makes the change on the cluster's ClusterQueue.
+    command = str(refused.value).split("there: ", 1)[1]
+    assert command.startswith("kubectl patch clusterqueue team --type=json -p '")
+    patch = json.loads(command.split(" -p ", 1)[1].strip("'"))
+    at = "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota"
+    assert patch == [{"op": "add", "path": at, "value": "8"}]
