@@ -309,6 +309,21 @@ class KubeApi:
             return False
         return True
 
+    def delete_pod(self, namespace: str, name: str, uid: str) -> tuple[int, str]:
+        """Delete a pod (graceful, its uid as precondition: a pod recreated under the name is
+        left alone): the HTTP status (404: gone already) and the server's message on failure."""
+        try:
+            self.core.delete_namespaced_pod(
+                name,
+                namespace,
+                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+                _preload_content=False,
+                _request_timeout=self.timeout_s,
+            )
+        except ApiException as exc:
+            return int(exc.status or 0), _status_message(exc)
+        return 200, ""
+
     def read_node(self, name: str) -> dict[str, Any] | None:
         return self._read(self.core.read_node, name)
 

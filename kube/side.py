@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import partial
@@ -45,7 +45,7 @@ from kube.translate import TranslationError, node_spec, pod_info
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import NodeSpec
-from scheduling.models import Node, Pod
+from scheduling.models import Node, Pod, Workload
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.side import (
@@ -229,8 +229,29 @@ class KubernetesSide:
         counts["pods_created"] = self.materializer.run_once()
         self.teller.quarantine(self.nodes.snapshot(), now)
         current = self.pods.snapshot()
+        self._delete_cancelled(current, counts)
         protected = protected_uids(self.budgets.items.values(), current.values())
         return SideSync(protected=_pod_uids(protected), counts=counts)
+
+    def _delete_cancelled(
+        self, current: Mapping[str, dict[str, Any]], counts: dict[str, int]
+    ) -> None:
+        """A cancel deletes the pods: those of a cancelled workload that the cluster still runs
+        and gpusched did not make (the ones it made go with their parent: kube.materialize) are
+        deleted, gracefully, their uid as precondition; they hold what they hold until their
+        DELETED arrives (kube.services.pod_gone)."""
+        links = KubePod.objects.filter(
+            pod__phase=Pod.Phase.TERMINATING, pod__workload__state=Workload.State.CANCELLED
+        ).exclude(pod__workload__origin=Workload.Origin.SUBMITTED)
+        for link in links:
+            obj = current.get(f"{link.namespace}/{link.name}")
+            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            status, message = self.api.delete_pod(link.namespace, link.name, link.uid)
+            if status in (200, 404):
+                counts["pods_deleted"] = counts.get("pods_deleted", 0) + 1
+            else:
+                logger.warning("deleting cancelled pod %s: %s %s", link, status, message)
 
     def _sync_nodes(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
         nrt_changed = self.nrt.refresh()

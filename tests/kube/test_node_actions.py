@@ -163,3 +163,18 @@ def test_cordon_and_drain_from_the_dashboard_reach_the_node(fake, answer_later) 
     for name in ("train-0", "train-1"):
         gone = fake.pod(NS, name)
         assert gone is None or gone["metadata"].get("deletionTimestamp"), name
+
+
+def test_a_cancel_from_the_dashboard_deletes_the_pods_in_the_cluster(fake) -> None:
+    sched = _cluster(fake)
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
+    browser = Client()
+    browser.force_login(staff)
+    workload = Pod.objects.get(name="train-0").workload
+    assert browser.post(f"/workloads/{workload.uid}/cancel/").status_code == 302
+    sched.run_once()
+    gone = fake.pod(NS, "train-0")
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
+    assert node_of(fake, "train-1") == "gpu-a" and not fake.pod(NS, "train-1")["metadata"].get(
+        "deletionTimestamp"
+    )  # another workload's pod stays
