@@ -167,3 +167,31 @@ def test_refused_while_the_queues_are_mirrored_from_a_cluster() -> None:
     patch = json.loads(command.split(" -p ", 1)[1].strip("'"))
     at = "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota"
     assert patch == [{"op": "add", "path": at, "value": "8"}]
+
+
+def entry(queue: str, flavor: str = "h100") -> dict[str, object]:
+    group = ClusterQueue.objects.get(name=queue).resource_groups[0]
+    fq = next(f for f in group["flavors"] if f["name"] == flavor)
+    return {k: v for k, v in fq["resources"][0].items() if v is not None}
+
+
+def test_limits_are_set_and_removed_per_flavor_in_one_change() -> None:
+    queues(("team", 4))
+    key = ("h100", GPU)
+    services.cluster_queue_limits_set(
+        name="team", limits={key: {"nominalQuota": 6000, "lendingLimit": 2000}}, actor="alice"
+    )
+    assert entry("team") == {"name": GPU, "nominalQuota": 6000, "lendingLimit": 2000}
+    detail = services.cluster_queue_limits_set(
+        name="team", limits={key: {"lendingLimit": None}}, actor="alice"
+    )
+    assert entry("team") == {"name": GPU, "nominalQuota": 6000}
+    assert detail["limits"] == {f"h100/{GPU}": {"lendingLimit": {"from": "2", "to": None}}}
+    with pytest.raises(services.FieldErrors) as refused:
+        services.cluster_queue_limits_set(
+            name="team",
+            limits={key: {"lendingLimit": 7000}, ("a100", GPU): {"nominalQuota": 1000}},
+            actor="alice",
+        )
+    assert set(refused.value.fields) == {f"h100/{GPU}.lendingLimit", f"a100/{GPU}"}
+    assert entry("team") == {"name": GPU, "nominalQuota": 6000}
