@@ -208,6 +208,11 @@ def test_rbac_is_least_privilege() -> None:
         ("scheduling.k8s.io", "podgroups", "list", ""),
         # Submitted workloads made real: pods owned by one ConfigMap each.
         ("", "pods", "create", ""),
+        # An admin's cancel deletes pods mirrored from the cluster; cordon, uncordon and drain
+        # patch the Node's spec.unschedulable and read it back (scheduling.worker.node_actions).
+        ("", "pods", "delete", ""),
+        ("", "nodes", "get", ""),
+        ("", "nodes", "patch", ""),
         ("", "configmaps", "create", ""),
         ("", "configmaps", "get", ""),
         ("", "configmaps", "delete", ""),
