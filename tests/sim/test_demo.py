@@ -4,6 +4,7 @@ arrive, are admitted, placed and run; SIGTERM stops every role."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -19,9 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port below the kernel's ephemeral range (32768-60999 by default): a port the kernel
+    handed out could be taken by a client connection's local end before the server binds it."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 def placed_pods(database: Path) -> int:

@@ -9,6 +9,7 @@ kubeconfig for the official client and kubectl. Runs until SIGTERM or Ctrl-C.
 
 from __future__ import annotations
 
+import errno
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,13 @@ from django.core.management.base import CommandError, CommandParser
 from common.loop import LoopCommand
 from sim.kubernetes.launch import SimulatedCluster, SpeedClock
 from sim.metrics_server import serve_exposition
+from sim.processes import (
+    KUBE_PORT_VARIABLE,
+    METRICS_PORT_VARIABLE,
+    bind_or_fail,
+    port_default,
+    port_in_use,
+)
 from sim.spec import SpecError, load_spec
 
 DEFAULT_KUBECONFIG = Path(tempfile.gettempdir()) / "gpusched-fakekube.kubeconfig"
@@ -29,14 +37,22 @@ class Command(LoopCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--cluster", default="demo", help="spec name or YAML path")
-        parser.add_argument("--port", type=int, default=6443, help="API port (0: any free one)")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=port_default(KUBE_PORT_VARIABLE),
+            help=f"API port (0: any free one; default ${KUBE_PORT_VARIABLE}, 6443)",
+        )
         parser.add_argument(
             "--speed", type=float, default=60.0, help="simulated seconds per second"
         )
         parser.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
         parser.add_argument("--dra", action="store_true", help="GPUs through DRA ResourceSlices")
         parser.add_argument(
-            "--metrics-port", type=int, default=9400, help="dcgm-exporter /metrics (0: none)"
+            "--metrics-port",
+            type=int,
+            default=port_default(METRICS_PORT_VARIABLE),
+            help=f"dcgm-exporter /metrics (0: none; default ${METRICS_PORT_VARIABLE}, 9400)",
         )
         parser.add_argument(
             "--honour-gpu-ids",
@@ -65,6 +81,8 @@ class Command(LoopCommand):
                 port=options["port"],
             ).start()
         except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise port_in_use("127.0.0.1", options["port"], KUBE_PORT_VARIABLE) from None
             raise CommandError(f"cannot listen on 127.0.0.1:{options['port']}: {exc}") from exc
         metrics = None
         try:
@@ -75,8 +93,13 @@ class Command(LoopCommand):
                 f"fakekube: Kubernetes API on {simulated.kube.url} (kubeconfig {kubeconfig})",
             ]
             if options["metrics_port"]:
-                metrics = serve_exposition(
-                    simulated.exporter.render, "127.0.0.1", options["metrics_port"]
+                metrics = bind_or_fail(
+                    "127.0.0.1",
+                    options["metrics_port"],
+                    METRICS_PORT_VARIABLE,
+                    lambda: serve_exposition(
+                        simulated.exporter.render, "127.0.0.1", options["metrics_port"]
+                    ),
                 )
                 lines.append(
                     f"fakekube: DCGM metrics on http://127.0.0.1:{metrics.server_port}/metrics"

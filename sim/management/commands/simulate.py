@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from common.loop import LoopCommand
 from sim.metrics_server import serve_exposition
+from sim.processes import METRICS_PORT_VARIABLE, bind_or_fail, port_default
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec, SpecError, load_spec
 from telemetry.exposition import render_exposition
@@ -33,7 +34,12 @@ class Command(LoopCommand):
             "--speed", type=float, default=60.0, help="simulated seconds per second"
         )
         parser.add_argument("--metrics-host", default="127.0.0.1")
-        parser.add_argument("--metrics-port", type=int, default=9400, help="0: no /metrics")
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=port_default(METRICS_PORT_VARIABLE),
+            help=f"0: no /metrics (default ${METRICS_PORT_VARIABLE}, 9400)",
+        )
         parser.add_argument("--json", action="store_true", help="one JSON line per busy step")
         parser.add_argument(
             "--arrivals-only",
@@ -54,8 +60,13 @@ class Command(LoopCommand):
         simulator = Simulator(spec, speed=options["speed"])
         nodes = simulator.setup()
         server = None
-        if options["metrics_port"]:
-            server = serve_simulator(simulator, options["metrics_host"], options["metrics_port"])
+        if not options["metrics_port"]:
+            self.stderr.write(f"simulate: {nodes} nodes; no DCGM metrics endpoint")
+        else:
+            host, port = options["metrics_host"], options["metrics_port"]
+            server = bind_or_fail(
+                host, port, METRICS_PORT_VARIABLE, lambda: serve_simulator(simulator, host, port)
+            )
             url = f"http://{options['metrics_host']}:{server.server_port}/metrics"
             self.stderr.write(f"simulate: {nodes} nodes; DCGM metrics on {url}")
 
