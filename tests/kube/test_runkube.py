@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
-from scheduling.models import QueueSource
+from scheduling.models import Node, QueueSource
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.common.test_process_probes import probe
 from tests.dashboard.servers import free_port
@@ -105,3 +105,20 @@ def test_runkube_serves_its_metrics_and_probes(tmp_path: Path, fake: SimulatedKu
         assert fake.pod("ml-team", "p")["spec"]["nodeName"] == "gpu-a"
         assert probe(port, "/readyz") == (200, {"status": "ready", "state": "leading"})
         assert probe(port, "/healthz") == (200, {"status": "ok"})
+
+
+def test_runkube_refuses_a_database_holding_the_simulators_nodes_unless_adopting(
+    fake: SimulatedKubernetes, tmp_path: Path
+) -> None:
+    Node.objects.create(
+        name="sim-a", source=Node.Source.SIMULATOR, cpu_milli=64_000, memory_mib=256_000
+    )
+    fake.add_node(objects.node("gpu-a"))
+    fake.add_pod(objects.pod("p", gpus=2))
+    with pytest.raises(CommandError, match=r"1 of simulator.*--adopt"):
+        run(tmp_path, fake, "runkube-a")
+    assert Node.objects.filter(name="sim-a").exists()
+    assert "nodeName" not in fake.pod("ml-team", "p")["spec"]
+
+    run(tmp_path, fake, "runkube-a", "--adopt")
+    assert fake.pod("ml-team", "p")["spec"]["nodeName"] == "gpu-a"

@@ -31,16 +31,19 @@ from django.core.management.base import CommandError, CommandParser
 
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.schema import require_migrated
 from kube.api import KubeApi, connect, own_namespace
 from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling import profile_files
 from scheduling.core.scheduler import Framework
+from scheduling.selectors.nodes import node_count_by_source
 from scheduling.worker import metrics
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cycle import CycleReport, SchedulingCycle
 
+KUBERNETES_SOURCE = "kubernetes"  # scheduling.models.Node.Source.KUBERNETES
 MOUNTED_PROFILE = Path("/etc/gpusched/profile.yaml")
 LEASE_NAME = "gpusched-scheduler"
 
@@ -91,12 +94,21 @@ class Command(LoopCommand):
             help=f"Kueue's manager ConfigMap to read admissionFairSharing from (e.g. "
             f"{MANAGER_CONFIG}); with --admission gpusched",
         )
+        parser.add_argument(
+            "--adopt",
+            action="store_true",
+            help="run on a database that holds another source's nodes (the simulator's): they "
+            "are taken over by this cluster's mirror",
+        )
         add_metrics_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.configure_loop(options)
         # First: a bad profile ends the command with the key named, before anything connects.
         profile = profile_files.command_profile(options["profile"] or default_profile())
+        require_migrated()
+        if not options["adopt"]:
+            refuse_foreign_nodes()
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4()}"
         api = KubeApi(
             connect(
@@ -163,6 +175,23 @@ class Command(LoopCommand):
             scheduler.stand_down()
             stop_serving(server)
             self.stderr.write(f"runkube: {identity} stopped")
+
+
+def refuse_foreign_nodes() -> None:
+    """The mirror replaces every node of the database with the cluster's: a database that holds
+    nodes another source registered (a demo's simulator) would lose them silently."""
+    foreign = {
+        source: count
+        for source, count in node_count_by_source().items()
+        if source != KUBERNETES_SOURCE
+    }
+    if foreign:
+        sources = ", ".join(f"{count} of {source}" for source, count in foreign.items())
+        raise CommandError(
+            f"the database holds nodes of another source ({sources}) that this cluster's "
+            "nodes would replace; give runkube a fresh database (DATABASE_URL, then migrate) or "
+            "pass --adopt to take them over"
+        )
 
 
 def describe(report: CycleReport) -> str:
