@@ -45,6 +45,14 @@ def placed_pods(database: Path) -> int:
     return int(count)
 
 
+def queues(database: Path) -> tuple[int, str | None]:
+    """The ClusterQueues in the database, and where the Kubernetes side found them."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5) as connection:
+        (count,) = connection.execute("SELECT COUNT(*) FROM scheduling_clusterqueue").fetchone()
+        source = connection.execute("SELECT kind FROM scheduling_queuesource").fetchone()
+    return int(count), source[0] if source else None
+
+
 @pytest.mark.parametrize("side", [[], ["--kubernetes"]], ids=["database", "kubernetes"])
 def test_the_demo_places_and_runs_workloads_and_stops_cleanly(tmp_path: Path, side) -> None:
     database = tmp_path / "demo.sqlite3"
@@ -71,6 +79,9 @@ def test_the_demo_places_and_runs_workloads_and_stops_cleanly(tmp_path: Path, si
             time.sleep(0.5)
         with urllib.request.urlopen(f"http://127.0.0.1:{web}/healthz", timeout=5) as response:
             assert response.status == 200
+        # The shipped queues (scheduling/queues/demo.yaml: four ClusterQueues) are there on
+        # either side: on the Kubernetes side created in the simulated cluster and mirrored.
+        assert queues(database) == (4, "cluster" if side else None)
     finally:
         demo.send_signal(signal.SIGTERM)
         assert demo.wait(timeout=30) == 0

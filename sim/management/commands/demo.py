@@ -95,8 +95,11 @@ class Command(BaseCommand):
             require_free("127.0.0.1" if variable != WEB_PORT_VARIABLE else host, port, variable)
         call_command("migrate", interactive=False, verbosity=0)
         queues = options["queues"] or options["cluster"]
+        self.queue_file = None
         if queues != "none" and queue_file(queues).is_file():
-            call_command("applyqueues", str(queue_file(queues)), stdout=self.stdout)
+            self.queue_file = queue_file(queues)
+        if self.queue_file and not options["kubernetes"]:
+            call_command("applyqueues", str(self.queue_file), stdout=self.stdout)
         password = self._ensure_admin()
         self.children: dict[str, Popen[bytes]] = {}
         self._stopping = False
@@ -192,6 +195,8 @@ class Command(BaseCommand):
         fakekube += ["--port", str(ports[KUBE_PORT_VARIABLE]), "--speed", str(options["speed"])]
         fakekube += ["--metrics-port", str(ports[METRICS_PORT_VARIABLE])]
         fakekube += ["--kubeconfig", str(kubeconfig)]
+        if self.queue_file:  # Kueue's objects in the cluster: runkube mirrors what it finds there
+            fakekube += ["--queues", str(self.queue_file)]
         kubernetes = self._spawn("kubernetes", fakekube, env)
         wait_for_port("127.0.0.1", ports[KUBE_PORT_VARIABLE], kubernetes, "kubernetes")
         deadline = time.monotonic() + 60

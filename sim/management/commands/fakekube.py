@@ -14,10 +14,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
 from django.core.management.base import CommandError, CommandParser
+from kubernetes import client
 
 from common.loop import LoopCommand
 from sim.kubernetes.launch import SimulatedCluster, SpeedClock
+from sim.kubernetes.resources import TABLE
+from sim.kubernetes.simulated import SimulatedKubernetes
 from sim.metrics_server import serve_exposition
 from sim.processes import (
     KUBE_PORT_VARIABLE,
@@ -63,6 +67,13 @@ class Command(LoopCommand):
         parser.add_argument(
             "--interval", type=float, default=self.default_interval, help="kubelet step (s)"
         )
+        parser.add_argument(
+            "--queues",
+            type=Path,
+            default=None,
+            help="Kueue objects (YAML, e.g. scheduling/queues/demo.yaml) created in the cluster "
+            "at start, as `kubectl apply` would",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -86,6 +97,8 @@ class Command(LoopCommand):
             raise CommandError(f"cannot listen on 127.0.0.1:{options['port']}: {exc}") from exc
         metrics = None
         try:
+            if options["queues"]:
+                create_objects(simulated.kube, options["queues"])
             kubeconfig = simulated.kube.write_kubeconfig(options["kubeconfig"])
             lines = [
                 f"fakekube: {len(simulated.objects.nodes)} nodes of {options['cluster']!r} at "
@@ -118,3 +131,26 @@ class Command(LoopCommand):
                 metrics.shutdown()
                 metrics.server_close()
             simulated.close()
+
+
+def create_objects(kube: SimulatedKubernetes, path: Path) -> None:
+    """The file's objects created through the API with the official client (their namespaces
+    first); a kind the simulated API does not serve is an error naming it."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    except (OSError, yaml.YAMLError) as exc:
+        raise CommandError(f"--queues {path}: {exc}") from exc
+    custom = client.CustomObjectsApi(kube.api_client())
+    for doc in documents:
+        group, _, version = str(doc.get("apiVersion", "")).rpartition("/")
+        served = [r for r in TABLE if r.group == group and r.kind == doc.get("kind")]
+        if not served:
+            raise CommandError(
+                f"--queues {path}: {doc.get('apiVersion')} {doc.get('kind')} is not served"
+            )
+        namespace = doc.get("metadata", {}).get("namespace")
+        if namespace:
+            kube.add_namespace(namespace)
+            custom.create_namespaced_custom_object(group, version, namespace, served[0].plural, doc)
+        else:
+            custom.create_cluster_custom_object(group, version, served[0].plural, doc)
