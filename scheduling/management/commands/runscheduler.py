@@ -18,6 +18,7 @@ from django.db import DatabaseError
 
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
+from common.schema import require_migrated
 from scheduling.core.scheduler import Framework
 from scheduling.profile_files import DEFAULT, command_profile
 from scheduling.worker import metrics
@@ -49,6 +50,7 @@ class Command(LoopCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.configure_loop(options)
+        require_migrated()
         worker = database_cycle(
             Framework(command_profile(options["profile"])),
             identity=options["identity"],
