@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from django.core.management.base import BaseCommand, CommandParser
+from django.db.models import Count
 
 from bench.experiments.worlds import SIDES, SimClock, run_cycles, world
 from bench.management.commands.experiment import scratch_database
@@ -45,7 +46,7 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result, indent=None if options["json"] else 2))
 
 
-def backlog(options: dict[str, Any]) -> list[dict[str, float]]:
+def backlog(options: dict[str, Any]) -> list[dict[str, Any]]:
     clock = SimClock()
     spec = load_spec(options["cluster"])
     simulated = world(options["side"], spec, clock)
@@ -53,7 +54,7 @@ def backlog(options: dict[str, Any]) -> list[dict[str, float]]:
         documents = [d for d in yaml.safe_load_all(queue_file(options["cluster"]).read_text()) if d]
         simulated.apply_queues(documents)
         scheduler = simulated.cycle(Framework(load_profile("gpusched")))
-        samples: list[dict[str, float]] = []
+        samples: list[dict[str, Any]] = []
         steps = int(options["hours"] * 3600 / options["step_seconds"])
         every = max(1, int(options["sample_minutes"] * 60 / options["step_seconds"]))
         for step in range(1, steps + 1):
@@ -69,6 +70,12 @@ def backlog(options: dict[str, Any]) -> list[dict[str, float]]:
                         ).count(),
                         "pending_pods": Pod.objects.filter(phase=Pod.Phase.PENDING).count(),
                         "running_pods": Pod.objects.filter(phase=Pod.Phase.RUNNING).count(),
+                        "pending_by_tenant": dict(
+                            Workload.objects.filter(state=Workload.State.PENDING)
+                            .values_list("tenant__name")
+                            .annotate(count=Count("id"))
+                            .order_by("tenant__name")
+                        ),
                     }
                 )
         return samples
