@@ -37,6 +37,17 @@ run: venv frontend
 test: venv frontend
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/test.sh
 
+# The edit loop's tier (under a minute): the pure core, the layer table, the parsers of real
+# inputs and the simulator's pure parts; no database server, Redis, browser or subprocess.
+FAST_TESTS := tests/scheduling/core tests/test_architecture.py tests/scheduling/test_event_readers.py \
+	tests/telemetry/test_parsing.py tests/telemetry/test_dcgm.py tests/telemetry/test_exposition.py \
+	tests/telemetry/test_real_exporter_outputs.py tests/kube/test_translate.py tests/kube/test_dra.py \
+	tests/sim/test_spec.py tests/sim/test_arrivals.py tests/sim/test_cluster.py \
+	tests/sim/test_utilization.py tests/sim/test_workload.py tests/sim/kubernetes/test_pod_spec.py
+.PHONY: test-fast
+test-fast: venv
+	$(BIN)/pytest -q -p no:cacheprovider -n $(or $(TEST_WORKERS),auto) $(FAST_TESTS)
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -4,6 +4,8 @@
 # exports their URLs for the tests that need them:
 #   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
 # Extra arguments go to pytest: scripts/test.sh -k healthz
+# TEST_WORKERS sets pytest-xdist's worker count; by default three per CPU, because the tests spend
+# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then
@@ -192,9 +194,12 @@ ensure_docker_compose
 ensure_kubectl
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
+workers="${TEST_WORKERS:-$(($(nproc) * 3))}"
+log "pytest with $workers workers on $(nproc) CPUs"
+
 ruff check .
 mypy
-pytest -q -n 2 "$@"
+pytest -q -n "$workers" "$@"
 # Everything that touches the database the way production does runs again on PostgreSQL.
 log "again on PostgreSQL: tests marked 'postgres'"
-DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n 2 -m postgres "$@"
+DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$workers" -m postgres "$@"
