@@ -14,15 +14,13 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import User
 from django.db import connections
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from dashboard.frames import join
 from dashboard.live import State, apply
 from dashboard.tailer import Tailer
+from tests.support.accounts import make_admin, session_cookie
 
 REDIS_URL = os.environ.get("GPUSCHED_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 ORIGIN = b"http://localhost"
@@ -75,23 +73,6 @@ async def tailers() -> AsyncIterator[None]:
     yield
     await Tailer.stop_all()
     await sync_to_async(connections.close_all)()
-
-
-def make_admin(username: str = "admin", *, staff: bool = True) -> User:
-    users = get_user_model()
-    user = users.objects.filter(username=username).first()
-    if user is None:
-        user = users.objects.create_user(username=username, password="pw-not-used")
-    user.is_staff = user.is_superuser = staff
-    user.save()
-    return user
-
-
-def session_cookie(user: Any) -> bytes:
-    client = Client()
-    client.force_login(user)
-    name = settings.SESSION_COOKIE_NAME
-    return f"{name}={client.cookies[name].value}".encode()
 
 
 async def admin_cookie(username: str = "admin", *, staff: bool = True) -> bytes:

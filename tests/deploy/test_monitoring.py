@@ -28,8 +28,8 @@ from gpusched import web_metrics
 from kube import metrics as extender_metrics
 from scheduling.worker import metrics as scheduler_metrics
 from telemetry import metrics as telemetry_metrics
-from tests.bench.stack.conftest import installed
 from tests.kube.helpers import DEPLOY
+from tests.support.binaries import installed
 
 ROOT = DEPLOY.parent
 MONITORING = DEPLOY / "monitoring"

@@ -30,12 +30,12 @@ from scheduling.worker.load_feed import LoadFeed
 from telemetry.exposition import GpuState
 from telemetry.models import NodeTelemetry, SourceStatus
 from telemetry.selectors import gpu_loads
-from tests.dashboard.conftest import make_admin, session_cookie
 from tests.dashboard.servers import database_url, web_server
 from tests.faults import fast_telemetry_settings
 from tests.faults.dbtool import placement_problems
 from tests.faults.servers import Api, manage, stop, tail, wait_for
 from tests.scheduling import factories
+from tests.support.accounts import make_admin, session_cookie
 from tests.telemetry.servers import FakeExporter, PrometheusServer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -14,10 +14,10 @@ from django.db import connection
 
 from api import services as api_services
 from dashboard.live import State, apply
-from tests.dashboard.conftest import make_admin, session_cookie
 from tests.dashboard.servers import set_cordoned, web_server
 from tests.faults.servers import Api, PrivateRedis, http, private_redis, tail, workload_body
 from tests.scheduling import factories
+from tests.support.accounts import make_admin, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -22,8 +22,8 @@ from kube.management.commands.runkube import LEASE_NAME
 from kube.translate import pod_info
 from scheduling.core.framework import EXTENSION_POINTS
 from scheduling.core.profiles import load_profiles
-from tests.bench.stack.conftest import installed
 from tests.kube.helpers import DEPLOY, seeds_profile_text, shipped_profile_text
+from tests.support.binaries import installed
 
 NOT_API_KINDS = {"KubeSchedulerConfiguration", "Kustomization"}
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # custom resources: tests/deploy/

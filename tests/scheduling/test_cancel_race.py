@@ -3,7 +3,6 @@ commits first, nothing the bind took outlives the cancel (leaked, those GPUs wou
 again)."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -14,6 +13,7 @@ from scheduling import services
 from scheduling.models import Allocation, Gpu, Pod, Workload
 from tests.scheduling import factories
 from tests.scheduling.test_services import schedule_pending
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -47,7 +47,9 @@ def test_a_cancel_while_a_bind_is_uncommitted_releases_what_the_bind_took() -> N
     assert bound.wait(10)
     canceller = threading.Thread(target=cancel)
     canceller.start()
-    time.sleep(0.5)  # the cancel has read what it reads before the bind commits
+    # The bind commits only once the cancel has read what it reads (it then waits on the bind's
+    # row locks) or is already done.
+    wait_until(lambda: not canceller.is_alive() or waiting_on_a_lock(), timeout=10)
     commit.set()
     binder.join(10)
     canceller.join(10)
@@ -55,3 +57,14 @@ def test_a_cancel_while_a_bind_is_uncommitted_releases_what_the_bind_took() -> N
     assert set(Pod.objects.values_list("phase", flat=True)) == {Pod.Phase.CANCELLED}
     assert not Allocation.objects.filter(active=True).exists()
     assert Gpu.objects.aggregate(total=Sum("used_milli"))["total"] == 0
+
+
+def waiting_on_a_lock() -> bool:
+    """Whether a session of this database waits on a lock another one holds."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] > 0

@@ -114,7 +114,13 @@ def test_two_racing_schedulers_place_every_pod_exactly_once() -> None:
     first = start_scheduler("--lease-name", "race-a", "--batch", "100")
     second = start_scheduler("--lease-name", "race-b", "--batch", "100")
     try:
-        time.sleep(3)  # both are up and polling before the pods arrive
+        # Both are up and leading (each on its own lease) before the pods arrive.
+        wait_until(
+            lambda: (
+                Lease.objects.filter(name__in=["race-a", "race-b"]).exclude(holder="").count() == 2
+            ),
+            timeout=60,
+        )
         submit_pods()
         wait_until(lambda: bound_count() == PODS, timeout=120)
         assert first.poll() is None and second.poll() is None, "a scheduler died in the race"
@@ -151,6 +157,10 @@ def test_split_leadership_with_churn_never_overcommits_a_numa_node_nor_stalls() 
     first = start_scheduler("--lease-name", "split-a", "--batch", "50")
     second = start_scheduler("--lease-name", "split-b", "--batch", "50")
     progress: list[int] = []
+
+    def whatever_fits_is_placed() -> bool:  # 3 pods per NUMA node, 120 in all
+        return bound_count() == min(120, Pod.objects.filter(phase__in=["Pending", "Bound"]).count())
+
     try:
         # Both are up and leading (each on its own lease) before the pods arrive.
         wait_until(
@@ -164,18 +174,14 @@ def test_split_leadership_with_churn_never_overcommits_a_numa_node_nor_stalls() 
             factories.workload(
                 owner, f"numa-{wave}", pods=30, gpus=1, cpu_milli=30_000, policy=SINGLE_NUMA
             )
-            time.sleep(1.0)
+            # The schedulers have placed whatever of the wave fits before a third of the running
+            # pods finish.
+            wait_until(whatever_fits_is_placed, timeout=60)
             running = list(Pod.objects.filter(phase="Bound").select_related("workload__tenant"))
             services.pods_finish(pods=running[: len(running) // 3], now=timezone.now())
             progress.append(Pod.objects.filter(phase__in=["Bound", "Succeeded"]).count())
-        # Whatever fits is placed soon after the churn stops (3 per NUMA node, 120 in all).
-        wait_until(
-            lambda: (
-                bound_count()
-                == min(120, Pod.objects.filter(phase__in=["Pending", "Bound"]).count())
-            ),
-            timeout=60,
-        )
+        # Whatever fits is placed soon after the churn stops.
+        wait_until(whatever_fits_is_placed, timeout=60)
         assert first.poll() is None and second.poll() is None, "a scheduler died"
     finally:
         stop(first, second)

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from api import services as api_services
 from scheduling.models import Node
-from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
+from tests.support.accounts import make_admin
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ from django.test import Client
 
 from api import services as api_services
 from api.authentication import token_digest
-from tests.dashboard.conftest import make_admin
 from tests.scheduling import factories
+from tests.support.accounts import make_admin
 
 pytestmark = pytest.mark.django_db
 

@@ -14,9 +14,9 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.dashboard.conftest import make_admin
 from tests.dashboard.servers import web_server
 from tests.security.production import ROOT, manage, production_env
+from tests.support.accounts import make_admin
 
 # All tests of the module in one group: pytest-django runs transactional tests after the others,
 # and splitting the module would start the server twice. (The server needs committed rows.)

@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from tests.dashboard.conftest import make_admin
+from tests.support.accounts import make_admin
 
 pytestmark = pytest.mark.django_db
 

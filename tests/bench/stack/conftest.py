@@ -4,11 +4,11 @@ scripts/test.sh exports), and the Prometheus binary. A test that needs one that 
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from bench.loopback import tcp_open
+from tests.support.binaries import installed
 
 POSTGRES_URL = os.environ.get("GPUSCHED_TEST_POSTGRES_URL", "")
 REDIS_URL = os.environ.get("GPUSCHED_TEST_REDIS_URL", "")
@@ -30,15 +30,6 @@ def postgres_server_url() -> str:
 @pytest.fixture(scope="session")
 def redis_server_url() -> str:
     return _server_url(REDIS_URL, "GPUSCHED_TEST_REDIS_URL", 6379)
-
-
-def installed(binary: str, package: str = "") -> str:
-    """The path of a Debian package's binary (the package of the same name unless given); the
-    test skips without it."""
-    path = shutil.which(binary)
-    if path is None:
-        pytest.skip(f"{binary} is not installed (Debian package {package or binary})")
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ import yaml
 from bench.compose import COMPOSE_FILE, StackError, interpolate, load_compose, start_order
 from bench.loopback import http_get
 from bench.stack import NativeStack
-from tests.bench.stack.conftest import installed
+from tests.support.binaries import installed
 
 ROLES = ("migrate", "web", "scheduler", "simulator", "ingester")
 # What compose requires from the environment (docker-compose.yml's header).

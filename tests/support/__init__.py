@@ -1,0 +1,1 @@
+"""Helpers shared by test directories (a conftest.py serves only its own directory's tests)."""
