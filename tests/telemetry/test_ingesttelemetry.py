@@ -29,7 +29,9 @@ from tests.builders import make_node
 from tests.telemetry.conftest import OPERATOR_STATES, PrometheusSetup
 from tests.telemetry.servers import FakeExporter, FaultyProxy, closed_port_url
 
-pytestmark = pytest.mark.django_db
+# The upserts and rollups are hand-written SQL (ON CONFLICT, window functions) that must behave
+# the same on PostgreSQL: the module runs again in the PostgreSQL pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def command(source: TelemetrySource, clock: Callable[[], datetime] | None = None) -> Command:
@@ -86,7 +88,7 @@ BAD_SERIES = [
 
 
 def test_bad_series_are_skipped_and_counted_never_the_cycle(exporter: FakeExporter) -> None:
-    """On PostgreSQL (tests/telemetry/test_postgres.py runs this file there too), one GPU index
+    """On PostgreSQL (the PostgreSQL pass runs this file there too), one GPU index
     over a smallint or one label over its column failed the whole batch: nothing was stored."""
     lines = [f"{metric}{{{labels}}} {value}" for labels, metric, value, _ in BAD_SERIES]
     lines.append('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="7",Hostname="node-x"} 1.01')  # noise

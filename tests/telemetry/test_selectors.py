@@ -11,7 +11,9 @@ from telemetry import selectors, services
 from telemetry.dcgm import GpuSample
 from tests.telemetry.factories import T0, sample
 
-pytestmark = pytest.mark.django_db
+# The upserts and rollups are hand-written SQL (ON CONFLICT, window functions) that must behave
+# the same on PostgreSQL: the module runs again in the PostgreSQL pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def ingest(*gpus: GpuSample, at: datetime = T0) -> None:

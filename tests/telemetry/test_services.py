@@ -1,5 +1,5 @@
 """Telemetry services: ingest, rollup, freshness, retention, source status (DB: SQLite, or
-PostgreSQL when DATABASE_URL says so; see test_postgres.py)."""
+PostgreSQL in scripts/test.sh's PostgreSQL pass)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from telemetry.models import (
 )
 from tests.telemetry.factories import T0, sample
 
-pytestmark = pytest.mark.django_db
+# The upserts and rollups are hand-written SQL (ON CONFLICT, window functions) that must behave
+# the same on PostgreSQL: the module runs again in the PostgreSQL pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def test_ingest_stores_latest_values_raw_rows_and_node_freshness() -> None:
