@@ -110,9 +110,9 @@ def test_postgres_restart_under_load_loses_and_doubles_nothing(tmp_path: Path) -
                 wait_for(lambda: bound_pods(url) >= 8, timeout=30, interval=0.05)
                 submitter = threading.Thread(target=submit, args=(WORKLOADS // 3, WORKLOADS))
                 submitter.start()
-                time.sleep(0.3)
+                wait_for(lambda: len(accepted) > WORKLOADS // 3, timeout=30, interval=0.05)
                 pg.stop("fast")
-                time.sleep(1.5)
+                time.sleep(1.5)  # the outage itself: down for as long as the docstring says
                 pg.start()
                 back_at = time.time()
                 submitter.join(timeout=90)

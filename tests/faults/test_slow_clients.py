@@ -3,6 +3,7 @@ what a well-behaved client submits."""
 
 from __future__ import annotations
 
+import select
 import socket
 import statistics
 import threading
@@ -78,6 +79,11 @@ class SlowClients:
         while not self.stopped.wait(0.1):
             for sock in self.writers:
                 sock.send(b" ")
+
+    def readers_answered(self) -> bool:
+        """Every reader's answer has started to arrive: the web process is stuck writing them."""
+        readable, _, _ = select.select(self.readers, [], [], 0)
+        return len(readable) == len(self.readers)
 
     def still_hanging(self) -> bool:
         """No writer got an answer (its request is not complete), every socket is still open,
@@ -178,7 +184,7 @@ def test_slow_api_clients_stall_neither_the_loop_nor_other_clients(tmp_path: Pat
             wait_for(lambda: all_bound(before), timeout=20)
 
             with slow_clients(base, tenant_token, admin_token) as slow:
-                time.sleep(1.0)  # all of them connected and stuck
+                wait_for(slow.readers_answered, timeout=20)  # all of them connected and stuck
                 during = submit_phase(api, "during")
                 latencies = list_latencies(api, 20)
                 wait_for(lambda: all_bound(during), timeout=20)

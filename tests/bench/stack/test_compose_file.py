@@ -230,6 +230,7 @@ def test_depends_on_order_and_conditions(tmp_path: Path) -> None:
                     """
                     import sys, time, urllib.request
                     urllib.request.urlopen(sys.argv[1], timeout=5).read()
+                    print('reached', flush=True)
                     time.sleep(60)
                     """
                 )
@@ -245,8 +246,12 @@ def test_depends_on_order_and_conditions(tmp_path: Path) -> None:
         assert marker.read_text() == "setup,"
         assert stack.timings["server_started_s"] >= stack.timings["setup_exited_s"]
         assert stack.timings["client_started_s"] >= stack.timings["server_healthy_s"]
-        time.sleep(1.0)
-        stack.check_running()  # the client reached the server at its rewritten address
+        # The client reached the server at its rewritten address.
+        deadline = time.monotonic() + 10
+        while "reached" not in stack.log_tail("client") and time.monotonic() < deadline:
+            stack.check_running()
+            time.sleep(0.05)
+        assert "reached" in stack.log_tail("client")
     assert stack.exit_codes["setup"] == 0
     assert stack.killed == []
 
@@ -407,6 +412,8 @@ def test_supervise_restarts_a_role_that_dies_as_its_restart_policy_says(tmp_path
         deadline = time.monotonic() + 10
         while not stack.restarts and time.monotonic() < deadline:
             time.sleep(0.1)
+        # No second restart, of either, comes within one and a half restart delays: an absence,
+        # so a wait and not an event.
         time.sleep(1.5)
         assert stack.restarts == {"flaky": 1}  # once; the one-shot is not restarted
         assert stack.pid("flaky") is not None
