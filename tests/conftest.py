@@ -1,5 +1,7 @@
+import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from pytest_django.fixtures import validate_django_db
 
 # pytest-django loads settings before this file. With debug off and GPUSCHED_SECRET_KEY unset,
 # SECRET_KEY is empty and Django refuses to sign anything: give the tests a fixed key.
@@ -22,3 +24,28 @@ settings.STORAGES = {
 settings.MIDDLEWARE = [
     m for m in settings.MIDDLEWARE if m != "gpusched.staticfiles.StaticFilesMiddleware"
 ]
+
+
+def _order(item: pytest.Item) -> int:
+    """Where a test runs: the long ones (marked slow) first, so that under pytest-xdist the short
+    ones fill in around them instead of a long one ending the run alone; within pytest-django's
+    order (pytest_django/plugin.py), which runs the transactional tests, whose teardown empties
+    every table, after the other database tests. Tests without the database may go anywhere."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    uses_db = marker is not None or bool(fixtures & {"db", "transactional_db", "live_server"})
+    transactional = bool(fixtures & {"transactional_db", "live_server"})
+    if marker is not None:
+        transaction, reset_sequences, *_ = validate_django_db(marker)
+        transactional = transactional or transaction or reset_sequences
+    slow = item.get_closest_marker("slow") is not None
+    if transactional:
+        return 2 if slow else 3
+    if slow:
+        return 0
+    return 1 if uses_db else 4
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_order)

@@ -81,6 +81,7 @@ def register(count: int) -> None:
         services.node_register(spec=spec, source=Node.Source.SIMULATOR)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("tailers")
 async def test_a_5000_node_cluster_reaches_the_socket_in_bounded_frames(layer: str) -> None:

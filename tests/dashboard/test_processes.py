@@ -52,6 +52,7 @@ class Socket:
             pass
 
 
+@pytest.mark.slow
 def test_every_replica_delivers_each_change_once() -> None:
     names = [node.name for node in factories.nodes(2)]
     cookie = session_cookie(make_admin())

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from scheduling.models import Pod
@@ -60,6 +61,7 @@ def dbtool(url: str, *args: str) -> str:
     return result.stdout.decode()
 
 
+@pytest.mark.slow
 def test_postgres_restart_under_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
     """Fault: the database server restarts (`pg_ctl stop -m fast`, down about 1.5 s, start) while
     tenants submit workloads through the REST API and `runscheduler --loop` is placing them.

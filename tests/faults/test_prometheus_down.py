@@ -111,6 +111,7 @@ def cluster_state(base: str, cookie: bytes, wanted: str) -> dict[str, Any]:
     return asyncio.run(receive())
 
 
+@pytest.mark.slow
 def test_prometheus_down_ingest_survives_scheduling_goes_on_and_staleness_shows(
     tmp_path: Path, settings: Any
 ) -> None:

@@ -115,6 +115,7 @@ SERVING = {
 }
 
 
+@pytest.mark.slow
 def test_redis_down_web_keeps_serving_and_live_updates_resume(tmp_path: Path) -> None:
     """Fault: the Redis behind two web processes (channels-redis layer, throttle cache) is
     killed (SIGKILL) and, a little later, started again on the same port, empty.

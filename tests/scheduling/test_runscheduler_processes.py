@@ -21,7 +21,7 @@ from scheduling.core.types import TopologyPolicy
 from scheduling.models import Allocation, Gpu, GpuAssignment, Lease, Node, NodeNuma, Pod
 from tests.scheduling import factories
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 PODS = 2000
 SINGLE_NUMA = TopologyPolicy.SINGLE_NUMA_NODE

@@ -53,6 +53,7 @@ def queues(database: Path) -> tuple[int, str | None]:
     return int(count), source[0] if source else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", [[], ["--kubernetes"]], ids=["database", "kubernetes"])
 def test_the_demo_places_and_runs_workloads_and_stops_cleanly(tmp_path: Path, side) -> None:
     database = tmp_path / "demo.sqlite3"

@@ -30,6 +30,7 @@ def run(trace: philly.Trace, policy: str, side: str) -> fairshare.PolicyResult:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("side", ["database", "kubernetes"])
 def test_fair_sharing_serves_the_light_tenant_on_either_side(tmp_path, side: str) -> None:

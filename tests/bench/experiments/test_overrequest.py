@@ -87,6 +87,7 @@ def database_side(django_db_setup: None, django_db_blocker: Any) -> dict[str, Da
 
 # The tests that share the database-side run go to one xdist worker (scripts/test.sh runs
 # `--dist loadgroup`), so it is computed once.
+@pytest.mark.slow
 @pytest.mark.xdist_group("overrequest-database-side")
 def test_lending_idle_capacity_finishes_more_gpu_work_without_touching_online_pods(
     database_side: dict[str, DatabaseSideRun],
@@ -133,6 +134,7 @@ def test_the_command_prints_the_issue_fields_and_draws_the_plot(tmp_path: Path) 
     assert plot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("overrequest-database-side")
 @pytest.mark.django_db(transaction=True)
 def test_through_the_kubernetes_side_the_same_measures_come_out(

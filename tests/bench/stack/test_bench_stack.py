@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bench.compose import ROOT
 from bench.loopback import with_redis_db
 
 TEST_REDIS_DB = 14  # not the default database that the other tests share
 
 
+@pytest.mark.slow
 def test_bench_stack_reports_a_clean_run(postgres_server_url: str, redis_server_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCHED_")}
     env["DATABASE_URL"] = postgres_server_url

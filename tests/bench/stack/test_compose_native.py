@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 import yaml
 
 from bench.compose import ROOT
@@ -67,6 +68,7 @@ def prometheus_query(stack: NativeStack, query: str) -> list[dict[str, Any]]:
     return result
 
 
+@pytest.mark.slow
 def test_the_compose_stack_runs_natively_end_to_end(
     tmp_path: Path, postgres_server_url: str, redis_server_url: str, prometheus_binary: str
 ) -> None:
