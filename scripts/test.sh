@@ -7,7 +7,7 @@
 # TEST_WORKERS sets pytest-xdist's worker count; by default three per CPU, because the tests spend
 # most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests);
 # `--dist loadgroup` keeps the tests of one xdist_group on one worker, so a result they share
-# (a module fixture) is computed once.
+# (a session fixture) is computed once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then

@@ -70,10 +70,13 @@ class DatabaseSideRun:
     lent: int  # binds that borrowed idle capacity (reclaim)
 
 
-@pytest.fixture(scope="module")
+# Session scope: the slow test starts first and the Kubernetes side's test later
+# (tests/conftest.py), with other modules' tests between them; a module fixture would be
+# computed again.
+@pytest.fixture(scope="session")
 def database_side(django_db_setup: None, django_db_blocker: Any) -> dict[str, DatabaseSideRun]:
-    """Both policies through the database side, computed once for the module's tests, on a
-    scratch database as the command runs them."""
+    """Both policies through the database side, computed once for the tests here, on a scratch
+    database as the command runs them."""
     spec = parse_spec(SPEC)
     runs = {}
     with django_db_blocker.unblock(), scratch_database():
