@@ -5,9 +5,7 @@
 #   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
 # Extra arguments go to pytest: scripts/test.sh -k healthz
 # TEST_WORKERS sets pytest-xdist's worker count; by default three per CPU, because the tests spend
-# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests);
-# `--dist loadgroup` keeps the tests of one xdist_group on one worker, so a result they share
-# (a session fixture) is computed once.
+# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then
@@ -201,7 +199,7 @@ log "pytest with $workers workers on $(nproc) CPUs"
 
 ruff check .
 mypy
-pytest -q -n "$workers" --dist loadgroup "$@"
+pytest -q -n "$workers" "$@"
 # Everything that touches the database the way production does runs again on PostgreSQL.
 log "again on PostgreSQL: tests marked 'postgres'"
-DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$workers" --dist loadgroup -m postgres "$@"
+DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$workers" -m postgres "$@"

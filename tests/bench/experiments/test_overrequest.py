@@ -6,10 +6,8 @@ work, without evicting or slowing an online pod."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -64,48 +62,27 @@ SPEC = {
 HOURS, WARMUP_HOURS = 2.0, 0.5
 
 
-@dataclass(frozen=True)
-class DatabaseSideRun:
-    result: overrequest.PolicyResult
-    lent: int  # binds that borrowed idle capacity (reclaim)
-
-
-# Session scope: the slow test starts first and the Kubernetes side's test later
-# (tests/conftest.py), with other modules' tests between them; a module fixture would be
-# computed again.
-@pytest.fixture(scope="session")
-def database_side(django_db_setup: None, django_db_blocker: Any) -> dict[str, DatabaseSideRun]:
-    """Both policies through the database side, computed once for the tests here, on a scratch
-    database as the command runs them."""
-    spec = parse_spec(SPEC)
-    runs = {}
-    with django_db_blocker.unblock(), scratch_database():
-        for policy in overrequest.POLICIES:
-            result = overrequest.simulate(spec, policy, hours=HOURS, warmup_hours=WARMUP_HOURS)
-            lent = Event.objects.filter(type="pod.bound", payload__reclaimed=True).count()
-            runs[policy] = DatabaseSideRun(result, lent)
-            call_command("flush", interactive=False, verbosity=0)
-    return runs
-
-
-# The tests that share the database-side run go to one xdist worker (scripts/test.sh runs
-# `--dist loadgroup`), so it is computed once.
 @pytest.mark.slow
-@pytest.mark.xdist_group("overrequest-database-side")
-def test_lending_idle_capacity_finishes_more_gpu_work_without_touching_online_pods(
-    database_side: dict[str, DatabaseSideRun],
-) -> None:
-    for policy, run in database_side.items():
-        assert (run.lent > 0) == (policy == "gpusched")
-    base, ours = database_side["request-only"].result, database_side["gpusched"].result
+@pytest.mark.django_db(transaction=True)
+def test_lending_idle_capacity_finishes_more_gpu_work_without_touching_online_pods() -> None:
+    spec = parse_spec(SPEC)
+    results = {}
+    with scratch_database():  # as the command runs it
+        for policy in overrequest.POLICIES:
+            results[policy] = overrequest.simulate(
+                spec, policy, hours=HOURS, warmup_hours=WARMUP_HOURS
+            )
+            lent = Event.objects.filter(type="pod.bound", payload__reclaimed=True).count()
+            assert (lent > 0) == (policy == "gpusched")
+            call_command("flush", interactive=False, verbosity=0)
+    base, ours = results["request-only"], results["gpusched"]
     assert base.gpu_work_by_tenant.get("sweeps", 0.0) < ours.gpu_work_by_tenant["sweeps"]
     assert ours.gpu_work_per_hour > base.gpu_work_per_hour
     assert ours.online_evictions == 0 and ours.online_slowed == 0
     assert base.opportunistic_evictions == 0  # nothing lent, nothing reclaimed
     assert 0.0 < ours.dcgm_utilization <= 1.0
-    verdict = overrequest.compare(
-        {policy: run.result for policy, run in database_side.items()}, honest_tenant="idle-owner"
-    )
+    assert ours.warning_events == {}
+    verdict = overrequest.compare(results, honest_tenant="idle-owner")
     assert verdict["speedup"] > 1.0
     assert set(ours.wait_p95_s) == {"idle-owner", "inference", "sweeps"}
 
@@ -138,14 +115,11 @@ def test_the_command_prints_the_issue_fields_and_draws_the_plot(tmp_path: Path) 
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("overrequest-database-side")
 @pytest.mark.django_db(transaction=True)
-def test_through_the_kubernetes_side_the_same_measures_come_out(
-    tmp_path: Path, database_side: dict[str, DatabaseSideRun]
-) -> None:
+def test_through_the_kubernetes_side_the_same_measures_come_out(tmp_path: Path) -> None:
     """The same experiment with the scheduling cycle's Kubernetes side against the simulated
-    Kubernetes (real client, kubelets, dcgm-exporter): the same keys as the database side's run,
-    and reclaim lends there too."""
+    Kubernetes (real client, kubelets, dcgm-exporter): the keys the database side reports, and
+    reclaim lends there too."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps(SPEC))
     out = StringIO()
@@ -164,16 +138,17 @@ def test_through_the_kubernetes_side_the_same_measures_come_out(
         stdout=out,
     )
     doc = json.loads(out.getvalue())
-    database = {policy: run.result for policy, run in database_side.items()}
+    empty = {
+        policy: overrequest.PolicyResult(policy, "", False, 1.0) for policy in overrequest.POLICIES
+    }
     assert doc["side"] == "kubernetes"
-    assert set(overrequest.compare(database, honest_tenant="idle-owner")) <= set(doc)
-    for policy, result in database.items():
+    assert set(overrequest.compare(empty, honest_tenant="idle-owner")) <= set(doc)
+    for policy, result in empty.items():
         assert set(doc[policy]) == set(result.as_json())
     ours = doc["gpusched"]
     assert ours["online_evictions"] == 0 and ours["online_slowed"] == 0
     assert ours["finished_by_tenant"].get("sweeps", 0) > 0
     assert "InvalidSimulationAnnotation" not in ours["warning_events"]
-    assert database["gpusched"].warning_events == {}
 
 
 @pytest.mark.parametrize(
