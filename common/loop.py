@@ -24,7 +24,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from common.process_metrics import LoopHealth
+from common.process_metrics import LoopHealth, register_health
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class LoopCommand(BaseCommand):
         self.shutdown = False
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         backoff = 0.0
+        register_health(self.health)
         try:
             while True:
                 self.health.step_started()
@@ -94,6 +95,7 @@ class LoopCommand(BaseCommand):
                     return
                 self.sleep(self.interval if wait is None else wait)
         finally:
+            register_health(None)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 

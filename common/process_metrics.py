@@ -69,6 +69,12 @@ class LoopHealth:
         with self._lock:
             self._deadline = self.clock() + self.stuck_after_s
 
+    def progress(self) -> None:
+        """A long step is still making progress (a phase finished one of its bounded pieces):
+        the step's stuck budget starts again, so liveness fails a loop that stopped, never one
+        that is slow because it has much to do."""
+        self.step_started()
+
     def step_finished(self, wait: float) -> None:
         with self._lock:
             self._deadline = self.clock() + wait + self.stuck_after_s
@@ -159,3 +165,21 @@ def stop_serving(server: WSGIServer | None) -> None:
     if server is not None:
         server.shutdown()
         server.server_close()
+
+
+# The loop health of this process's worker loop, if one runs (common/loop.py registers it): the
+# phases that may run long (evicting thousands of pods) report progress through `heartbeat`
+# without being handed the command.
+_current_health: LoopHealth | None = None
+
+
+def register_health(health: LoopHealth | None) -> None:
+    global _current_health
+    _current_health = health
+
+
+def heartbeat() -> None:
+    """Tell the process's loop health that the current step is still making progress."""
+    health = _current_health
+    if health is not None:
+        health.progress()

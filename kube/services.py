@@ -22,7 +22,7 @@ from django.db import transaction
 from kube.models import KubePod
 from kube.translate import PodInfo
 from scheduling import services
-from scheduling.bulk import update_rows
+from scheduling.bulk import insert_rows, update_rows
 from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.types import NodeSpec
 from scheduling.models import (
@@ -152,7 +152,7 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
 def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
     by_name = {(m.namespace, m.name): m for m in members}
     services.pods_cluster_managed(pods=pods)
-    KubePod.objects.bulk_create(
+    insert_rows(
         [
             _kube_pod(pod, by_name[(pod.workload.tenant.namespace, pod.name)], owned=True)
             for pod in pods

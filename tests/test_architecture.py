@@ -70,6 +70,7 @@ OTHER_WRITERS = {
     ("scheduling/events.py", "insert_rows"): "`publish` itself: the outbox rows a service hands it",
     ("scheduling/bulk.py", "bulk_create"): "the bulk helpers services call, on the model given",
     ("kube/services.py", "update_rows"): "kube's own rows (KubePod), not scheduling's",
+    ("kube/services.py", "insert_rows"): "kube's own rows (KubePod), not scheduling's",
 }
 
 

@@ -81,7 +81,8 @@ def numa_counts(charges: Iterable[tuple[int, Sequence[int]]], *, sign: int) -> d
 
 
 def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: datetime) -> None:
-    """Give back what allocations hold: counters down, rows inactive, one event each."""
+    """Give back what allocations hold: counters down, rows inactive, one event each. The
+    allocations' own columns are all it reads (no need to load their nodes or pods with them)."""
     allocations = list(allocations)
     if not allocations:
         return
@@ -114,10 +115,21 @@ def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: 
     gpus_of: dict[int, list[int]] = defaultdict(list)
     for assignment in assignments:
         gpus_of[assignment.allocation_id].append(assignment.gpu.index)
+    # Names by id, once each: thousands of allocations share a few nodes, and loading a node's
+    # or a pod's whole row per allocation (their JSON columns) was most of a large release.
+    node_names = dict(
+        Node.objects.filter(pk__in={a.node_id for a in allocations}).values_list("pk", "name")
+    )
+    pod_uids = dict(
+        Pod.objects.filter(pk__in=[a.pod_id for a in allocations]).values_list("pk", "uid")
+    )
     events.publish(
         *(
             events.AllocationReleased(
-                pod_uid=str(a.pod.uid), node=a.node.name, gpus=sorted(gpus_of[a.pk]), reason=reason
+                pod_uid=str(pod_uids[a.pod_id]),
+                node=node_names[a.node_id],
+                gpus=sorted(gpus_of[a.pk]),
+                reason=reason,
             )
             for a in allocations
         )

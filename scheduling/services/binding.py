@@ -95,6 +95,14 @@ def _bind(
     cluster: ClusterState, placed: Sequence[tuple[Pod, Decision]], scheduler: str, now: datetime
 ) -> None:
     pods = [pod for pod, _ in placed]
+    # The lock order of scheduling/services/evictions.py: the workloads first, by id, then their
+    # pods. A cancel or an eviction of these workloads waits for this bind, or this bind for it.
+    list(
+        Workload.objects.filter(pk__in={p.workload_id for p in pods})
+        .select_for_update(no_key=True)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
     moved = Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.PENDING).update(
         phase=Pod.Phase.BOUND,
         bound_at=now,

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import events
+from scheduling.bulk import update_rows
 from scheduling.models import Workload
 
 
@@ -74,5 +75,5 @@ def workload_estimates_record(*, estimates: Sequence[WorkloadEstimate], now: dat
         row.start_unknown_reason = e.start_unknown_reason[:256]
         row.estimated_at = now
         changed.append(row)
-    Workload.objects.bulk_update(changed, ESTIMATE_FIELDS, batch_size=500)
+    update_rows(changed, ESTIMATE_FIELDS)
     return len(changed)

@@ -17,6 +17,7 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import events
+from scheduling.bulk import update_rows
 from scheduling.core.queueing.config import AdmissionMode
 from scheduling.core.queueing.fair_usage import add, decayed, entry_penalty, in_base_units
 from scheduling.models import LocalQueue, Workload
@@ -55,7 +56,7 @@ def local_queue_usage_sample(*, now: datetime) -> int:
                 lq.consumed_resources or {}, current.get(key, {}), elapsed, settings
             )
             lq.usage_sampled_at = now
-        LocalQueue.objects.bulk_update(rows, ["consumed_resources", "usage_sampled_at"])
+        update_rows(rows, ["consumed_resources", "usage_sampled_at"])
         events.publish(
             events.LocalQueueUsageSampled(local_queues=[f"{lq.namespace}/{lq.name}" for lq in rows])
         )
@@ -85,4 +86,4 @@ def local_queue_entry_penalties(*, admitted: Sequence[Workload]) -> None:
         usage = in_base_units(queue_state.parse_usage(w.quota_usage))
         lq.consumed_resources = add(lq.consumed_resources or {}, entry_penalty(usage, settings))
         changed[lq.pk] = lq
-    LocalQueue.objects.bulk_update(list(changed.values()), ["consumed_resources"])
+    update_rows(list(changed.values()), ["consumed_resources"])

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import events
+from scheduling.bulk import update_rows
 from scheduling.models import (
     Allocation,
     Pod,
@@ -120,7 +121,7 @@ def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
             pod.finished_at = None if pod.phase == Pod.Phase.PENDING else now
             pod.bound_at = pod.started_at = None
             pod.next_attempt_at = None
-        Pod.objects.bulk_update(pods, ["phase", "finished_at", "bound_at", "started_at"])
+        update_rows(pods, ["phase", "finished_at", "bound_at", "started_at"])
         workload_ids = {p.workload_id for p in pods if p.phase == Pod.Phase.FAILED}
         still_active = set(
             Pod.objects.filter(workload_id__in=workload_ids, phase__in=Pod.ACTIVE_PHASES)
@@ -135,9 +136,7 @@ def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
         for workload in ended:
             workload.state, workload.finished_at = Workload.State.FAILED, now
             workload.cluster_queue, workload.quota_usage = None, {}
-        Workload.objects.bulk_update(
-            ended, ["state", "finished_at", "cluster_queue", "quota_usage"]
-        )
+        update_rows(ended, ["state", "finished_at", "cluster_queue", "quota_usage"])
         events.publish(
             *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
             *(workload_event(w) for w in ended),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, transaction
 
 from scheduling import events
+from scheduling.bulk import update_rows
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import Allocation, Gpu, GpuAssignment, Pod
 from scheduling.selectors.gpu_holders import Mismatch, PodName, mismatches
@@ -181,4 +182,4 @@ def _move(applied: Sequence[tuple[Allocation, list[GpuAssignment], list[Gpu]]]) 
             row.gpu, row.active = gpu, True
     add_counts(Gpu, "used_milli", down)
     add_counts(Gpu, "used_milli", up)
-    GpuAssignment.objects.bulk_update(rows, ["gpu", "active"])
+    update_rows(rows, ["gpu", "active"])

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import events, pod_resources
+from scheduling.bulk import insert_rows, update_rows
 from scheduling.core.domains import DomainAsk
 from scheduling.core.queueing.admission import INACTIVE_WORKLOAD
 from scheduling.core.types import (
@@ -122,10 +123,8 @@ def workloads_submit(*, specs: Sequence[WorkloadSpec]) -> list[Workload]:
                 tenant = next(s.tenant for s in specs if s.tenant.pk == tenant_id)
                 raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
         classes = _priority_classes(specs)
-        workloads = Workload.objects.bulk_create(
-            [_workload_row(spec, classes[_class_key(spec)]) for spec in specs]
-        )
-        Pod.objects.bulk_create(
+        workloads = insert_rows([_workload_row(spec, classes[_class_key(spec)]) for spec in specs])
+        insert_rows(
             [
                 _pod_row(workload, pod_set, name, template)
                 for workload, spec in zip(workloads, specs, strict=True)
@@ -203,7 +202,7 @@ def priority_class_named(name: str, kind: str = "") -> PriorityClass | None:
 def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
     """More pods for a workload's pod set (a pod group whose later members were just created)."""
     with transaction.atomic():
-        pods = Pod.objects.bulk_create(
+        pods = insert_rows(
             [
                 _pod_row(workload, pod_set, name, template)
                 for name, template in pod_set.pods(workload.name)
@@ -272,6 +271,11 @@ def workloads_admit(*, workloads: Iterable[Workload], now: datetime) -> int:
 def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workload:
     now = now or timezone.now()
     with transaction.atomic():
+        # The lock order of scheduling/services/evictions.py: the workload row first, then its
+        # pods by id. An eviction of this workload running meanwhile commits first (and the
+        # cancel then sees it pending) or waits here; neither holds what the other waits for.
+        locked = Workload.objects.select_for_update(no_key=True).filter(pk=workload.pk)
+        workload.state = next(iter(locked.values_list("state", flat=True)), workload.state)
         if workload.state not in Workload.ACTIVE_STATES:
             raise ServiceError(f"workload {workload.name} is already {workload.state}")
         # Locked: a scheduler binding one of these pods meanwhile commits first and its
@@ -279,22 +283,23 @@ def workload_cancel(*, workload: Workload, now: datetime | None = None) -> Workl
         # allocation would outlive the cancel and hold its GPUs forever.
         pods = list(
             workload.pods.filter(phase__in=Pod.ACTIVE_PHASES)
-            .select_related("workload__tenant")
-            .select_for_update(of=("self",))
+            .only("uid", "name", "phase", "workload_id", "cluster_managed")
+            .select_for_update()
+            .order_by("id")
         )
+        for pod in pods:
+            pod.workload = workload
         # A pod a real cluster runs holds what it holds until the cluster says it is gone.
-        staying = [p for p in pods if p.cluster_managed and p.phase in Pod.PLACED_PHASES]
+        staying = {p.pk for p in pods if p.cluster_managed and p.phase in Pod.PLACED_PHASES}
         allocations_release(
-            Allocation.objects.filter(pod__in=pods, active=True)
-            .exclude(pod__in=staying)
-            .select_related("node", "pod"),
+            Allocation.objects.filter(pod__in=pods, active=True).exclude(pod_id__in=staying),
             reason="workload cancelled",
             now=now,
         )
         for pod in pods:
-            pod.phase = Pod.Phase.TERMINATING if pod in staying else Pod.Phase.CANCELLED
-            pod.finished_at = None if pod in staying else now
-        Pod.objects.bulk_update(pods, ["phase", "finished_at"])
+            pod.phase = Pod.Phase.TERMINATING if pod.pk in staying else Pod.Phase.CANCELLED
+            pod.finished_at = None if pod.pk in staying else now
+        update_rows(pods, ["phase", "finished_at"])
         # Nothing holds it back any more: the reason it waited goes with it.
         Workload.objects.filter(pk=workload.pk).update(
             state=Workload.State.CANCELLED, finished_at=now, pending_reason="", reason=""
@@ -320,7 +325,7 @@ def workloads_waiting(*, updates: Sequence[tuple[Workload, str, str]]) -> list[W
     if not changed:
         return []
     with transaction.atomic():
-        Workload.objects.bulk_update(changed, ["pending_reason", "reason"])
+        update_rows(changed, ["pending_reason", "reason"])
         events.publish(*(workload_event(w) for w in changed))
     return changed
 

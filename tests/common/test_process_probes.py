@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from common.loop import LoopCommand
-from common.process_metrics import LoopHealth
+from common.process_metrics import LoopHealth, heartbeat, register_health
 from scheduling.models import Lease
 from telemetry.exposition import GpuState
 from tests.dashboard.servers import database_url, free_port
@@ -77,6 +77,23 @@ def test_liveness_allows_the_wait_the_loop_chose() -> None:
     assert health.liveness()[0]
     clock.now += 1
     assert not health.liveness()[0]
+
+
+def test_a_long_step_that_reports_progress_stays_alive() -> None:
+    clock = Clock()
+    health = LoopHealth(stuck_after_s=10, clock=clock)
+    register_health(health)
+    try:
+        health.step_started()
+        for _ in range(5):  # five eviction batches of 8 s each: 40 s, never 10 s without progress
+            clock.now += 8
+            heartbeat()
+            assert health.liveness()[0]
+        clock.now += 10.5  # then it stopped
+        assert not health.liveness()[0]
+    finally:
+        register_health(None)
+    heartbeat()  # no loop runs in this process: nothing to tell
 
 
 def test_readiness_follows_the_last_step() -> None:
