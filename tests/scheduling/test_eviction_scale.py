@@ -38,9 +38,7 @@ def test_evicting_5000_pods_with_a_concurrent_cancel_finishes_both() -> None:
         pytest.skip("the deadlock and the quadratic statement were PostgreSQL's")
     factories.nodes(8)
     owner = factories.tenant()
-    victims = [
-        factories.workload(owner, f"cpu-{k}", pods=1250, cpu_milli=100) for k in range(4)
-    ]
+    victims = [factories.workload(owner, f"cpu-{k}", pods=1250, cpu_milli=100) for k in range(4)]
     bind_everything()
     assert Pod.objects.filter(phase=Pod.Phase.BOUND).count() == 5000
     errors: list[BaseException] = []
