@@ -40,9 +40,23 @@ def _refuse_constant(name: str) -> Any:
     raise BodyError(f"{name} is not JSON")
 
 
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming a key twice is refused, naming the key: JSON leaves its meaning open
+    (RFC 8259 §4) and Python keeps the last, so `"count": 1, "count": 1000` made 1,000 pods
+    where a reader of the body (a proxy's check, a log) saw 1."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise BodyError(f"request body names the key {key!r} twice in one object")
+            seen.add(key)
+    return out
+
+
 def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """The decoded body; BodyError for invalid UTF-8, invalid JSON (NaN and Infinity included)
-    or nesting deeper than `max_depth`."""
+    """The decoded body; BodyError for invalid UTF-8, invalid JSON (NaN and Infinity included),
+    a key named twice in one object, or nesting deeper than `max_depth`."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:
@@ -50,7 +64,9 @@ def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     if nests_deeper(text, max_depth):
         raise BodyError(f"request body nests arrays and objects deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates
+        )
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise BodyError(f"request body nests deeper than {max_depth} levels") from None
     except ValueError as exc:

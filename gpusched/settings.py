@@ -12,6 +12,13 @@ GPUSCHED_DB_POOL_SIZE   PostgreSQL only: the most connections one process keeps 
                         by its threads (default 0: none; the web role's deployments set it).
 GPUSCHED_DB_CONN_MAX_AGE
                         seconds a thread keeps its connection (default 0), where there is no pool.
+GPUSCHED_DB_CONNECT_TIMEOUT
+                        PostgreSQL only: seconds to open a connection, or to wait for one from
+                        the pool, before the request fails with a 503 (default 5).
+GPUSCHED_DB_STATEMENT_TIMEOUT_MS, GPUSCHED_DB_LOCK_TIMEOUT_MS
+                        PostgreSQL only: the longest one statement runs, and waits for a lock,
+                        before it is cancelled (default 0: no limit; the web role's deployments
+                        set 10000 and 3000: docs/security.md).
 GPUSCHED_WEB_REQUEST_THREADS
                         the most HTTP requests a web process runs at once (default 2; the rest
                         wait their turn): gpusched/request_handler.py.
@@ -95,6 +102,7 @@ if HARNESS:
 MIDDLEWARE = [
     "gpusched.web_metrics.request_metrics",  # first: it times everything after it
     "gpusched.error_pages.debug_not_found",  # debug mode: production's 404 answers, not Django's
+    "gpusched.request_guards.refuse_nul",  # a %00 in the path or query: 400, before any view
     "django.middleware.security.SecurityMiddleware",
     # Production serves the collected static files itself; debug serves the apps' static folders
     # (gpusched/asgi.py).
@@ -150,6 +158,25 @@ if os.environ.get("DATABASE_URL"):
     # connection back (Django closes it at the end of every request): a thread that keeps one
     # holds a place in the pool for as long as it lives.
     _pool_size = _env_int("GPUSCHED_DB_POOL_SIZE", 0, minimum=0)
+    _connect_timeout = _env_int("GPUSCHED_DB_CONNECT_TIMEOUT", 5, minimum=1)
+    if _default_db["ENGINE"] == "django.db.backends.postgresql":
+        # A server that does not answer costs a request this long, not the OS's minutes; a
+        # statement or a lock wait past its limit is cancelled (QueryCanceled, LockNotAvailable:
+        # OperationalErrors, which the API answers with a 503 and Retry-After), so a heavy query
+        # or a lock held by a stopped process cannot hold a request thread indefinitely.
+        _server_limits = " ".join(
+            f"-c {name}={value}"
+            for name, value in (
+                ("statement_timeout", _env_int("GPUSCHED_DB_STATEMENT_TIMEOUT_MS", 0, minimum=0)),
+                ("lock_timeout", _env_int("GPUSCHED_DB_LOCK_TIMEOUT_MS", 0, minimum=0)),
+            )
+            if value
+        )
+        _default_db["OPTIONS"] = {
+            **_default_db.get("OPTIONS", {}),
+            "connect_timeout": _connect_timeout,
+            **({"options": _server_limits} if _server_limits else {}),
+        }
     if _pool_size:
         if _default_db["ENGINE"] != "django.db.backends.postgresql":
             raise ImproperlyConfigured("GPUSCHED_DB_POOL_SIZE needs a PostgreSQL DATABASE_URL")
@@ -160,7 +187,14 @@ if os.environ.get("DATABASE_URL"):
             )
         _default_db["OPTIONS"] = {
             **_default_db.get("OPTIONS", {}),
-            "pool": {"min_size": min(2, _pool_size), "max_size": _pool_size},
+            # Django checks each connection as it leaves the pool (conn_health_checks above): one
+            # the server dropped is replaced there. A request waits for a free connection at
+            # most the connect timeout (the pool's default is 30 s), then gets a 503.
+            "pool": {
+                "min_size": min(2, _pool_size),
+                "max_size": _pool_size,
+                "timeout": _connect_timeout,
+            },
         }
 else:
     VAR_DIR.mkdir(exist_ok=True)

@@ -202,3 +202,21 @@ def test_no_nodes_means_no_cluster_checks(team_a) -> None:
     doc = copy.deepcopy(LLAMA)
     _gpu("16")(doc)
     assert submit(team_a, doc).status_code == 201
+
+
+def test_a_key_named_twice_is_a_400_naming_it_and_nothing_is_written(team_a, cluster) -> None:
+    body = json.dumps(LLAMA)
+    count = f'"count": {LLAMA["podSets"][0]["count"]}'
+    assert count in body
+    twice = body.replace(count, count + ', "count": 1000', 1)
+    response = team_a.client.post("/api/v1/workloads", twice, content_type="application/json")
+    assert response.status_code == 400
+    assert "'count' twice" in response.json()["message"]
+    assert not Workload.objects.exists() and not Pod.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/workloads/a%00b", "/api/v1/workloads?state=%00"])
+def test_a_nul_in_the_path_or_query_is_a_400_not_a_500(team_a, path) -> None:
+    response = team_a.client.get(path)
+    assert response.status_code == 400
+    assert "NUL" in response.json()["message"]
