@@ -6,7 +6,7 @@ PyYAML's safe loader keeps the last of two equal keys (`weight: 1` then `weight:
 mapping silently means 5), so a typo or a bad merge changes scheduling without a word; here a
 repeated key is an error naming it and its line, as Kubernetes' strict decoding does. Aliases are
 counted too: a few lines of nested aliases expand to billions of nodes ("billion laughs"), and
-no configuration needs more than MAX_ALIASES of them.
+no configuration needs more than MAX_ALIASES of them; so is nesting (MAX_DEPTH).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import yaml
 from yaml.nodes import MappingNode
 
 MAX_ALIASES = 100
+# Nesting of collections: PyYAML composes recursively (a 5,000-deep document raised
+# RecursionError in `applyqueues`); no configuration comes near this.
+MAX_DEPTH = 64
 
 
 class YamlError(ValueError):
@@ -29,6 +32,7 @@ class _StrictLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.aliases = 0
+        self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -36,7 +40,14 @@ class _StrictLoader(yaml.SafeLoader):
             if self.aliases > MAX_ALIASES:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise YamlError(f"line {mark.line + 1}: more than {MAX_ALIASES} aliases")
-        return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH and not self.check_event(yaml.ScalarEvent, yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise YamlError(f"line {mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()

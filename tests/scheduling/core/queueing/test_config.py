@@ -233,3 +233,16 @@ def test_cluster_queues_must_name_existing_flavors() -> None:
 )
 def test_quantities(resource, value, canonical) -> None:
     assert parse_quantity(resource, value) == canonical
+
+
+def test_more_flavors_in_a_group_than_kueue_allows_are_refused() -> None:
+    flavors = "".join(
+        f"    - name: f{k}\n      resources: [{{name: cpu, nominalQuota: 1}}]\n" for k in range(17)
+    )
+    text = (
+        "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
+        "  - coveredResources: [cpu]\n    flavors:\n" + flavors
+    )
+    with pytest.raises(QueueConfigError, match=r"17 flavors, more than Kueue's 16"):
+        parse(text)
+    parse(text.replace("    - name: f16\n      resources: [{name: cpu, nominalQuota: 1}]\n", ""))
