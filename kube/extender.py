@@ -182,10 +182,16 @@ def parse_args(doc: object) -> ParsedArgs:
     pod_doc = doc.get("Pod")
     if not isinstance(pod_doc, dict) or not isinstance(pod_doc.get("metadata"), dict):
         raise ExtenderError("ExtenderArgs.Pod must be a v1.Pod object")
-    info = pod_info(pod_doc)
-    if info.ask is None:
-        raise ExtenderError(f"pod {info.key}: {info.error}")
-    pod = info.request()
+    try:
+        info = pod_info(pod_doc)
+        if info.ask is None:
+            raise ExtenderError(f"pod {info.key}: {info.error}")
+        pod = info.request()
+    except (AttributeError, TypeError, KeyError) as exc:
+        # A field of the wrong shape (`containers: "x"`, a null container) is the caller's
+        # malformed Pod, answered as such: not "extender unavailable", a 503 that counts against
+        # the extender's availability alert.
+        raise ExtenderError(f"ExtenderArgs.Pod is not a valid v1.Pod ({exc})") from None
     nodes = doc.get("Nodes")
     names_doc = doc.get("NodeNames")
     if nodes is not None:

@@ -172,6 +172,15 @@ def test_prioritize_prefers_the_node_that_keeps_the_topology(cluster: SimulatedK
             },
             "cpu: 'lots' is not a quantity",
         ),
+        # Malformed Pods are the caller's error, not the extender being unavailable (a 503).
+        (
+            {"Pod": {"metadata": {"name": "p"}, "spec": {"containers": "x"}}, "NodeNames": []},
+            "ExtenderArgs.Pod is not a valid v1.Pod",
+        ),
+        (
+            {"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [None]}}, "NodeNames": []},
+            "ExtenderArgs.Pod is not a valid v1.Pod",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error_never_a_500(
