@@ -122,6 +122,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=503,
             headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        exc = _throttled_if_over(exc, context)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -144,3 +146,17 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         extra["retryAfterSeconds"] = int(wait + 0.999)
     response.data = {"message": message, "extra": extra}
     return response
+
+
+def _throttled_if_over(exc: exceptions.APIException, context: dict[str, Any]) -> Exception:
+    """A request refused for its credentials counts against the anonymous rate of its address;
+    past it, the answer is a 429 (the documented 60/min), not one more 401."""
+    from api.throttling import RefusedCallerThrottle  # throttling imports the authentication
+
+    request, view = context.get("request"), context.get("view")
+    if request is None:
+        return exc
+    throttle = RefusedCallerThrottle()
+    if throttle.allow_request(request, view):
+        return exc
+    return exceptions.Throttled(wait=throttle.wait())

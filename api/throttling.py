@@ -62,6 +62,26 @@ class PrincipalRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": _identity(self, request)}
 
 
+class RefusedCallerThrottle(PrincipalRateThrottle):
+    """Requests refused for their credentials (none, or a bad token), counted at the `anon` rate
+    per client address. DRF authenticates and checks permissions before it throttles, so these
+    never reached PrincipalRateThrottle: a client guessing tokens was never slowed down."""
+
+    scope = "anon"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        try:
+            return SimpleRateThrottle.allow_request(self, request, view)
+        except redis.RedisError as exc:
+            _warn_unthrottled(exc)
+            return True
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return self.cache_format % {"scope": "anon", "ident": f"anon:{self.get_ident(request)}"}
+
+
 class SubmitRateThrottle(PrincipalRateThrottle):
     """Workload submits, on top of the general rate."""
 

@@ -46,3 +46,17 @@ def test_anonymous_clients_are_throttled(db: None) -> None:
         client = APIClient()
         codes = [client.get("/api/schema/").status_code for _ in range(3)]
         assert codes == [200, 200, 429]
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-token"])
+def test_refused_credentials_are_throttled_at_the_anonymous_rate(
+    db: None, authorization: str | None
+) -> None:
+    from rest_framework.test import APIClient
+
+    with override_settings(REST_FRAMEWORK=rates(anon="2/min")):
+        client = APIClient()
+        if authorization:
+            client.credentials(HTTP_AUTHORIZATION=authorization)
+        codes = [client.get("/api/v1/workloads").status_code for _ in range(3)]
+        assert codes == [401, 401, 429]
