@@ -105,10 +105,7 @@ _METADATA = frozenset(
 _Queues = ResourceFlavor | ClusterQueue | Cohort | LocalQueue
 Parsed = _Queues | PriorityClass | AdmissionFairSharing | Topology
 
-# Kueue's API validation (ResourceGroup.flavors, +kubebuilder:validation:MaxItems=16 in
-# apis/kueue/v1beta1/clusterqueue_types.go): admission tries the flavors of a group in order,
-# so 10,000 of them cost every admission attempt that much.
-MAX_FLAVORS_PER_GROUP = 16
+MAX_FLAVORS_PER_GROUP = 16  # Kueue's ResourceGroup.flavors MaxItems (clusterqueue_types.go)
 
 
 def parse_documents(docs: Sequence[object]) -> QueueConfig:
@@ -392,11 +389,8 @@ def _resource_group(
     if not covered or len(set(covered)) != len(covered):
         raise QueueConfigError(f"{path}.coveredResources must list distinct resources")
     flavor_items = list_of(doc.get("flavors"), f"{path}.flavors")
-    if len(flavor_items) > MAX_FLAVORS_PER_GROUP:
-        raise QueueConfigError(
-            f"{path}.flavors: {len(flavor_items)} flavors, more than Kueue's "
-            f"{MAX_FLAVORS_PER_GROUP} per resource group"
-        )
+    if (n := len(flavor_items)) > MAX_FLAVORS_PER_GROUP:
+        raise QueueConfigError(f"{path}.flavors: {n} flavors, more than Kueue's 16 per group")
     flavors = []
     for k, item in enumerate(flavor_items):
         fpath = f"{path}.flavors[{k}]"

@@ -243,6 +243,6 @@ def test_more_flavors_in_a_group_than_kueue_allows_are_refused() -> None:
         "kind: ClusterQueue\nmetadata: {name: a}\nspec:\n  resourceGroups:\n"
         "  - coveredResources: [cpu]\n    flavors:\n" + flavors
     )
-    with pytest.raises(QueueConfigError, match=r"17 flavors, more than Kueue's 16"):
+    with pytest.raises(QueueConfigError, match=r"17 flavors, more than Kueue's 16 per group"):
         parse(text)
     parse(text.replace("    - name: f16\n      resources: [{name: cpu, nominalQuota: 1}]\n", ""))
