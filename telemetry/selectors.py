@@ -263,10 +263,11 @@ def pod_minutes(
     *, first: datetime, last: datetime, namespaces: Iterable[str]
 ) -> tuple[dict[datetime, int], list[PodMinuteReading]]:
     """The pods' rolled-up minutes from `first` to `last` in `namespaces`, and per minute the most
-    readings any of them got (one that ran the whole minute)."""
-    rows = PodMinute.objects.filter(minute__gte=first, minute__lte=last)
-    rows = rows.filter(namespace__in=sorted(namespaces))
-    scrapes = dict(rows.values_list("minute").annotate(n=Max("samples")).order_by())
+    readings any pod of the cluster got (one that ran the whole minute): a figure of the minute,
+    the same whichever namespaces are asked for (one aggregate in SQL)."""
+    window = PodMinute.objects.filter(minute__gte=first, minute__lte=last)
+    scrapes = dict(window.values_list("minute").annotate(n=Max("samples")).order_by())
+    rows = window.filter(namespace__in=sorted(namespaces))
     readings = [
         PodMinuteReading(*values)
         for values in rows.values_list(

@@ -20,7 +20,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors import queues as scheduling_selectors
-from scheduling.selectors.efficiency import efficiency_of, tenant_minutes, workload_advice
+from scheduling.selectors.efficiency import advice_of, efficiency_of, minutes_of, usage_window
 from scheduling.worker import queue_state
 from telemetry.selectors import UsagePoint
 
@@ -149,11 +149,13 @@ def tenant_usage(tenant: Tenant, window: timedelta, now: datetime | None = None)
     workload and the per-minute series: one definition (scheduling.selectors.efficiency), the same
     the dashboard's Tenants page shows."""
     now = now or timezone.now()
-    series = tenant_minutes(start=now - window, end=now, tenant=tenant.name).get(tenant.name, [])
+    read = usage_window(start=now - window, end=now, tenant=tenant.name)
+    series = minutes_of(read).get(tenant.name, [])
     efficiency = efficiency_of(series, tenant.name)
     advice = [
         WorkloadAdviceView(a.workload, a.pods, a.advice)
-        for a in workload_advice(window=window, now=now, tenant=tenant.name)
+        for a in advice_of(read)
+        if a.tenant == tenant.name
     ]
     return UsageView(
         tenant=tenant,

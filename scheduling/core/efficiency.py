@@ -14,16 +14,17 @@ from dataclasses import dataclass
 
 from scheduling.core.types import MILLI_PER_GPU
 
-MIN_USED_GPUS = 0.01  # below this, a tenant is treated as using a hundredth of a GPU
+MIN_USED_GPUS = 0.01  # below a hundredth of a GPU busy, a tenant is idle: no ratio to show
 MIN_USAGE_RATIO = 0.05
 SHARE_STEP_MILLI = 50
 
 
 def over_request(requested_gpus: float, used_p95_gpus: float | None) -> float | None:
-    """requested / p95(used); None without measurements or without requests."""
-    if used_p95_gpus is None or requested_gpus <= 0:
+    """requested / p95(used); None (shown "—") without measurements, without requests or when
+    nothing was busy (a ratio over 0 is not a number a reader can act on)."""
+    if used_p95_gpus is None or used_p95_gpus < MIN_USED_GPUS or requested_gpus <= 0:
         return None
-    return requested_gpus / max(used_p95_gpus, MIN_USED_GPUS)
+    return requested_gpus / used_p95_gpus
 
 
 def usage_ratio(requested_gpus: float, used_p95_gpus: float | None) -> float:

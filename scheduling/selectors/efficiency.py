@@ -1,22 +1,29 @@
 """Reads that join allocations (what tenants hold) with telemetry (what their pods really use).
 
-One definition, per tenant and per closed minute m of the window, read by the REST API, the
-dashboard's tables and its charts alike:
+One definition, per tenant and per closed minute m of the window, computed by one function over
+the cluster's rows and filtered afterwards: the REST API, the dashboard's tables and charts and
+/metrics read the same numbers (docs/dashboard.md has the table):
 
 - held(m): GPUs the tenant's pods held during m, time-weighted: each GPU assignment of a bound
   allocation counts its milli / 1000 for the part of the minute it was bound (a share of a
   time-sliced GPU counts as its fraction). MIG slices are not GPUs and are left out.
 - busy(m): GPUs the tenant's pods kept busy during m (DCGM: per pod, the average over the
   minute's readings of the sum of busy over its GPUs; a pod read in only part of the minute's
-  readings counts for that part, as it is held for part of the minute). DCGM cannot split a
-  time-sliced GPU between the pods on it (it repeats the GPU's value once per pod), so a shared
-  pod's reading is scaled by its share of the milli held on that GPU during the minute.
-- peak(m): the same with each pod's peak of the minute.
+  readings counts for that part, the minute's readings being the most any pod of the cluster
+  got). DCGM cannot split a time-sliced GPU between the pods on it (it repeats the GPU's value
+  once per pod), so a shared pod's reading is scaled by its share of the milli held on that GPU
+  during the minute. A pod's busy is capped at what it held in the minute, so busy(m) <= held(m).
+- peak(m): the same with each pod's peak of the minute, capped at the GPUs it held in it.
 
 Over a window: the measured minutes are those from the first to the last minute the telemetry
 ingester rolled up in the window (before that there is nothing to compare with: "collecting
-data"). held = the mean of held(m), busy p95 = the nearest-rank p95 of busy(m), both over the
-measured minutes, and overRequest = held / busy p95 (scheduling.core.efficiency).
+data"); a tenant's minutes are those of them from the minute it was created (or first held a GPU,
+if earlier). held = the mean of held(m), busy p95 = the nearest-rank p95 of busy(m), both over
+the tenant's minutes, and overRequest = held / busy p95 (scheduling.core.efficiency): undefined
+(None, shown "—") when busy p95 is 0 or the tenant has fewer than MIN_MINUTES minutes.
+
+One tenant's numbers read only what they depend on (its holds, every hold on the GPUs it held,
+its pods' readings, the minute's reading count), so they equal the cluster's read filtered to it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from scheduling.models import GpuAssignment, Tenant
 from telemetry.selectors import UsagePoint, p95, pod_minutes, rolled_up_minutes
 
 DEFAULT_WINDOW = timedelta(hours=1)
+MIN_MINUTES = 5  # fewer measured minutes than this: no overRequest ("—"), too few to judge
 ADVICE_MARGIN = 0.2
 MINUTE = timedelta(minutes=1)
 
@@ -93,6 +101,8 @@ def measured_minutes(start: datetime, end: datetime) -> list[datetime]:
 
 
 def _holds(start: datetime, end: datetime, tenant: str | None) -> list[_Hold]:
+    """The GPU holds overlapping [start, end): every one, or for one tenant those on the GPUs its
+    pods held (its neighbours on a shared GPU set its pods' shares)."""
     rows = (
         GpuAssignment.objects.filter(
             mig_slot__isnull=True,
@@ -103,7 +113,8 @@ def _holds(start: datetime, end: datetime, tenant: str | None) -> list[_Hold]:
         .order_by("id")
     )
     if tenant is not None:
-        rows = rows.filter(allocation__pod__workload__tenant__name=tenant)
+        its_gpus = rows.filter(allocation__pod__workload__tenant__name=tenant).values("gpu_id")
+        rows = rows.filter(gpu_id__in=its_gpus)
     holds = []
     for values in rows.values_list(
         "allocation__pod__workload__tenant__name",
@@ -159,19 +170,33 @@ class _Ledger:
     held: dict[str, dict[datetime, float]]
     factor: dict[tuple[PodKey, datetime], float]
     pods: dict[PodKey, _Hold]  # one hold of each pod: its tenant, workload and request
+    pod_held: dict[tuple[PodKey, datetime], float]  # GPUs the pod held, time-weighted
+    pod_peak: dict[tuple[PodKey, datetime], float]  # GPUs the pod held at any time of the minute
+    first_held: dict[str, datetime]  # each tenant's first hold in the window
 
 
 def _ledger(minutes: list[datetime], tenant: str | None) -> _Ledger:
-    ledger = _Ledger(defaultdict(lambda: defaultdict(float)), {}, {})
+    ledger = _Ledger(
+        defaultdict(lambda: defaultdict(float)), {}, {}, defaultdict(float), defaultdict(float), {}
+    )
     if not minutes:
         return ledger
     holds = _holds(minutes[0], minutes[-1] + MINUTE, tenant)
     on_gpu: dict[tuple[int, datetime], float] = defaultdict(float)  # milli-minutes per GPU
     mine: dict[tuple[PodKey, int, datetime], float] = defaultdict(float)
     for hold in holds:
+        if tenant is not None and hold.tenant != tenant:
+            # A neighbour on one of the tenant's GPUs: it sets the shares, it is not reported.
+            for minute, part in _minutes_of(hold, minutes):
+                on_gpu[(hold.gpu, minute)] += hold.milli * part
+            continue
         ledger.pods.setdefault(hold.pod, hold)
+        first = ledger.first_held.get(hold.tenant)
+        ledger.first_held[hold.tenant] = hold.start if first is None else min(first, hold.start)
         for minute, part in _minutes_of(hold, minutes):
             ledger.held[hold.tenant][minute] += hold.milli / MILLI_PER_GPU * part
+            ledger.pod_held[(hold.pod, minute)] += hold.milli / MILLI_PER_GPU * part
+            ledger.pod_peak[(hold.pod, minute)] += hold.milli / MILLI_PER_GPU
             on_gpu[(hold.gpu, minute)] += hold.milli * part
             mine[(hold.pod, hold.gpu, minute)] += hold.milli * part
     # A pod alone on its GPU (whole or a share with no neighbour) owns the reading: factor 1.
@@ -205,13 +230,20 @@ def _readings(minutes: list[datetime], ledger: _Ledger) -> list[_Reading]:
     )
     readings = []
     for namespace, pod, minute, samples, avg, peak, high, fb in rows:
-        factor = ledger.factor.get(((namespace, pod), minute))
-        if factor is None:  # MIG slices, or a pod that held no GPU that minute
+        key = ((namespace, pod), minute)
+        factor = ledger.factor.get(key)
+        if factor is None:  # MIG slices, a pod that held no GPU that minute, or a neighbour's
             continue
         seen = samples / max(scrapes.get(minute, samples), samples, 1)
+        held, most = ledger.pod_held[key], ledger.pod_peak[key]
         readings.append(
             _Reading(
-                (namespace, pod), minute, avg * factor * seen, peak * factor, high * factor, fb
+                (namespace, pod),
+                minute,
+                min(avg * factor * seen, held),
+                min(peak * factor, most),
+                min(high * factor, most),
+                fb,
             )
         )
     return readings
@@ -225,12 +257,27 @@ class UsageWindow:
     minutes: list[datetime]
     ledger: _Ledger
     readings: list[_Reading]
+    created: dict[str, datetime]  # when each tenant reported was created
+
+    def minutes_of_tenant(self, tenant: str) -> list[datetime]:
+        """The measured minutes the tenant existed in: from the minute it was created, or first
+        held a GPU if that was earlier (a tenant holding GPUs existed)."""
+        starts = [self.created.get(tenant), self.ledger.first_held.get(tenant)]
+        known = [s for s in starts if s is not None]
+        if not known:
+            return self.minutes
+        since = min(known).replace(second=0, microsecond=0)
+        return [minute for minute in self.minutes if minute >= since]
 
 
 def usage_window(*, start: datetime, end: datetime, tenant: str | None = None) -> UsageWindow:
+    """The window read for every tenant, or only what one tenant's numbers depend on (equal to
+    the every-tenant read filtered to it)."""
     minutes = measured_minutes(start, end)
     ledger = _ledger(minutes, tenant)
-    return UsageWindow(minutes, ledger, _readings(minutes, ledger))
+    tenants = Tenant.objects.all() if tenant is None else Tenant.objects.filter(name=tenant)
+    created = dict(tenants.values_list("name", "created_at"))
+    return UsageWindow(minutes, ledger, _readings(minutes, ledger), created)
 
 
 def tenant_minutes(
@@ -243,7 +290,7 @@ def tenant_minutes(
 
 def minutes_of(window: UsageWindow) -> dict[str, list[UsagePoint]]:
     """tenant_minutes() of a window already read."""
-    minutes, ledger = window.minutes, window.ledger
+    ledger = window.ledger
     busy: dict[str, dict[datetime, list[float]]] = defaultdict(
         lambda: defaultdict(lambda: [0.0, 0.0, 0.0])
     )
@@ -255,7 +302,8 @@ def minutes_of(window: UsageWindow) -> dict[str, list[UsagePoint]]:
     result: dict[str, list[UsagePoint]] = {}
     for name in sorted(set(ledger.held) | set(busy)):
         held = ledger.held.get(name, {})
-        mean = sum(held.values()) / len(minutes)
+        minutes = window.minutes_of_tenant(name)
+        mean = sum(held.values()) / max(len(minutes), 1)
         result[name] = [
             UsagePoint(
                 minute=minute,
@@ -280,7 +328,7 @@ def efficiency_of(points: list[UsagePoint], tenant: str) -> TenantEfficiency:
         tenant=tenant,
         requested_gpus=round(held, 4),
         used_p95_gpus=round(used, 4),
-        over_request=over_request(held, used),
+        over_request=over_request(held, used) if len(points) >= MIN_MINUTES else None,
         usage_ratio=usage_ratio(held, used),
         minutes=len(points),
     )

@@ -62,7 +62,7 @@
     }
     const rows = docs.map((e) => `<tr data-tenant="${GS.esc(e.tenant)}"><td>${GS.chip(e.tenant)}</td>
       <td class="num held">${e.held.toFixed(2)}</td><td class="num busy">${e.busy_p95 === null ? "–" : e.busy_p95.toFixed(2)}</td>
-      <td class="num over">${e.over_request === null ? "–" : `${e.over_request.toFixed(1)}×`}</td><td class="num">${e.minutes}</td></tr>`);
+      <td class="num over">${e.over_request === null ? "—" : `${e.over_request.toFixed(1)}×`}</td><td class="num">${e.minutes}</td></tr>`);
     efficiency.innerHTML = `<table class="grid"><thead><tr><th>Tenant</th><th class="num">GPUs held (mean)</th><th class="num">GPUs busy (p95)</th><th class="num">overRequest</th><th class="num">Minutes</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
   }
 

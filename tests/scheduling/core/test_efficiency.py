@@ -7,7 +7,7 @@ from scheduling.core.efficiency import over_request, reclaimable_milli, right_si
 
 @pytest.mark.parametrize(
     ("requested", "used", "index"),
-    [(8, 2, 4.0), (1, 1, 1.0), (4, 0, 400.0), (0, 1, None), (2, None, None)],
+    [(8, 2, 4.0), (1, 1, 1.0), (4, 0, None), (4, 0.001, None), (0, 1, None), (2, None, None)],
 )
 def test_over_request_index(requested: float, used: float | None, index: float | None) -> None:
     assert over_request(requested, used) == index
