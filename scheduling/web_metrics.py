@@ -1,7 +1,9 @@
 """The cluster's figures the web process's /metrics exports from scheduling's rows, read at scrape
 time (registered in gpusched/web_metrics.py): queue depth per ClusterQueue, workloads and pods by
-state, nodes and GPUs. Aggregates only (counts per cluster queue, phase or state): no tenant,
-workload or node names."""
+state, nodes and GPUs, and each tenant's held vs busy GPUs over the last hour (the numbers of the
+Tenants page and GET /api/v1/usage: scheduling.selectors.efficiency, docs/dashboard.md).
+Aggregates only (per cluster queue, phase, state or tenant, all admin-created and few): no
+workload, pod or node names."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from common.metric_families import age, counts, gauge
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import Allocation, ClusterQueue, Gpu, LocalQueue, Node, Pod, Workload
+from scheduling.selectors.efficiency import recent_tenant_efficiency
 
 
 def _counts_by(
@@ -35,6 +38,38 @@ class SchedulingCollector:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield from self._queues()
         yield from self._cluster()
+        yield from self._efficiency()
+
+    def _efficiency(self) -> Iterable[GaugeMetricFamily]:
+        """Per tenant, over the last hour's measured minutes it existed in: GPUs held (mean), GPUs
+        busy (p95) and overRequest (held / busy p95; no sample where it is undefined)."""
+        numbers = recent_tenant_efficiency()
+        label = "tenant"
+        measured = {name: e for name, e in numbers.items() if e.minutes}
+        yield gauge(
+            "gpusched_tenant_gpus_held",
+            "GPUs a tenant's pods held, time-weighted mean over the last hour's measured minutes.",
+            {name: e.requested_gpus for name, e in measured.items()},
+            label,
+        )
+        yield gauge(
+            "gpusched_tenant_gpus_busy_p95",
+            "GPUs a tenant's pods kept busy (DCGM), nearest-rank p95 of the last hour's minutes.",
+            {name: e.used_p95_gpus or 0.0 for name, e in measured.items()},
+            label,
+        )
+        yield gauge(
+            "gpusched_tenant_over_request",
+            "GPUs held / GPUs busy p95 over the last hour (absent: nothing busy or < 5 minutes).",
+            {name: e.over_request for name, e in measured.items() if e.over_request is not None},
+            label,
+        )
+        yield gauge(
+            "gpusched_tenant_measured_minutes",
+            "Measured minutes of the last hour a tenant's held and busy figures are over.",
+            {name: e.minutes for name, e in measured.items()},
+            label,
+        )
 
     def _queues(self) -> Iterable[GaugeMetricFamily]:
         """Per ClusterQueue: workloads waiting for admission (through their LocalQueue), pods of

@@ -350,24 +350,29 @@ def usage_ratios(*, now: datetime | None = None) -> dict[str, float]:
 
 
 _recent_lock = threading.Lock()
-_recent: tuple[float, dict[str, float]] | None = None  # (monotonic time read, ratios)
+_recent: tuple[float, dict[str, TenantEfficiency]] | None = None  # (monotonic time read, numbers)
 
 
-def recent_usage_ratios() -> dict[str, float]:
-    """usage_ratios() as read at most USAGE_RATIOS_MAX_AGE_S ago (default 10 s) in this process.
-    The queue status (the Queues view, the API) is read per request, and the ratios read every GPU
-    assignment of the hour (1-2 s with telemetry): an hour of closed minutes seen a few seconds
-    late differs from it by nothing a reader could act on. The scheduler keeps its own
-    (load_feed.LoadFeed.usage_ratios)."""
+def recent_tenant_efficiency() -> dict[str, TenantEfficiency]:
+    """tenant_efficiency() as read at most USAGE_RATIOS_MAX_AGE_S ago (default 10 s) in this
+    process: the queue status (the Queues view, the API) and /metrics read it per request, and the
+    window reads every GPU assignment of the hour (1-2 s with telemetry); an hour of closed
+    minutes seen a few seconds late differs from it by nothing a reader could act on. The
+    scheduler keeps its own (load_feed.LoadFeed.usage_ratios)."""
     global _recent
     max_age = float(getattr(settings, "USAGE_RATIOS_MAX_AGE_S", 10.0))
     with _recent_lock:
         if _recent is not None and time.monotonic() - _recent[0] < max_age:
             return dict(_recent[1])
-    ratios = usage_ratios()  # outside the lock: a slow read holds no other reader back
+    numbers = tenant_efficiency()  # outside the lock: a slow read holds no other reader back
     with _recent_lock:
-        _recent = (time.monotonic(), ratios)
-    return dict(ratios)
+        _recent = (time.monotonic(), numbers)
+    return dict(numbers)
+
+
+def recent_usage_ratios() -> dict[str, float]:
+    """usage_ratios() of recent_tenant_efficiency()."""
+    return {name: e.usage_ratio for name, e in recent_tenant_efficiency().items()}
 
 
 def workload_advice(
