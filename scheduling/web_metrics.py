@@ -15,7 +15,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from common.metric_families import age, counts, gauge
 from scheduling.core.types import MILLI_PER_GPU
-from scheduling.models import Allocation, ClusterQueue, Gpu, LocalQueue, Node, Pod, Workload
+from scheduling.models import Allocation, ClusterQueue, Gpu, Node, Pod, Workload
+from scheduling.selectors import queue_counts
 from scheduling.selectors.efficiency import recent_tenant_efficiency
 
 
@@ -72,66 +73,34 @@ class SchedulingCollector:
         )
 
     def _queues(self) -> Iterable[GaugeMetricFamily]:
-        """Per ClusterQueue: workloads waiting for admission (through their LocalQueue), pods of
-        its pending or admitted workloads still waiting for a node, workloads holding quota."""
+        """Per ClusterQueue, the Queues page's counts (scheduling.selectors.queue_counts):
+        workloads waiting for admission, admitted workloads (holding quota), pods waiting for quota
+        and pods of admitted workloads waiting for a node."""
         names = list(ClusterQueue.objects.values_list("name", flat=True))
-        route = {
-            (namespace, name): cluster_queue
-            for namespace, name, cluster_queue in LocalQueue.objects.values_list(
-                "namespace", "name", "cluster_queue__name"
-            )
-        }
-        pending_workloads = dict.fromkeys(names, 0)
-        for namespace, queue, n in (
-            Workload.objects.filter(state=Workload.State.PENDING)
-            .values_list("tenant__namespace", "queue_name")
-            .annotate(n=Count("id"))
-            .order_by()
-        ):
-            cluster_queue = route.get((namespace, queue))
-            if cluster_queue in pending_workloads:
-                pending_workloads[cluster_queue] += n
-        pending_pods = dict.fromkeys(names, 0)
-        for admitted_to, namespace, queue, n in (
-            Pod.objects.filter(phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES)
-            .values_list(
-                "workload__cluster_queue__name",
-                "workload__tenant__namespace",
-                "workload__queue_name",
-            )
-            .annotate(n=Count("id"))
-            .order_by()
-        ):
-            cluster_queue = admitted_to or route.get((namespace, queue))
-            if cluster_queue in pending_pods:
-                pending_pods[cluster_queue] += n
-        admitted = counts(
-            Workload.objects.filter(
-                state__in=(Workload.State.ADMITTED, Workload.State.RUNNING),
-                cluster_queue__isnull=False,
-            )
-            .values_list("cluster_queue__name")
-            .annotate(n=Count("id"))
-            .order_by(),
-            names,
-        )
+        totals = queue_counts.cluster_queue_counts(names)
         label = "cluster_queue"
         yield gauge(
             "gpusched_queue_pending_workloads",
             "Workloads waiting for admission, per ClusterQueue.",
-            pending_workloads,
+            {name: c.waiting_for_quota for name, c in totals.items()},
             label,
         )
         yield gauge(
             "gpusched_queue_pending_pods",
-            "Pods of active workloads waiting for a node, per ClusterQueue.",
-            pending_pods,
+            "Pods of admitted workloads waiting for a node, per ClusterQueue.",
+            {name: c.pods_waiting_for_node for name, c in totals.items()},
+            label,
+        )
+        yield gauge(
+            "gpusched_queue_pods_waiting_for_quota",
+            "Pods of workloads not admitted yet (waiting for quota), per ClusterQueue.",
+            {name: c.pods_waiting_for_quota for name, c in totals.items()},
             label,
         )
         yield gauge(
             "gpusched_queue_admitted_workloads",
             "Workloads holding quota (admitted or running), per ClusterQueue.",
-            admitted,
+            {name: c.admitted for name, c in totals.items()},
             label,
         )
 

@@ -142,7 +142,9 @@ def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) ->
     assert value(series, "gpusched_database_up") == 1
     assert value(series, "gpusched_queue_pending_workloads", cluster_queue="research") == 1
     assert value(series, "gpusched_queue_pending_workloads", cluster_queue="idle") == 0
-    assert value(series, "gpusched_queue_pending_pods", cluster_queue="research") == 1
+    # "waits" is not admitted: its pod waits for quota, not for a node.
+    assert value(series, "gpusched_queue_pending_pods", cluster_queue="research") == 0
+    assert value(series, "gpusched_queue_pods_waiting_for_quota", cluster_queue="research") == 1
     assert value(series, "gpusched_queue_admitted_workloads", cluster_queue="research") == 1
     assert value(series, "gpusched_queue_admitted_workloads", cluster_queue="idle") == 0
     assert value(series, "gpusched_workloads", state="Pending") == 1

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count
-
 from api.models import TenantPolicy
 from api.selectors.tenants import tenant_queue_names
 from scheduling.models import (
@@ -14,8 +12,8 @@ from scheduling.models import (
     LocalQueue,
     PriorityClass,
     Tenant,
-    Workload,
 )
+from scheduling.selectors import queue_counts
 from scheduling.selectors import queues as scheduling_selectors
 
 # --- local queues (derived) -------------------------------------------------------------------
@@ -33,40 +31,27 @@ class LocalQueueView:
 
 
 def local_queues(tenant: Tenant | None = None) -> list[LocalQueueView]:
-    """Per tenant: its LocalQueues (and any other queue name its workloads use) with Kueue's
-    status counts."""
+    """Per tenant: its LocalQueues (and any other queue name its workloads use or its policy
+    names) with Kueue's status counts, from the one read model (scheduling.selectors.queue_counts):
+    `admitted` counts every workload holding quota, running or not, as Kueue's admittedWorkloads."""
     tenants = [tenant] if tenant is not None else list(Tenant.objects.order_by("name"))
-    rows = LocalQueue.objects.select_related("cluster_queue")
-    if tenant is not None:
-        rows = rows.filter(namespace=tenant.namespace)
-    targets = {(lq.namespace, lq.name): lq.cluster_queue.name for lq in rows}
-    counts: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
-    qs = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-    if tenant is not None:
-        qs = qs.filter(tenant=tenant)
-    for tenant_id, queue, state, n in (
-        qs.values_list("tenant_id", "queue_name", "state")
-        .annotate(n=Count("id"))
-        .values_list("tenant_id", "queue_name", "state", "n")
-    ):
-        counts[(tenant_id, queue)][state] = n
+    counts = queue_counts.local_queue_counts(tenant.namespace if tenant is not None else None)
     policies = {p.tenant_id: p for p in TenantPolicy.objects.filter(tenant__in=tenants)}
     out = []
     for t in tenants:
         names = set(tenant_queue_names(t, policies.get(t.pk)))
-        names.update(name for (ns, name) in targets if ns == t.namespace)
-        names.update(queue for (tid, queue) in counts if tid == t.pk)
+        names.update(name for (ns, name) in counts if ns == t.namespace)
         for name in sorted(names):
-            c = counts.get((t.pk, name), {})
+            c = counts.get((t.namespace, name)) or queue_counts.QueueCounts(None)
             out.append(
                 LocalQueueView(
                     namespace=t.namespace,
                     tenant=t.name,
                     name=name,
-                    cluster_queue=targets.get((t.namespace, name)),
-                    pending=c.get(Workload.State.PENDING, 0),
-                    admitted=c.get(Workload.State.ADMITTED, 0),
-                    running=c.get(Workload.State.RUNNING, 0),
+                    cluster_queue=c.cluster_queue,
+                    pending=c.waiting_for_quota,
+                    admitted=c.admitted,
+                    running=c.running,
                 )
             )
     return out

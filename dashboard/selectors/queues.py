@@ -6,8 +6,6 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from django.db.models import Count, Sum
-
 from dashboard.selectors import Doc, iso
 from scheduling import pod_resources
 from scheduling.core.types import (
@@ -15,14 +13,12 @@ from scheduling.core.types import (
 )
 from scheduling.models import (
     ClusterQueue,
-    GpuAssignment,
-    LocalQueue,
     Pod,
     Workload,
 )
 from scheduling.selectors import cohorts as queue_selectors
+from scheduling.selectors import queue_counts, why_pending
 from scheduling.selectors import queues as scheduling_selectors
-from scheduling.selectors import why_pending
 
 PENDING_SHOWN = 500
 
@@ -68,44 +64,22 @@ def cluster_queues() -> dict[str, Doc]:
 
 def local_queues() -> dict[str, Doc]:
     """Per LocalQueue ("namespace/name", including names workloads use that do not exist): its
-    ClusterQueue, active workloads by state, pending pods and GPUs held."""
-    result: dict[str, Doc] = {
-        f"{namespace}/{name}": _empty_queue(namespace, name, cluster_queue)
-        for namespace, name, cluster_queue in LocalQueue.objects.values_list(
-            "namespace", "name", "cluster_queue__name"
-        )
-    }
-
-    def queue(namespace: str, name: str) -> Doc:
-        key = f"{namespace}/{name}"
-        if key not in result:
-            result[key] = _empty_queue(namespace, name, None)
-        return result[key]
-
-    for namespace, name, state, n in (
-        Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-        .values_list("tenant__namespace", "queue_name", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        queue(namespace, name)["workloads"][state] = n
-    for namespace, name, n in (
-        Pod.objects.filter(phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES)
-        .values_list("workload__tenant__namespace", "workload__queue_name")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        queue(namespace, name)["pending_pods"] = n
-    for namespace, name, milli in (
-        GpuAssignment.objects.filter(active=True, mig_slot__isnull=True)
-        .values_list(
-            "allocation__pod__workload__tenant__namespace",
-            "allocation__pod__workload__queue_name",
-        )
-        .annotate(milli=Sum("milli"))
-        .order_by()
-    ):
-        queue(namespace, name)["gpus"] = round((milli or 0) / MILLI_PER_GPU, 2)
+    ClusterQueue and counts (scheduling.selectors.queue_counts, the REST API's and /metrics'
+    too), and its admission fair-sharing usage."""
+    result: dict[str, Doc] = {}
+    for (namespace, name), counts in queue_counts.local_queue_counts().items():
+        result[f"{namespace}/{name}"] = {
+            "namespace": namespace,
+            "name": name,
+            "cluster_queue": counts.cluster_queue,
+            "waiting_for_quota": counts.waiting_for_quota,
+            "admitted": counts.admitted,
+            "running": counts.running,
+            "pods_waiting_for_quota": counts.pods_waiting_for_quota,
+            "pods_waiting_for_node": counts.pods_waiting_for_node,
+            "gpus": counts.gpus_held,
+            "fair_usage": None,  # admission fair sharing: decayed usage and rank in its queue
+        }
     for key, usage in queue_selectors.local_queue_fair_usage().items():
         if key in result:
             result[key]["fair_usage"] = {
@@ -115,18 +89,6 @@ def local_queues() -> dict[str, Doc]:
                 "weight": usage.weight,
             }
     return result
-
-
-def _empty_queue(namespace: str, name: str, cluster_queue: str | None) -> Doc:
-    return {
-        "namespace": namespace,
-        "name": name,
-        "cluster_queue": cluster_queue,
-        "workloads": {},
-        "pending_pods": 0,
-        "gpus": 0,
-        "fair_usage": None,  # admission fair sharing: decayed usage and rank in its queue
-    }
 
 
 @dataclass
@@ -224,25 +186,24 @@ def _asks(workload_ids: list[int]) -> dict[int, Doc]:
 
 
 def queue_summary() -> Doc:
-    counts = dict(
-        Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-        .values_list("state")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    """The Queues page's totals, summed from the one read model (scheduling.selectors.queue_counts):
+    workloads waiting for quota, admitted workloads with pods still waiting for a node, admitted
+    workloads (running or not) and of them running; pods waiting for quota and for a node."""
+    totals = list(queue_counts.local_queue_counts().values())
     unplaced = (
-        Workload.objects.filter(state=Workload.State.ADMITTED, pods__phase=Pod.Phase.PENDING)
+        Workload.objects.filter(
+            state__in=queue_counts.ADMITTED_STATES, pods__phase=Pod.Phase.PENDING
+        )
         .distinct()
         .count()
     )
     return {
-        "waiting_for_quota": counts.get(Workload.State.PENDING, 0),
+        "waiting_for_quota": sum(q.waiting_for_quota for q in totals),
         "waiting_for_nodes": unplaced,
-        "admitted": counts.get(Workload.State.ADMITTED, 0),
-        "running": counts.get(Workload.State.RUNNING, 0),
-        "pending_pods": Pod.objects.filter(
-            phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES
-        ).count(),
+        "admitted": sum(q.admitted for q in totals),
+        "running": sum(q.running for q in totals),
+        "pods_waiting_for_quota": sum(q.pods_waiting_for_quota for q in totals),
+        "pods_waiting_for_node": sum(q.pods_waiting_for_node for q in totals),
         "cluster_queues": ClusterQueue.objects.count(),
     }
 

@@ -41,7 +41,7 @@
       return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
     });
-    cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>
+    cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num" title="Workloads not admitted yet">Waiting for quota</th><th class="num" title="Workloads holding quota, running or not">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>
       <p class="note" id="fair-share-note"><strong>Fair share</strong> is Kueue's weighted dominant resource share: of the resource the queue borrows most (in brackets), what it uses above its nominal quota, per mille of what its cohort could lend it, divided by its weight. 0 = within its own quota; when queues compete for borrowed capacity, the lower share goes first.</p>`;
   }
 
@@ -54,14 +54,13 @@
     const kueueAdmits = ((state.source || {}).current || {}).kind === "kueue";
     const unknown = kueueAdmits ? '<span class="note" title="Kueue admits: its queues are not read">Kueue\'s</span>' : '<span class="badge warn" title="Workloads name a LocalQueue that does not exist">missing</span>';
     const rows = docs.map((lq) => {
-      const w = lq.workloads;
       const cq = lq.cluster_queue ? GS.esc(lq.cluster_queue) : unknown;
       const f = lq.fair_usage;
       const consumed = f ? Object.entries(f.consumed).map(([r, v]) => `${GS.esc(RESOURCE[r] || r)} ${GS.esc(v)}`).join(", ") || "none" : "";
       const fair = f ? `<span class="badge muted" title="Admitted first: lowest decayed usage (weight ${GS.esc(String(f.weight))})">#${f.rank}</span> ${f.usage === null ? "∞" : GS.esc(String(f.usage))}<div class="note">${consumed}</div>` : '<span class="note">—</span>';
-      return `<tr><td>${GS.esc(lq.namespace)}/<strong>${GS.esc(lq.name)}</strong></td><td>${cq}</td><td class="num">${w.Pending || 0}</td><td class="num">${w.Admitted || 0}</td><td class="num">${w.Running || 0}</td><td class="num">${lq.pending_pods}</td><td class="num">${GS.gpus(lq.gpus)}</td><td>${fair}</td></tr>`;
+      return `<tr><td>${GS.esc(lq.namespace)}/<strong>${GS.esc(lq.name)}</strong></td><td>${cq}</td><td class="num">${lq.waiting_for_quota}</td><td class="num">${lq.admitted}</td><td class="num">${lq.running}</td><td class="num">${lq.pods_waiting_for_quota}</td><td class="num">${lq.pods_waiting_for_node}</td><td class="num">${GS.gpus(lq.gpus)}</td><td>${fair}</td></tr>`;
     });
-    lqs.innerHTML = `<table class="grid"><thead><tr><th>Local queue</th><th>Cluster queue</th><th class="num">Waiting</th><th class="num">Admitted</th><th class="num">Running</th><th class="num">Pods waiting</th><th class="num">GPUs held</th><th title="Admission fair sharing: order among the cluster queue's local queues, weighted decayed usage, and the decayed usage per resource">Fair usage</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+    lqs.innerHTML = `<table class="grid"><thead><tr><th>Local queue</th><th>Cluster queue</th><th class="num" title="Workloads not admitted yet">Waiting for quota</th><th class="num" title="Workloads holding quota, running or not">Admitted</th><th class="num" title="Of the admitted, those running">Running</th><th class="num" title="Pods of workloads not admitted yet">Pods waiting for quota</th><th class="num" title="Pods of admitted workloads not placed yet">Pods waiting for a node</th><th class="num">GPUs held</th><th title="Admission fair sharing: order among the cluster queue's local queues, weighted decayed usage, and the decayed usage per resource">Fair usage</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
   }
 
   function reasonBadge(reason) {
@@ -204,8 +203,8 @@
     stats.innerHTML = `
       <div class="stat${s.waiting_for_quota ? " warn" : ""}"><div class="label">Waiting for quota</div><div class="value">${s.waiting_for_quota}</div><div class="hint">workloads not yet admitted</div></div>
       <div class="stat"><div class="label">Waiting for nodes</div><div class="value">${s.waiting_for_nodes}</div><div class="hint">admitted, pods not all placed</div></div>
-      <div class="stat"><div class="label">Running</div><div class="value">${s.running}</div><div class="hint">${s.admitted} more admitted</div></div>
-      <div class="stat"><div class="label">Pods waiting</div><div class="value">${s.pending_pods}</div><div class="hint">for a node</div></div>
+      <div class="stat"><div class="label">Admitted</div><div class="value">${s.admitted}</div><div class="hint">holding quota, ${s.running} of them running</div></div>
+      <div class="stat"><div class="label">Pods waiting for a node</div><div class="value">${s.pods_waiting_for_node}</div><div class="hint">of admitted workloads; ${s.pods_waiting_for_quota} more wait for quota</div></div>
       <div class="stat"><div class="label">Cluster queues</div><div class="value">${s.cluster_queues}</div><div class="hint">${s.cluster_queues ? "quotas enforced" : "no quotas: all admitted"}</div></div>`;
   }
 
