@@ -5,22 +5,26 @@ the kube-style message text."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scheduling.models import Pod
 
+MAX_EXAMPLES = 8  # node names shown per reason (as many as the stored groups name)
+
 
 @dataclass(frozen=True)
 class ReasonGroup:
-    """Nodes that first failed `plugin` for `reason` (each node counted once)."""
+    """Nodes that first failed `plugin` for `reason` (each node counted once): one group per
+    reason, however many of its nodes load could free."""
 
     plugin: str
     reason: str
     nodes: int
-    unresolvable: bool  # no pod finishing or preempted makes these nodes fit
+    unresolvable: bool  # no pod finishing or preempted makes any of these nodes fit
     examples: tuple[str, ...]
+    resolvable: int = 0  # of `nodes`, those pods finishing or preempted could make fit
 
 
 @dataclass(frozen=True)
@@ -60,16 +64,7 @@ def read(doc: Mapping[str, Any] | None) -> WhyPending | None:
         summary=str(doc.get("summary", "")),
         nodes=int(doc.get("nodes", 0)),
         feasible=int(doc.get("feasible", 0)),
-        groups=tuple(
-            ReasonGroup(
-                plugin=str(g.get("plugin", "")),
-                reason=str(g.get("reason", "")),
-                nodes=int(g.get("nodes", 0)),
-                unresolvable=bool(g.get("unresolvable", False)),
-                examples=tuple(g.get("examples", ())),
-            )
-            for g in doc["groups"]
-        ),
+        groups=_merged(doc["groups"]),
         failed_by_plugin=tuple(
             (str(p.get("plugin", "")), int(p.get("nodes", 0))) for p in doc.get("plugins", ())
         ),
@@ -77,6 +72,28 @@ def read(doc: Mapping[str, Any] | None) -> WhyPending | None:
         nominated=doc.get("nominated"),
         status=str(doc.get("status", "")),
     )
+
+
+def _merged(groups: Iterable[Mapping[str, Any]]) -> tuple[ReasonGroup, ...]:
+    """The stored groups (one per plugin, reason and whether load could free the nodes) as one
+    group per plugin and reason, most nodes first: a reason is listed once with all its nodes."""
+    merged: dict[tuple[str, str], ReasonGroup] = {}
+    for g in groups:
+        key = (str(g.get("plugin", "")), str(g.get("reason", "")))
+        nodes = int(g.get("nodes", 0))
+        fixed = bool(g.get("unresolvable", False))
+        before = merged.get(key, ReasonGroup(*key, 0, True, ()))
+        merged[key] = ReasonGroup(
+            plugin=key[0],
+            reason=key[1],
+            nodes=before.nodes + nodes,
+            unresolvable=before.unresolvable and fixed,
+            examples=tuple(dict.fromkeys((*before.examples, *g.get("examples", ()))))[
+                :MAX_EXAMPLES
+            ],
+            resolvable=before.resolvable + (0 if fixed else nodes),
+        )
+    return tuple(sorted(merged.values(), key=lambda g: -g.nodes))
 
 
 def of_pod(pod: Pod) -> WhyPending | None:
@@ -107,6 +124,7 @@ def as_doc(why: WhyPending | None) -> dict[str, Any] | None:
                 "reason": g.reason,
                 "nodes": g.nodes,
                 "unresolvable": g.unresolvable,
+                "resolvable": g.resolvable,
                 "examples": list(g.examples),
             }
             for g in why.groups

@@ -226,7 +226,7 @@
     const groups = why.groups.map((g) => {
       const names = g.examples.map((n) => `<a href="/nodes/${encodeURIComponent(n)}/">${GS.esc(n)}</a>`).join(", ");
       const more = g.nodes > g.examples.length ? ` and ${g.nodes - g.examples.length} more` : "";
-      const kind = g.unresolvable ? '<span class="badge bad" title="No pod finishing or preempted makes these nodes fit">fixed</span>' : '<span class="badge warn" title="Pods finishing or preempted can make room">load</span>';
+      const kind = g.unresolvable ? '<span class="badge bad" title="No pod finishing or preempted makes these nodes fit">fixed</span>' : `<span class="badge warn" title="Pods finishing or preempted can make room on ${g.resolvable} of these nodes">load: ${g.resolvable}</span>`;
       return `<tr><td class="num">${g.nodes}</td><td>${GS.esc(g.plugin)}</td><td>${kind} <span class="reason">${GS.esc(g.reason)}</span><div class="note">${names}${more}</div></td></tr>`;
     });
     const filters = why.failed_by_plugin.map(([p, n]) => `${GS.esc(p)} ${n}`).join(" · ");

@@ -62,3 +62,43 @@ def test_fits_once_running_pods_finish() -> None:
     cycle()
     pod.refresh_from_db()
     assert pod.phase == Pod.Phase.BOUND and why_pending.of_pod(pod) is None
+
+
+def test_a_reason_is_listed_once_with_all_its_nodes() -> None:
+    """Stored groups split by whether load could free the nodes read back as one group per
+    reason: 'Insufficient nvidia.com/gpu' on 16 nodes, 3 of which a finishing pod could free."""
+    doc = {
+        "summary": "0/17 nodes are available",
+        "nodes": 17,
+        "feasible": 0,
+        "groups": [
+            {
+                "plugin": "Fit",
+                "reason": "Insufficient nvidia.com/gpu",
+                "unresolvable": True,
+                "nodes": 13,
+                "examples": ["a", "b"],
+            },
+            {
+                "plugin": "Taint",
+                "reason": "untolerated taint",
+                "unresolvable": True,
+                "nodes": 1,
+                "examples": ["t"],
+            },
+            {
+                "plugin": "Fit",
+                "reason": "Insufficient nvidia.com/gpu",
+                "unresolvable": False,
+                "nodes": 3,
+                "examples": ["b", "c"],
+            },
+        ],
+        "resolvable_nodes": 3,
+    }
+    why = why_pending.read(doc)
+    assert why is not None
+    first, second = why.groups
+    assert (first.reason, first.nodes, first.resolvable) == ("Insufficient nvidia.com/gpu", 16, 3)
+    assert not first.unresolvable and first.examples == ("a", "b", "c")
+    assert (second.reason, second.nodes, second.unresolvable) == ("untolerated taint", 1, True)
