@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import FilteredRelation, Q
+from django.db.models import FilteredRelation, Max, Q
 from django.utils import timezone
 
 from dashboard.selectors import Doc, iso
@@ -20,7 +20,7 @@ from scheduling import profile_files
 from scheduling.core.scheduler import Framework
 from scheduling.core.stranded import stranded_gpus
 from scheduling.core.types import MILLI_PER_GPU, SharingMode
-from scheduling.models import Gpu, Node
+from scheduling.models import Gpu, GpuAssignment, Node
 from scheduling.worker import cluster_state
 from scheduling.worker.cache import ClusterCache
 from telemetry import selectors as telemetry
@@ -118,6 +118,16 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
             doc["holders"].append([tenant, workload, pod, milli, slot, state == "reserved"])
     for doc in docs.values():
         doc["holders"].sort(key=lambda h: (h[4] or 0, h[2]))
+    # A free GPU's last release: a reading taken before it still names the pods that left, and
+    # the Node page flags pods on a free GPU only from a reading taken after it.
+    free = [gpu_id for gpu_id, doc in docs.items() if not doc["holders"]]
+    for gpu_id, released in (
+        GpuAssignment.objects.filter(gpu_id__in=free, allocation__released_at__isnull=False)
+        .values_list("gpu_id")
+        .annotate(released=Max("allocation__released_at"))
+        .order_by()
+    ):
+        docs[gpu_id]["released"] = int(released.timestamp())
     result = NodeDocs({}, {})
     for node_id, name, cordoned, source, cpu, cpu_used, mem, mem_used, topology in rows:
         key = None

@@ -252,3 +252,24 @@ def test_cordoned_nodes_count_apart() -> None:
     services.node_set_cordoned(node=nodes[0], cordoned=True)
     doc = summary()
     assert (doc["cordoned"], doc["free"], doc["cordoned_free"]) == (1, 8, 8)
+
+
+def test_a_free_gpu_carries_its_last_release_so_an_older_reading_is_not_flagged() -> None:
+    """The Node page flags "pods on a free GPU" only from a reading taken after the GPU's last
+    release (node.js compares the reading's time with `released`)."""
+    factories.nodes(1, "dgx-h100")
+    factories.workload(factories.tenant(), "one", gpus=1)
+    schedule()
+    pod = Pod.objects.get()
+    held = next(
+        gpu
+        for gpu in next(iter(cluster_docs.cluster_nodes().nodes.values()))["gpus"]
+        if gpu["holders"]
+    )
+    assert "released" not in held  # held: no release to compare with
+    now = timezone.now()
+    services.pods_finish(pods=[pod], now=now)
+    node = next(iter(cluster_docs.cluster_nodes().nodes.values()))
+    freed = next(gpu for gpu in node["gpus"] if gpu["i"] == held["i"])
+    assert not freed["holders"] and freed["released"] == int(now.timestamp())
+    assert all("released" not in gpu for gpu in node["gpus"] if gpu["i"] != held["i"])

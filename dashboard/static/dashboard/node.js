@@ -58,8 +58,8 @@
         ? gpu.holders.map((h) => `<div>${GS.chip(h[0])} <span class="mono">${GS.esc(h[2])}</span> <span class="note">${h[4] !== null && h[4] !== undefined ? `MIG slot ${h[4]}` : `${h[3] / 1000} GPU`}${h[5] ? ", reserved" : ""}</span></div>`).join("")
         : '<span class="note">free</span>';
       // Free: the latest reading may be the previous holder's, so none is shown unless DCGM
-      // still sees pods on the GPU (then it is flagged).
-      const lingering = !gpu.holders.length && (t.pods || []).length;
+      // still sees pods on the GPU in a reading taken after its last release (then it is flagged).
+      const lingering = !gpu.holders.length && (t.pods || []).length && (!gpu.released || t.at > gpu.released);
       if (!gpu.holders.length && !lingering) {
         t.busy = null;
         t.fb_used_mib = null;

@@ -42,7 +42,7 @@
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
     });
     cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num" title="Workloads not admitted yet">Waiting for quota</th><th class="num" title="Workloads holding quota, running or not">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>
-      <p class="note" id="fair-share-note"><strong>Fair share</strong> is Kueue's weighted dominant resource share: of the resource the queue borrows most (in brackets), what it uses above its nominal quota, per mille of what its cohort could lend it, divided by its weight. 0 = within its own quota; when queues compete for borrowed capacity, the lower share goes first.</p>`;
+      <p class="note" id="fair-share-note"><strong>Fair share</strong> is Kueue's weighted dominant resource share: of the resource the queue borrows most (in brackets), what it uses above its nominal quota, per mille of what its cohort could lend it, divided by its weight. What its admitted workloads hold but leave idle (DCGM) counts once more as use (<code>FAIR_SHARE_IDLE_WEIGHT</code>, default 1; 0 is Kueue's request-only share), so a queue within its quota by requests shows more than 0 when requests plus idle exceed its quota. 0 = within its own quota, idle included; when queues compete for borrowed capacity, the lower share goes first.</p>`;
   }
 
   function renderLocalQueues(state) {
