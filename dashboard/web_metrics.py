@@ -6,17 +6,24 @@ tailer has delivered to every view it keeps (ids, so an upper bound on events: a
 transaction leaves a gap), and `gpusched_outbox_lag_seconds` the age of the oldest event not yet
 delivered. Both are 0 when no dashboard is open: nothing waits for those events.
 `gpusched_websocket_clients` counts the dashboard's sockets (dashboard/consumers.py).
+`gpusched_gpus_stranded` and `gpusched_nodes_stranded` are the Cluster page's stranded count
+(dashboard.selectors.cluster.cluster_stranded), judged on a snapshot read at most
+STRANDED_MAX_AGE_S (default 10 s) before the scrape: the judgement reads the whole cluster.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Max
 from prometheus_client import Gauge
 from prometheus_client.core import GaugeMetricFamily
 
 from common.metric_families import age
+from dashboard.selectors.cluster import cluster_stranded
 from dashboard.tailer import Tailer
 from scheduling.models import Event
 
@@ -49,4 +56,36 @@ class OutboxCollector:
             "gpusched_outbox_lag_seconds",
             "Age of the oldest outbox event this process's dashboard tailer has not delivered.",
             value=age(oldest[0]) if oldest else 0.0,
+        )
+
+
+class StrandedCollector:
+    """The Cluster page's stranded GPUs, judged at most STRANDED_MAX_AGE_S before the scrape."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: tuple[float, dict[str, int]] | None = None  # (monotonic time, the doc)
+
+    def _stranded(self) -> dict[str, int]:
+        max_age = float(getattr(settings, "STRANDED_MAX_AGE_S", 10.0))
+        with self._lock:
+            if self._read is not None and time.monotonic() - self._read[0] < max_age:
+                return self._read[1]
+        doc = cluster_stranded()  # outside the lock: a slow read holds no other scrape back
+        with self._lock:
+            self._read = (time.monotonic(), doc)
+        return doc
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        doc = self._stranded()
+        yield GaugeMetricFamily(
+            "gpusched_gpus_stranded",
+            "Whole GPUs free on schedulable nodes where no waiting GPU pod can go (the Cluster "
+            "page's stranded count).",
+            value=doc["stranded"],
+        )
+        yield GaugeMetricFamily(
+            "gpusched_nodes_stranded",
+            "Schedulable nodes with stranded GPUs.",
+            value=doc["stranded_nodes"],
         )

@@ -28,7 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from common.process_metrics import role_registry
-from dashboard.web_metrics import OutboxCollector, websocket_clients
+from dashboard.web_metrics import OutboxCollector, StrandedCollector, websocket_clients
 from scheduling.web_metrics import SchedulingCollector
 from telemetry.web_metrics import TelemetryCollector
 
@@ -61,7 +61,11 @@ class DatabaseCollector:
 
 
 registry = role_registry()
-registry.register(DatabaseCollector(SchedulingCollector(), OutboxCollector(), TelemetryCollector()))
+registry.register(
+    DatabaseCollector(
+        SchedulingCollector(), OutboxCollector(), StrandedCollector(), TelemetryCollector()
+    )
+)
 registry.register(websocket_clients)
 
 http_request_seconds = Histogram(

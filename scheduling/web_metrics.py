@@ -114,6 +114,17 @@ class SchedulingCollector:
             pods,
             "phase",
         )
+        queues = queue_counts.local_queue_counts().values()
+        yield gauge(
+            "gpusched_pods_waiting",
+            "Pending pods of active workloads, by what they wait for: quota (their workload is not "
+            "admitted) or a node (it is).",
+            {
+                "quota": sum(q.pods_waiting_for_quota for q in queues),
+                "node": sum(q.pods_waiting_for_node for q in queues),
+            },
+            "for",
+        )
         oldest = Pod.objects.filter(
             phase=Pod.Phase.PENDING, workload__state__in=Workload.ACTIVE_STATES
         ).aggregate(created=Min("created_at"))["created"]

@@ -27,6 +27,7 @@ from django.utils import timezone
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard.selectors import cluster as cluster_docs
 from dashboard.tailer import Tailer
 from gpusched.log_formats import JsonFormatter
 from scheduling import services
@@ -120,7 +121,8 @@ spec: {clusterQueue: research}
 
 @pytest.mark.django_db
 @pytest.mark.postgres
-def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) -> None:
+def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client, settings) -> None:
+    settings.STRANDED_MAX_AGE_S = 0.0  # judged afresh at this scrape
     factories.nodes(1)  # one DGX H100: 8 GPUs
     services.queues_apply(config=parse_documents(list(yaml.safe_load_all(QUEUES))))
     owner = factories.tenant("team-a")
@@ -145,6 +147,8 @@ def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) ->
     # "waits" is not admitted: its pod waits for quota, not for a node.
     assert value(series, "gpusched_queue_pending_pods", cluster_queue="research") == 0
     assert value(series, "gpusched_queue_pods_waiting_for_quota", cluster_queue="research") == 1
+    assert value(series, "gpusched_pods_waiting", **{"for": "quota"}) == 1
+    assert value(series, "gpusched_pods_waiting", **{"for": "node"}) == 0
     assert value(series, "gpusched_queue_admitted_workloads", cluster_queue="research") == 1
     assert value(series, "gpusched_queue_admitted_workloads", cluster_queue="idle") == 0
     assert value(series, "gpusched_workloads", state="Pending") == 1
@@ -158,6 +162,9 @@ def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) ->
     assert value(series, "gpusched_gpus") == 8
     assert value(series, "gpusched_gpus_in_use") == 4
     assert value(series, "gpusched_gpus_allocated") == 4.0
+    stranded = cluster_docs.cluster_stranded()  # the Cluster page's figure
+    assert value(series, "gpusched_gpus_stranded") == stranded["stranded"]
+    assert value(series, "gpusched_nodes_stranded") == stranded["stranded_nodes"]
     head = Event.objects.aggregate(newest=Max("id"))["newest"]
     assert head and value(series, "gpusched_outbox_head_event_id") == head
     assert value(series, "gpusched_outbox_lag_events") == 0  # no dashboard open here
@@ -176,7 +183,8 @@ def test_metrics_report_queues_pods_gpus_outbox_and_telemetry(client: Client) ->
     assert value(series, "process_cpu_seconds_total") is not None  # the process families too
     # Aggregates only: no tenant, workload or node names on an endpoint without authentication.
     text = client.get("/metrics").content.decode()
-    assert not {"team-a", "fits", "waits", "node-x"} & set(text.replace('"', " ").split())
+    leaked = {"team-a", "fits", "waits", "node-x"} & set(text.replace('"', " ").split())
+    assert not leaked, [line for line in text.splitlines() if any(w in line for w in leaked)]
 
 
 @pytest.mark.django_db(transaction=True)
