@@ -47,8 +47,10 @@ class LocalQueueSerializer(serializers.Serializer):
         allow_null=True, help_text="null: no such LocalQueue (its workloads are inadmissible)"
     )
     pendingWorkloads = serializers.IntegerField()
-    admittedWorkloads = serializers.IntegerField()
-    runningWorkloads = serializers.IntegerField()
+    admittedWorkloads = serializers.IntegerField(
+        help_text="workloads holding quota, running or not (Kueue's admittedWorkloads)"
+    )
+    runningWorkloads = serializers.IntegerField(help_text="of the admitted, those running")
     admissionFairSharing = AdmissionFairSharingStatusSerializer(
         allow_null=True,
         help_text="null unless its ClusterQueue uses UsageBasedAdmissionFairSharing",
