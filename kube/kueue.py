@@ -68,6 +68,20 @@ MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
 Fingerprint = tuple[object, ...]
 
 
+def kueue_served(api: KubeApi) -> bool:
+    """Whether the cluster serves Kueue's ClusterQueues (at any version `KueueObjects` reads):
+    its CRDs installed, so that with `--admission gpusched` its objects become the queues."""
+    for version in VERSIONS:
+        try:
+            api.custom.list_cluster_custom_object(GROUP, version, "clusterqueues", limit=1)
+        except ApiException as exc:
+            if exc.status == 404:  # this version (or the CRD) is not served
+                continue
+            raise
+        return True
+    return False
+
+
 class KueueObjects:
     """What the Kubernetes side does with Kueue's objects in its admission mode; `sync(now)`
     once per cycle, before pods are mirrored (their WorkloadPriorityClasses must be known)."""

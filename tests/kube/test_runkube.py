@@ -10,12 +10,15 @@ from django.core.management.base import CommandError
 
 from kube.leader import LeaseLost
 from kube.management.commands.runkube import run_step
-from scheduling.models import Node, QueueSource
+from scheduling import services
+from scheduling.core.queueing.kueue_objects import parse_documents
+from scheduling.models import ClusterQueue, Node, QueueSource
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.common.test_process_probes import probe
 from tests.dashboard.servers import free_port
 from tests.kube import objects
 from tests.kube.helpers import kubeconfig, seeds_profile_text
+from tests.kube.kueue_cluster import cluster_queue, create, flavor
 from tests.test_observability import running, scrape_until, value
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +125,27 @@ def test_runkube_refuses_a_database_holding_the_simulators_nodes_unless_adopting
 
     run(tmp_path, fake, "runkube-a", "--adopt")
     assert fake.pod("ml-team", "p")["spec"]["nodeName"] == "gpu-a"
+
+
+def test_runkube_refuses_applyqueues_queues_where_the_cluster_serves_kueue_unless_adopting(
+    fake: SimulatedKubernetes, tmp_path: Path
+) -> None:
+    services.queues_apply(config=parse_documents([flavor(), cluster_queue("applied")]))
+    create(fake, "resourceflavors", flavor())
+    create(fake, "clusterqueues", cluster_queue("team"))
+    with pytest.raises(CommandError, match=r"1 ClusterQueue of another source.*--adopt"):
+        run(tmp_path, fake, "runkube-a")
+    assert list(ClusterQueue.objects.values_list("name", flat=True)) == ["applied"]
+
+    run(tmp_path, fake, "runkube-a", "--adopt")
+    assert list(ClusterQueue.objects.values_list("name", flat=True)) == ["team"]
+    run(tmp_path, fake, "runkube-b")  # the cluster's own queues now: no refusal
+
+
+def test_runkube_keeps_applyqueues_queues_where_the_cluster_has_no_kueue(
+    fake: SimulatedKubernetes, tmp_path: Path
+) -> None:
+    fake.kueue_versions = ()
+    services.queues_apply(config=parse_documents([flavor(), cluster_queue("applied")]))
+    run(tmp_path, fake, "runkube-a")
+    assert list(ClusterQueue.objects.values_list("name", flat=True)) == ["applied"]

@@ -27,18 +27,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from django.core.management.base import CommandError, CommandParser
+from kubernetes.client.exceptions import ApiException
 
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from common.schema import require_migrated
 from kube.api import KubeApi, connect, own_namespace
-from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG
+from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG, kueue_served
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
 from scheduling import profile_files
 from scheduling.core.scheduler import Framework
 from scheduling.selectors.nodes import node_count_by_source
+from scheduling.selectors.queue_sources import cluster_queues_of_another_source
 from scheduling.worker import metrics
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cycle import CycleReport, SchedulingCycle
@@ -97,8 +100,9 @@ class Command(LoopCommand):
         parser.add_argument(
             "--adopt",
             action="store_true",
-            help="run on a database that holds another source's nodes (the simulator's): they "
-            "are taken over by this cluster's mirror",
+            help="run on a database that holds another source's nodes (the simulator's) or, "
+            "where the cluster serves Kueue's CRDs, ClusterQueues (applyqueues', the REST "
+            "API's, a demo's): they are taken over by this cluster's mirror",
         )
         add_metrics_arguments(parser)
 
@@ -118,6 +122,8 @@ class Command(LoopCommand):
             ),
             reporting_instance=identity,
         )
+        if not options["adopt"] and options["admission"] == GPUSCHED:
+            refuse_foreign_queues(api)
         elector = None
         if not options["no_leader_elect"]:
             elector = LeaseElector(
@@ -191,6 +197,24 @@ def refuse_foreign_nodes() -> None:
             f"the database holds nodes of another source ({sources}) that this cluster's "
             "nodes would replace; give runkube a fresh database (DATABASE_URL, then migrate) or "
             "pass --adopt to take them over"
+        )
+
+
+def refuse_foreign_queues(api: KubeApi) -> None:
+    """Where the cluster serves Kueue's CRDs its objects are the queues, mirrored whole: queues
+    another source put in the database would be deleted, or kept on Hold while they hold work.
+    Without the CRDs, `applyqueues`' queues are the queues (docs/kubernetes.md): no refusal."""
+    try:
+        served = kueue_served(api)
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise CommandError(f"the API server could not say whether it serves Kueue: {exc}") from exc
+    count = cluster_queues_of_another_source() if served else 0
+    if count:
+        raise CommandError(
+            f"the database holds {count} ClusterQueue{'s' if count != 1 else ''} of another "
+            "source (applyqueues, the REST API or a demo) that this cluster's Kueue objects "
+            "would replace; give runkube a fresh database (DATABASE_URL, then migrate) or pass "
+            "--adopt to take them over"
         )
 
 
