@@ -245,7 +245,7 @@ def queues_mirror(
     """Kueue's objects in the cluster as the queues (kube.kueue), and the source's state, in one
     transaction: the API and the dashboard never show a source that disagrees with its queues."""
     with transaction.atomic():
-        replaced = services.queues_replace(config=config, fair_sharing=fair_sharing)
+        replaced = services.queues_replace(config=config, fair_sharing=fair_sharing, now=now)
         kept = [
             f"ClusterQueue {name} is gone from the cluster: kept, admitting nothing, until its "
             "admitted workloads are gone (Kueue's resource-in-use finalizer)"

@@ -196,6 +196,9 @@ class ClusterQueue(models.Model):
     when_can_borrow = models.CharField(max_length=16, default="MayStopSearch")
     # namespaceSelector on kubernetes.io/metadata.name: [[operator, [values]]], [] = every one
     namespace_selector = models.JSONField(default=list, blank=True)
+    # When the cluster it was mirrored from deleted it while it still held admitted workloads:
+    # kept, terminating, until they are gone (services.queues_replace); None while it exists there.
+    deleted_from_source_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -18,6 +18,7 @@ from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import Allocation, ClusterQueue, Gpu, Node, Pod, Workload
 from scheduling.selectors import queue_counts
 from scheduling.selectors.efficiency import recent_tenant_efficiency
+from scheduling.selectors.queue_sources import cluster_queues_deleted_from_source
 
 
 def _counts_by(
@@ -83,6 +84,26 @@ class SchedulingCollector:
             "gpusched_queue_pending_workloads",
             "Workloads waiting for admission, per ClusterQueue.",
             {name: c.waiting_for_quota for name, c in totals.items()},
+            label,
+        )
+        # Workloads naming a LocalQueue that does not exist (deleted from the cluster) belong to
+        # no ClusterQueue: counted apart, so that a lost queue's waiting work shows.
+        yield GaugeMetricFamily(
+            "gpusched_queue_pending_workloads_without_local_queue",
+            "Workloads waiting for admission whose LocalQueue does not exist (none configured, "
+            "or deleted from the cluster): in no ClusterQueue's count.",
+            value=sum(
+                c.waiting_for_quota
+                for c in queue_counts.local_queue_counts().values()
+                if c.cluster_queue is None
+            ),
+        )
+        deleted = cluster_queues_deleted_from_source()
+        yield gauge(
+            "gpusched_queue_terminating",
+            "1 for a ClusterQueue deleted from the cluster it is mirrored from, kept (on Hold) "
+            "until its admitted workloads are gone; else 0.",
+            {name: float(name in deleted) for name in names},
             label,
         )
         yield gauge(

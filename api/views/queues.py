@@ -241,6 +241,12 @@ class ClusterQueueListApi(AdminApi):
                 "by LocalQueue usage)"
             )
             stopPolicy = serializers.CharField()
+            deletedFromClusterAt = serializers.DateTimeField(
+                allow_null=True,
+                help_text="when the Kubernetes cluster it is mirrored from deleted it while it "
+                "held admitted workloads: terminating, kept on Hold until they are gone (null: "
+                "not deleted)",
+            )
             cohortPath = serializers.ListField(
                 child=serializers.CharField(), help_text="its cohort, then each ancestor"
             )
@@ -315,6 +321,7 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
         "dominantResource": status.dominant_resource if status is not None else "",
         "admissionMode": cq.admission_mode,
         "stopPolicy": cq.stop_policy,
+        "deletedFromClusterAt": cq.deleted_from_source_at,
         "cohortPath": list(status.cohort_path) if status is not None else [],
         "flavorsUsage": [
             {

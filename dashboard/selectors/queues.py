@@ -18,6 +18,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import cohorts as queue_selectors
 from scheduling.selectors import queue_counts, why_pending
+from scheduling.selectors import queue_sources as source_selectors
 from scheduling.selectors import queues as scheduling_selectors
 
 PENDING_SHOWN = 500
@@ -27,6 +28,7 @@ def cluster_queues() -> dict[str, Doc]:
     """Each ClusterQueue as Kueue reports it: quota, use and borrowing per flavor and resource,
     fair share, and how many workloads it admitted and holds back."""
     result: dict[str, Doc] = {}
+    deleted = source_selectors.cluster_queues_deleted_from_source()
     for status in scheduling_selectors.cluster_queue_status():
         result[status.name] = {
             "name": status.name,
@@ -39,6 +41,8 @@ def cluster_queues() -> dict[str, Doc]:
             "dominant_resource": status.dominant_resource,
             "admission_mode": status.admission_mode,
             "stop_policy": status.stop_policy,
+            # Deleted from the cluster, kept terminating while it holds admitted workloads.
+            "deleted_from_cluster_at": iso(deleted.get(status.name)),
             "cohort_path": list(status.cohort_path),
             "flavors": [
                 {

@@ -1,7 +1,9 @@
 """Whose queues the database holds: what `runkube` checks before the cluster's Kueue objects
-replace them (scheduling.services.queues_replace)."""
+replace them (scheduling.services.queues_replace), and which the cluster has deleted."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from scheduling.models import ClusterQueue, QueueSource
 
@@ -14,3 +16,12 @@ def cluster_queues_of_another_source() -> int:
     if source == QueueSource.Kind.CLUSTER:
         return 0
     return ClusterQueue.objects.count()
+
+
+def cluster_queues_deleted_from_source() -> dict[str, datetime]:
+    """ClusterQueues the cluster deleted that are kept, terminating, for their admitted workloads
+    (services.queues_replace): name -> when the cluster was first found without them."""
+    rows = ClusterQueue.objects.exclude(deleted_from_source_at=None).values_list(
+        "name", "deleted_from_source_at"
+    )
+    return {name: deleted_at for name, deleted_at in rows if deleted_at is not None}

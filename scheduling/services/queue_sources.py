@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from scheduling import events
 from scheduling.core.queueing.config import QueueConfig, StopPolicy
@@ -42,10 +43,14 @@ class QueuesReplaced:
     terminating: list[str] = field(default_factory=list)  # ClusterQueues kept for their workloads
 
 
-def queues_replace(*, config: QueueConfig, fair_sharing: bool) -> QueuesReplaced:
+def queues_replace(
+    *, config: QueueConfig, fair_sharing: bool, now: datetime | None = None
+) -> QueuesReplaced:
     """Make the stored queues exactly `config`: create or update what it has, remove what it has
     not. `fair_sharing`: the source also holds the admission fair sharing settings (without them
-    the core's defaults apply); else the stored settings are left alone."""
+    the core's defaults apply); else the stored settings are left alone. A ClusterQueue kept for
+    its admitted workloads is marked deleted from the source as of `now` (default: the clock)."""
+    now = now or timezone.now()
     with transaction.atomic():
         terminating = {
             row.name: row
@@ -65,9 +70,10 @@ def queues_replace(*, config: QueueConfig, fair_sharing: bool) -> QueuesReplaced
         if fair_sharing and config.admission_fair_sharing is None:
             AdmissionFairSharingSettings.objects.all().delete()
         for row in terminating.values():
-            if row.stop_policy != StopPolicy.HOLD.value:
+            if row.stop_policy != StopPolicy.HOLD.value or row.deleted_from_source_at is None:
                 row.stop_policy = StopPolicy.HOLD.value
-                row.save(update_fields=["stop_policy", "updated_at"])
+                row.deleted_from_source_at = row.deleted_from_source_at or now
+                row.save(update_fields=["stop_policy", "deleted_from_source_at", "updated_at"])
         events.publish(events.QueuesChanged(**applied, removed=removed))
     return QueuesReplaced(applied, removed, sorted(terminating))
 

@@ -310,7 +310,11 @@ def config_write(config: QueueConfig) -> dict[str, list[str]]:
             },
         )
     for cq in config.cluster_queues:
-        ClusterQueue.objects.update_or_create(name=cq.name, defaults=cluster_queue_fields(cq))
+        ClusterQueue.objects.update_or_create(
+            name=cq.name,
+            # Written by its source again: no longer terminating if it was.
+            defaults={**cluster_queue_fields(cq), "deleted_from_source_at": None},
+        )
     rows = {
         row.name: row
         for row in ClusterQueue.objects.filter(

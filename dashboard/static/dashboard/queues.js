@@ -36,7 +36,9 @@
       const flavors = cq.flavors.map((f) => `<div style="margin-bottom:.25rem"><span class="badge muted">${GS.esc(f.flavor)}</span>${f.resources.map(usage).join("")}</div>`).join("");
       const share = cq.weighted_share ? `${cq.weighted_share}${cq.dominant_resource ? ` <span class="note">(${GS.esc(RESOURCE[cq.dominant_resource] || cq.dominant_resource)})</span>` : ""}` : "0";
       const fair = cq.admission_mode === "UsageBasedAdmissionFairSharing" ? ' <span class="badge muted" title="LocalQueues are served by their decayed usage">fair usage</span>' : "";
-      const stopped = cq.stop_policy && cq.stop_policy !== "None" ? ` <span class="badge warn">${GS.esc(cq.stop_policy)}</span>` : "";
+      const held = cq.stop_policy && cq.stop_policy !== "None" ? ` <span class="badge warn">${GS.esc(cq.stop_policy)}</span>` : "";
+      const terminating = ` <span class="badge bad" title="Deleted from the cluster at ${GS.esc(cq.deleted_from_cluster_at)}; kept, admitting nothing, until its admitted workloads are gone">terminating: gone from the cluster</span>`;
+      const stopped = cq.deleted_from_cluster_at ? terminating : held;
       const cohort = (cq.cohort_path || []).length ? (cq.cohort_path || []).map(GS.esc).join(" › ") : "—";
       return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
