@@ -27,7 +27,7 @@ from tests.kube.kueue_cluster import (
 )
 from tests.test_observability import scrape, value
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def test_a_cluster_queue_deleted_with_admitted_work_shows_terminating_everywhere(
