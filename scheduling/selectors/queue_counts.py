@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 
 from scheduling.core.types import MILLI_PER_GPU
 from scheduling.models import GpuAssignment, LocalQueue, Pod, Workload
@@ -88,9 +88,10 @@ def local_queue_counts(namespace: str | None = None) -> dict[QueueKey, QueueCoun
 
 def cluster_queue_counts(names: list[str]) -> dict[str, QueueCounts]:
     """The LocalQueues' counts summed per ClusterQueue (of `names`; queue names with no
-    LocalQueue belong to none)."""
+    LocalQueue belong to none), plus what the admitted workloads of a LocalQueue gone since
+    (deleted from the cluster) still hold in the ClusterQueue that admitted them."""
     result = {name: QueueCounts(name) for name in names}
-    for queue in local_queue_counts().values():
+    for queue in [*local_queue_counts().values(), *_admitted_without_local_queue().values()]:
         total = result.get(queue.cluster_queue or "")
         if total is None:
             continue
@@ -100,4 +101,34 @@ def cluster_queue_counts(names: list[str]) -> dict[str, QueueCounts]:
         total.pods_waiting_for_quota += queue.pods_waiting_for_quota
         total.pods_waiting_for_node += queue.pods_waiting_for_node
         total.gpus_held = round(total.gpus_held + queue.gpus_held, 2)
+    return result
+
+
+def _admitted_without_local_queue() -> dict[str, QueueCounts]:
+    """Per ClusterQueue, the admitted workloads whose LocalQueue no longer exists and their pods
+    waiting for a node: a workload holds its admission, not its LocalQueue (Kueue), and such
+    work would otherwise be in no ClusterQueue's count."""
+    gone = ~Exists(
+        LocalQueue.objects.filter(
+            namespace=OuterRef("tenant__namespace"), name=OuterRef("queue_name")
+        )
+    )
+    result: dict[str, QueueCounts] = {}
+    admitted = Workload.objects.filter(state__in=ADMITTED_STATES, cluster_queue__isnull=False)
+    for cluster_queue, state, n in (
+        admitted.filter(gone)
+        .values_list("cluster_queue__name", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        queue = result.setdefault(cluster_queue, QueueCounts(cluster_queue))
+        queue.admitted += n
+        queue.running += n if state == Workload.State.RUNNING else 0
+    for cluster_queue, n in (
+        Pod.objects.filter(phase=Pod.Phase.PENDING, workload__in=admitted.filter(gone))
+        .values_list("workload__cluster_queue__name")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        result.setdefault(cluster_queue, QueueCounts(cluster_queue)).pods_waiting_for_node += n
     return result

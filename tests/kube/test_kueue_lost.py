@@ -59,6 +59,9 @@ def test_a_cluster_queue_deleted_with_admitted_work_shows_terminating_everywhere
     assert doc["deletedFromClusterAt"] is not None
     series = scrape(client)
     assert value(series, "gpusched_queue_terminating", cluster_queue="team") == 1
+    # Its workload holds its admission, LocalQueue gone or not: one figure everywhere.
+    assert doc["admittedWorkloads"] == page["admitted"] == 1
+    assert value(series, "gpusched_queue_admitted_workloads", cluster_queue="team") == 1
     # The LocalQueue is gone: its pending workload is counted under no ClusterQueue.
     assert value(series, "gpusched_queue_pending_workloads", cluster_queue="team") == 0
     assert value(series, "gpusched_queue_pending_workloads_without_local_queue") == 1
