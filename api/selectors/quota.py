@@ -14,14 +14,10 @@ from api.selectors.tenants import tenant_policy, tenant_queue_names
 from scheduling.core.efficiency import Advice
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.core.types import GPU_RESOURCE, MILLI_PER_GPU
-from scheduling.models import (
-    LocalQueue,
-    Tenant,
-    Workload,
-)
-from scheduling.selectors import queues as scheduling_selectors
+from scheduling.models import Tenant
+from scheduling.selectors import quota
 from scheduling.selectors.efficiency import advice_of, efficiency_of, minutes_of, usage_window
-from scheduling.worker import queue_state
+from scheduling.selectors.queues import resource_usage
 from telemetry.selectors import UsagePoint
 
 # --- quota and usage ------------------------------------------------------------------------------
@@ -72,45 +68,33 @@ class QuotaView:
 def tenant_quota(tenant: Tenant) -> QuotaView:
     """The tenant's one quota: its ClusterQueues' (those its LocalQueues point at) nominal quota
     per flavor and resource, what its admitted workloads hold of it (pending ones hold nothing),
-    what the whole queue holds and could still admit; summed per resource as ResourceQuota's
-    `hard` / `used`."""
+    what the whole queue holds and could still admit (scheduling.selectors.quota, the cluster's
+    read filtered to its namespace); summed per resource as ResourceQuota's `hard` / `used`."""
     policy = tenant_policy(tenant)
-    names = set(
-        LocalQueue.objects.filter(namespace=tenant.namespace).values_list(
-            "cluster_queue__name", flat=True
-        )
-    )
-    held: dict[tuple[str, str, str], int] = defaultdict(int)  # (queue, flavor, resource)
-    for queue, usage in Workload.objects.filter(
-        tenant=tenant, state__in=(Workload.State.ADMITTED, Workload.State.RUNNING)
-    ).values_list("cluster_queue__name", "quota_usage"):
-        for (flavor, resource), amount in queue_state.parse_usage(usage or {}).items():
-            held[(queue, flavor, resource)] += amount
     nominal: dict[str, int] = defaultdict(int)
     used: dict[str, int] = defaultdict(int)
     queues = []
-    for status in scheduling_selectors.cluster_queue_status():
-        if status.name not in names:
-            continue
+    for cq in quota.namespace_quota(tenant.namespace):
         flavors = []
-        for flavor, resources in status.flavors_usage:
+        for flavor, resources in cq.flavors():
             rows = []
             for r in resources:
-                mine = held.get((status.name, flavor, r.name), 0)
-                nominal[r.name] += q.quota_amount(r.name, r.nominal_quota)
-                used[r.name] += mine
+                mine = r.used_by.get(tenant.namespace, 0)
+                nominal[r.resource] += r.nominal
+                used[r.resource] += mine
+                figures = resource_usage(r)
                 rows.append(
                     FlavorResourceQuota(
-                        name=r.name,
-                        nominal_quota=r.nominal_quota,
-                        borrowing_limit=r.borrowing_limit,
-                        used=format_quantity(r.name, mine),
-                        total=r.total,
-                        available=r.available,
+                        name=r.resource,
+                        nominal_quota=figures.nominal_quota,
+                        borrowing_limit=figures.borrowing_limit,
+                        used=format_quantity(r.resource, mine),
+                        total=figures.total,
+                        available=figures.available,
                     )
                 )
             flavors.append((flavor, rows))
-        queues.append(TenantClusterQueue(status.name, status.cohort, flavors))
+        queues.append(TenantClusterQueue(cq.name, cq.cohort, flavors))
     return QuotaView(
         tenant=tenant,
         queue_names=tenant_queue_names(tenant, policy),

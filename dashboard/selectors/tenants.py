@@ -9,13 +9,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from dashboard.selectors import Doc
-from scheduling.core.types import (
-    MILLI_PER_GPU,
-)
 from scheduling.models import (
-    ClusterQueue,
     GpuAssignment,
-    LocalQueue,
     Pod,
     Tenant,
     Workload,
@@ -27,6 +22,7 @@ from scheduling.selectors.efficiency import (
     minutes_of,
     usage_window,
 )
+from scheduling.selectors.quota import ClusterQueueQuota, cluster_quota
 
 State = dict[str, dict[str, Doc]]
 
@@ -38,7 +34,7 @@ ADVICE_SHOWN = 50  # the largest savings; the page shows them ten at a time
 def tenants() -> dict[str, Doc]:
     """Per tenant, now: active workloads, pods waiting and placed, GPUs held (whole and shares,
     in GPUs, by the rule of scheduling.selectors.efficiency's held) and MIG slices held."""
-    quota = _gpu_quota_by_namespace()
+    quota = gpu_quota_by_namespace()
     result: dict[str, Doc] = {
         name: {
             "name": name,
@@ -79,28 +75,20 @@ def tenants() -> dict[str, Doc]:
     return result
 
 
-def _gpu_quota_by_namespace() -> dict[str, Doc]:
-    """Per namespace: the nominal GPU quota of the cluster queues its local queues feed, and the
-    other namespaces sharing those queues (a cluster queue's quota is shared by its tenants)."""
-    gpus: dict[str, float] = {}
-    for name, groups in ClusterQueue.objects.values_list("name", "resource_groups"):
-        gpus[name] = sum(
-            float(resource.get("nominalQuota", 0)) / MILLI_PER_GPU
-            for group in groups
-            for flavor in group.get("flavors", [])
-            for resource in flavor.get("resources", [])
-            if resource.get("name") == "nvidia.com/gpu"
-        )
-    feeds: dict[str, set[str]] = defaultdict(set)
-    members: dict[str, set[str]] = defaultdict(set)
-    for namespace, queue in LocalQueue.objects.values_list("namespace", "cluster_queue__name"):
-        feeds[namespace].add(queue)
-        members[queue].add(namespace)
+def gpu_quota_by_namespace() -> dict[str, Doc]:
+    """Per namespace: the nominal GPU quota of the cluster queues its local queues feed (the
+    figure the REST API's /quota sums as `hard`, from the same read: scheduling.selectors.quota),
+    and the other namespaces sharing those queues (a cluster queue's quota is shared by its
+    tenants)."""
+    feeds: dict[str, list[ClusterQueueQuota]] = defaultdict(list)
+    for cq in cluster_quota().values():
+        for namespace in cq.namespaces:
+            feeds[namespace].append(cq)
     return {
         namespace: {
-            "gpus": round(sum(gpus.get(queue, 0.0) for queue in sorted(queues)), 3),
-            "cluster_queues": sorted(queues),
-            "shared_with": sorted(set().union(*(members[q] for q in queues)) - {namespace}),
+            "gpus": round(sum(cq.nominal_gpus() for cq in queues), 3),
+            "cluster_queues": [cq.name for cq in queues],
+            "shared_with": sorted(set().union(*(cq.namespaces for cq in queues)) - {namespace}),
         }
         for namespace, queues in feeds.items()
     }

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Count
+
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing import ordering
 from scheduling.core.queueing.admission import QueuedWorkload
@@ -23,6 +25,7 @@ from scheduling.models import (
     Pod,
     Workload,
 )
+from scheduling.selectors import quota
 from scheduling.selectors.efficiency import recent_usage_ratios
 from scheduling.worker.queue_state import (
     QueueSetup,
@@ -61,37 +64,27 @@ class ClusterQueueStatus:
 
 
 def cluster_queue_status() -> list[ClusterQueueStatus]:
-    """Each cluster queue's quota, use, borrowing and fair share, like Kueue's status."""
+    """Each cluster queue's quota, use, borrowing (scheduling.selectors.quota's one read) and fair
+    share, like Kueue's status; its workloads counted in SQL."""
     setup = queue_setup()
     admitted = admitted_workloads(recent_usage_ratios())
     book = quota_book(setup, admitted)
+    quotas = quota.cluster_quota(setup)
     pending: dict[str, int] = defaultdict(int)
-    for _, queued in queued_workloads(setup):
-        if queued is not None:
-            pending[queued.cluster_queue] += 1
+    for namespace, queue_name, n in (
+        Workload.objects.filter(state=Workload.State.PENDING)
+        .values_list("tenant__namespace", "queue_name")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        lq = setup.local_queues.get(f"{namespace}/{queue_name}")
+        if lq is not None:
+            pending[lq.cluster_queue] += n
     holding: dict[str, int] = defaultdict(int)
     for a in admitted:
         holding[a.cluster_queue] += 1
     out = []
     for name, cq in sorted(setup.cluster_queues.items()):
-        flavors: dict[str, list[ResourceUsage]] = {}
-        for flavor, resource, quota in cq.flavor_resources():
-            fr = (flavor, resource)
-
-            def fmt(amount: int | None, resource: str = resource) -> str | None:
-                return None if amount is None else format_quantity(resource, amount)
-
-            flavors.setdefault(flavor, []).append(
-                ResourceUsage(
-                    name=resource,
-                    nominal_quota=format_quantity(resource, quota.nominal),
-                    borrowing_limit=fmt(quota.borrowing_limit),
-                    lending_limit=fmt(quota.lending_limit),
-                    total=format_quantity(resource, book.used(name, fr)),
-                    borrowed=format_quantity(resource, book.borrowed(name, fr)),
-                    available=format_quantity(resource, book.available(name, fr)),
-                )
-            )
         share, dominant = book.dominant_resource_share(name)
         out.append(
             ClusterQueueStatus(
@@ -99,7 +92,10 @@ def cluster_queue_status() -> list[ClusterQueueStatus]:
                 cohort=cq.cohort,
                 queueing_strategy=cq.queueing_strategy.value,
                 weight=cq.weight,
-                flavors_usage=list(flavors.items()),
+                flavors_usage=[
+                    (flavor, [resource_usage(r) for r in resources])
+                    for flavor, resources in quotas[name].flavors()
+                ],
                 pending_workloads=pending[name],
                 admitted_workloads=holding[name],
                 weighted_share=share,
@@ -110,6 +106,23 @@ def cluster_queue_status() -> list[ClusterQueueStatus]:
             )
         )
     return out
+
+
+def resource_usage(r: quota.ResourceQuota) -> ResourceUsage:
+    """A quota figure as Kubernetes quantities."""
+
+    def fmt(amount: int | None) -> str | None:
+        return None if amount is None else format_quantity(r.resource, amount)
+
+    return ResourceUsage(
+        name=r.resource,
+        nominal_quota=format_quantity(r.resource, r.nominal),
+        borrowing_limit=fmt(r.borrowing_limit),
+        lending_limit=fmt(r.lending_limit),
+        total=format_quantity(r.resource, r.used),
+        borrowed=format_quantity(r.resource, r.borrowed),
+        available=format_quantity(r.resource, r.available),
+    )
 
 
 @dataclass(frozen=True)
