@@ -129,10 +129,16 @@ class NodeSpec:
 @dataclass(frozen=True, slots=True)
 class GangRef:
     """Membership of a pod in a pod set that must be placed all together (at least `min_count`
-    members)."""
+    members). `name` is the internal key that groups and orders the members; `label` what users
+    read ("namespace/workload (pod set)"), never the key."""
 
     name: str
     min_count: int
+    label: str = ""
+
+    def shown(self) -> str:
+        """The gang as messages name it."""
+        return self.label or self.name
 
 
 @dataclass(frozen=True, slots=True)

@@ -328,7 +328,13 @@ def _pod_request_of_row(values: Sequence[Any]) -> PodRequest:
         namespace=namespace,
         tenant=tenant,
         priority=priority,
-        gang=GangRef(f"{workload_id}/{pod_set}", gang_min_count) if gang_min_count else None,
+        gang=GangRef(
+            f"{workload_id}/{pod_set}",  # the key: unique, orders decisions
+            gang_min_count,
+            label=f"{namespace}/{workload} ({pod_set})",
+        )
+        if gang_min_count
+        else None,
         workload=f"{tenant}/{workload}",
         created_at=created_at.timestamp() if created_at else 0.0,
         can_preempt=preemption_policy != "Never",

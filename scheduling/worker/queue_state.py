@@ -293,6 +293,7 @@ def queued_workloads(
                     active=w.active,
                     pod_sets=shapes.get(w.pk, ()),
                     requeue_at=w.requeue_at.timestamp() if w.requeue_at else 0.0,
+                    label=f"{w.tenant.namespace}/{w.name}",
                 ),
             )
         )

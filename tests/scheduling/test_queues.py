@@ -335,6 +335,20 @@ def test_gangs_are_all_or_nothing_and_two_big_gangs_do_not_deadlock() -> None:
     assert bound_pods("second") == 3
 
 
+def test_a_gang_waiting_is_named_by_its_workload_never_by_its_internal_id() -> None:
+    """The reasons users read (each pod's, its workload's, the why-pending list's) name the gang
+    as namespace/workload (pod set); the key that groups its members stays internal."""
+    factories.nodes(1)  # 8 GPUs: two of the three members fit
+    submit("ml", "train-7", gpus=4, pods=3, gang=True)
+    worker().run_once()
+    w = Workload.objects.get(name="train-7")
+    reasons = list(w.pods.values_list("last_reason", flat=True))
+    assert any("WaitingForGang" in r and "gang ml/train-7 (main)" in r for r in reasons)
+    (pending,) = selectors.pending_workloads(namespace="ml")
+    for text in (*reasons, w.reason, pending.message):
+        assert f"{w.pk}/main" not in text and f"gang {w.pk}" not in text
+
+
 def test_a_gang_reclaims_nodes_from_borrowers_when_free_gpus_are_scattered() -> None:
     """Quota admits a's gang (a is within its nominal quota), but the 4 free GPUs are 2 + 2 on
     two nodes. The gang evicts the fewest pods of b (borrowing) that free one node's set."""

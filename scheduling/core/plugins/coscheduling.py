@@ -43,7 +43,7 @@ class Coscheduling:
         return Status.of(
             Code.WAIT,
             f"{WAITING_FOR_GANG}: {held} of {pod.gang.min_count} members of gang "
-            f"{pod.gang.name} placed",
+            f"{pod.gang.shown()} placed",
             plugin=NAME,
         )
 

@@ -94,6 +94,10 @@ class QueuedWorkload:
     # One pod of each pod set (name, request): what feasibility checks against the nodes.
     pod_sets: tuple[tuple[str, PodRequest], ...] = ()
     requeue_at: float = 0.0  # Kueue's requeueState.requeueAt: not queued before (backoff)
+    label: str = ""  # what messages name it by ("namespace/name"); `key` stays internal
+
+    def shown(self) -> str:
+        return self.label or self.key
 
     @property
     def namespace(self) -> str:
@@ -441,7 +445,8 @@ def admission_cycle(
                     wait(
                         behind,
                         WAITING_FOR_QUOTA,
-                        f"StrictFIFO: waiting behind {head.key} at the head of ClusterQueue {name}",
+                        f"StrictFIFO: waiting behind {head.shown()} at the head of "
+                        f"ClusterQueue {name}",
                     )
                 del serving[name]
         if not heads:

@@ -470,7 +470,7 @@ def _settle_gang(
     cause = attempt.failed[0].summary() if attempt.failed else "not tried"
     message = (
         f"{WAITING_FOR_GANG}: {attempt.already + len(attempt.reserved)} of {gang.min_count} "
-        f"members of gang {gang.name} could be placed; {cause}"
+        f"members of gang {gang.shown()} could be placed; {cause}"
     )
     by_uid = {d.pod.uid: d for d in attempt.failed}
     for pod in members:

@@ -110,6 +110,16 @@ def test_strict_fifo_blocks_behind_the_head_best_effort_skips_it(
         assert result.waiting["small"].message.startswith(behind_reason)
 
 
+def test_strict_fifo_names_the_head_by_its_label_not_its_internal_key() -> None:
+    queues = [cq("a", 4, strategy=QueueingStrategy.STRICT_FIFO)]
+    head = replace(wl("734", "a", 3, created=0), label="ml/train-7")
+    result = admission_cycle(
+        queues, FLAVORS, [head, wl("small", "a", 1, created=1)], [held("run", "a", 2)]
+    )
+    message = result.waiting["small"].message
+    assert message.startswith("StrictFIFO: waiting behind ml/train-7 ") and "734" not in message
+
+
 def test_flavors_are_tried_in_order() -> None:
     queues = [cq("a", {"h100": 4, "a100": 8})]
     result = admission_cycle(queues, FLAVORS, [wl("w", "a", 6)], [])
