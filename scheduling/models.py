@@ -199,6 +199,8 @@ class ClusterQueue(models.Model):
     # When the cluster it was mirrored from deleted it while it still held admitted workloads:
     # kept, terminating, until they are gone (services.queues_replace); None while it exists there.
     deleted_from_source_at = models.DateTimeField(null=True, blank=True)
+    # Annotation gpusched.io/default-runtime, seconds: run-time prior of its workloads (issue 37)
+    default_runtime_s = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

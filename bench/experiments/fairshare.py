@@ -116,6 +116,9 @@ class PolicyResult:
     tenants: dict[str, dict[str, float]]
     simulated_s: float
     wall_s: float
+    # Per job, the first estimated (p50, p90) start it was given (None: unknown), in seconds
+    # from the window's start: what ETA accuracy is judged on (not in the JSON document)
+    first_etas: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -438,6 +441,7 @@ def simulate(
         tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
+        first_etas=etas,
     )
 
 

@@ -155,7 +155,7 @@ def simulate(
     try:
         for tenant in tenants:  # as `createtenant` does; each tenant's namespace is its name
             services.tenant_create(name=tenant)
-        cluster.apply_queues(queue_documents(policy, shares, capacity))
+        cluster.apply_queues(queue_documents(policy, shares, capacity, trace.history))
         scheduler = cluster.cycle(
             framework,
             clock=clock,
@@ -227,4 +227,5 @@ def simulate(
         tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
+        first_etas=etas,
     )

@@ -6,14 +6,16 @@ from __future__ import annotations
 import csv
 import math
 import random
+import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from scheduling.core.queueing.config import ClusterQueue, QueueingStrategy, ReclaimWithinCohort
-from scheduling.core.queueing.kueue_objects import parse_documents
+from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION, parse_documents
 from scheduling.core.queueing.resources import GPU
 
 FLAVOR = "p100"
@@ -106,10 +108,14 @@ def nominal_quotas(shares: dict[str, float], capacity_gpus: int) -> dict[str, in
 
 
 def queue_documents(
-    policy: str, shares: dict[str, float], capacity_gpus: int
+    policy: str, shares: dict[str, float], capacity_gpus: int, history: Sequence[Job] = ()
 ) -> list[dict[str, Any]]:
     """The policy's queues as Kueue's objects (v1beta2), as an admin would apply them: one
-    ResourceFlavor, the ClusterQueues, and each tenant's LocalQueue `default` in its namespace."""
+    ResourceFlavor, the ClusterQueues, and each tenant's LocalQueue `default` in its namespace.
+    Given the jobs that finished before (`history`), each ClusterQueue's default run time
+    (gpusched.io/default-runtime, what estimated starts assume until its work has finished) is
+    the median run time of its tenants' jobs there (of every job, for a queue whose tenants ran
+    none), as an admin would set it from the weeks before."""
     if policy == "fifo":
         quotas, cohort, reclaim = {"all": capacity_gpus}, "", ReclaimWithinCohort.NEVER
         queue_of = dict.fromkeys(shares, "all")
@@ -140,7 +146,14 @@ def queue_documents(
         }
         if cohort:
             spec["cohortName"] = cohort
-        docs.append({"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+        metadata: dict[str, Any] = {"name": name}
+        durations = [j.duration_s for j in history if queue_of.get(j.tenant) == name] or [
+            j.duration_s for j in history
+        ]
+        if durations:
+            typical = round(statistics.median(durations))
+            metadata["annotations"] = {DEFAULT_RUNTIME_ANNOTATION: f"{typical}s"}
+        docs.append({"kind": "ClusterQueue", "metadata": metadata, "spec": spec})
     docs.extend(
         {
             "kind": "LocalQueue",

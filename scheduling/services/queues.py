@@ -405,6 +405,7 @@ def cluster_queue_fields(cq: ClusterQueueSpec) -> dict[str, Any]:
         "admission_mode": cq.admission_mode.value,
         "stop_policy": cq.stop_policy.value,
         "when_can_borrow": cq.when_can_borrow.value,
+        "default_runtime_s": cq.default_runtime_s,
         "namespace_selector": [
             [operator, sorted(values)] for operator, values in cq.namespace_selector.requirements
         ],

@@ -1,7 +1,8 @@
 """Estimated starts of waiting workloads for both cluster sides (issue 18), computed by the
 scheduling cycle every `every_s` seconds (never per request) and recorded for the API:
 
-- run times predicted from finished workloads (scheduling.worker.runtime_feed), with their basis;
+- run times predicted from finished workloads (scheduling.worker.runtime_feed), with their basis,
+  and before any has finished from a prior (a declared limit, the queue's default run time);
 - starts by replaying the queue forward with the real core (scheduling.core.queueing.forecast) on
   a copy of the cycle's snapshot: admission over the cluster queues where gpusched admits, the
   framework's placement with gangs, reservations and backfill; once against p50 and once against
@@ -41,7 +42,7 @@ EVERY_S = 30.0
 MAX_SHARE = 0.1  # of the worker's time
 MAX_WORKLOADS = 200
 MAX_PODS = 2000
-NO_PREDICTION = "no finished workload to predict from yet"
+NO_PREDICTION = "no finished workload, declared limit or queue default to predict from yet"
 
 
 @dataclass

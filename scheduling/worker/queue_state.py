@@ -164,6 +164,7 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
             tuple((str(op), frozenset(values)) for op, values in row.namespace_selector or [])
         ),
         when_can_borrow=FungibilityPolicy(row.when_can_borrow),
+        default_runtime_s=row.default_runtime_s,
     )
 
 

@@ -2,8 +2,11 @@
 from workloads as they finish (read from the database, incrementally, every `refresh_every_s`),
 and answers for what runs and what waits, never from a simulated pod's true duration.
 
-A workload's maximumExecutionTimeSeconds caps what is predicted for it (it is stopped then), and
-is the prediction when nothing similar has finished yet.
+Before anything similar has finished, a prior stands in (issue 37), the first of: the workload's
+declared maximumExecutionTimeSeconds (it is stopped then; it also caps what is learnt), its
+ClusterQueue's `gpusched.io/default-runtime`. Every prediction's basis says which it is ("learned:
+p50 of 37 similar jobs (...)", "prior: declared limit (...)", "prior: queue default (...)"); the
+learnt quantiles replace the prior as soon as work finishes.
 
 The cycle uses it for reservations and backfill (predicted ends of what nodes hold, predicted run
 times of what waits) and for estimated starts."""
@@ -15,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from scheduling.core.pod_index import HeldPod
-from scheduling.core.queueing.runtime import JobShape, Prediction, RuntimePredictor
+from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION
+from scheduling.core.queueing.runtime import JobShape, Prediction, Prior, RuntimePredictor
 from scheduling.core.types import PodRequest
 from scheduling.worker import runtime_selectors
 
@@ -37,6 +41,7 @@ class RuntimeFeed:
         self._shapes: dict[str, JobShape] = {}  # workload key ("tenant/name") -> shape
         self._started: dict[str, float] = {}  # workload key -> when its first pod started
         self._limits: dict[str, float] = {}  # workload key -> maximumExecutionTimeSeconds
+        self._defaults: dict[str, Prior] = {}  # workload key -> its queue's default run time
 
     def refresh(self, keys: Iterable[str] = (), *, force: bool = False) -> None:
         """Learn from what finished since last time; know the shapes and starts of `keys`."""
@@ -48,6 +53,7 @@ class RuntimeFeed:
             self._shapes.clear()
             self._started.clear()
             self._limits.clear()
+            self._defaults.clear()
         missing = [k for k in keys if k not in self._shapes]
         if missing:
             for fact in runtime_selectors.workload_facts(missing):
@@ -56,6 +62,12 @@ class RuntimeFeed:
                     self._started[fact.key] = fact.started_at
                 if fact.limit_s is not None:
                     self._limits[fact.key] = fact.limit_s
+                if fact.queue_default_s is not None:
+                    self._defaults[fact.key] = Prior(
+                        fact.queue_default_s,
+                        f"queue default ({DEFAULT_RUNTIME_ANNOTATION} of ClusterQueue "
+                        f"{fact.cluster_queue}: {fact.queue_default_s:g} s)",
+                    )
 
     def prediction(self, key: str, now: float) -> Prediction | None:
         """The run time estimated starts are given, recent jobs weighing more."""
@@ -67,15 +79,20 @@ class RuntimeFeed:
             return None
         started = self._started.get(key)
         elapsed = max(0.0, now - started) if started else 0.0
-        prediction = self.predictor.predict(shape, elapsed, long_run=long_run)
+        learned = self.predictor.predict(shape, elapsed, long_run=long_run)
         limit = self._limits.get(key)
-        if limit is None:
-            return prediction
-        if prediction is None:  # a declared upper bound is all there is to go by
-            return Prediction(limit, limit, 0, "maximumExecutionTimeSeconds (no similar job yet)")
-        return replace(
-            prediction, p50_s=min(prediction.p50_s, limit), p90_s=min(prediction.p90_s, limit)
-        )
+        if learned is not None:
+            learned = replace(learned, basis=f"learned: {learned.basis}")
+            if limit is None:
+                return learned
+            return replace(
+                learned, p50_s=min(learned.p50_s, limit), p90_s=min(learned.p90_s, limit)
+            )
+        if limit is not None:
+            basis = f"declared limit (maximumExecutionTimeSeconds {limit:g} s)"
+            return Prior(limit, basis, bound=True).prediction(elapsed)
+        default = self._defaults.get(key)
+        return None if default is None else default.prediction(elapsed)
 
     def started_at(self, key: str) -> float | None:
         return self._started.get(key)

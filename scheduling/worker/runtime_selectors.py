@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db.models import Min
 
 from scheduling.core.queueing.runtime import JobShape
-from scheduling.models import Pod, Workload
+from scheduling.models import ClusterQueue, LocalQueue, Pod, Workload
 
 BATCH = 5000  # finished workloads learnt per read
 
@@ -29,6 +29,9 @@ class WorkloadFacts:
     shape: JobShape
     started_at: float | None  # when its first pod started running
     limit_s: float | None  # maximumExecutionTimeSeconds: it runs no longer than that
+    # Its ClusterQueue's gpusched.io/default-runtime, seconds, and that queue's name
+    queue_default_s: float | None = None
+    cluster_queue: str = ""
 
 
 def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[FinishedRuntime]:
@@ -57,7 +60,7 @@ def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[Finished
 
 
 def workload_facts(keys: Sequence[str]) -> list[WorkloadFacts]:
-    """Shape and start of the workloads named "tenant/name"."""
+    """Shape, start, declared limit and queue default of the workloads named "tenant/name"."""
     wanted: dict[str, set[str]] = defaultdict(set)
     for key in keys:
         tenant, _, name = key.partition("/")
@@ -68,19 +71,55 @@ def workload_facts(keys: Sequence[str]) -> list[WorkloadFacts]:
         rows = list(
             Workload.objects.filter(tenant__name=tenant, name__in=names)
             .annotate(first_start=Min("pods__started_at"))
-            .values_list("pk", "name", "first_start", "maximum_execution_time_s")
+            .values_list(
+                "pk",
+                "name",
+                "first_start",
+                "maximum_execution_time_s",
+                "cluster_queue__name",
+                "queue_name",
+                "tenant__namespace",
+            )
         )
         shapes = _shapes([pk for pk, *_ in rows])
-        out += [
-            WorkloadFacts(
-                f"{tenant}/{name}",
-                JobShape.of(tenant, name, pod_sets=shapes.get(pk, ())),
-                started.timestamp() if started else None,
-                float(limit) if limit else None,
+        defaults = _queue_defaults({(ns, lq) for *_, lq, ns in rows})
+        for pk, name, started, limit, admitted_to, local_queue, namespace in rows:
+            # The queue whose quota it holds, else the one its LocalQueue points at
+            queue = admitted_to or defaults.local.get((namespace, local_queue), "")
+            out.append(
+                WorkloadFacts(
+                    f"{tenant}/{name}",
+                    JobShape.of(tenant, name, pod_sets=shapes.get(pk, ())),
+                    started.timestamp() if started else None,
+                    float(limit) if limit else None,
+                    defaults.runtime_s.get(queue),
+                    queue,
+                )
             )
-            for pk, name, started, limit in rows
-        ]
     return out
+
+
+@dataclass(frozen=True)
+class _QueueDefaults:
+    local: dict[tuple[str, str], str]  # (namespace, LocalQueue) -> its ClusterQueue
+    runtime_s: dict[str, float]  # ClusterQueue -> gpusched.io/default-runtime, where set
+
+
+def _queue_defaults(local_queues: set[tuple[str, str]]) -> _QueueDefaults:
+    local: dict[tuple[str, str], str] = {}
+    for namespace, name, queue in LocalQueue.objects.filter(
+        namespace__in={ns for ns, _ in local_queues}
+    ).values_list("namespace", "name", "cluster_queue__name"):
+        if (namespace, name) in local_queues:
+            local[namespace, name] = queue
+    runtime_s = {
+        name: seconds
+        for name, seconds in ClusterQueue.objects.filter(
+            default_runtime_s__isnull=False
+        ).values_list("name", "default_runtime_s")
+        if seconds is not None
+    }
+    return _QueueDefaults(local, runtime_s)
 
 
 def _shapes(workload_ids: Sequence[int]) -> dict[int, tuple[tuple[int, int], ...]]:

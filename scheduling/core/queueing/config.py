@@ -176,6 +176,9 @@ class ClusterQueue:
     # flavorFungibility.whenCanBorrow: stop at the first flavor that fits by borrowing (Kueue's
     # default), or look for a later flavor that fits without.
     when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    # The annotation gpusched.io/default-runtime (a duration), seconds: the run time estimated
+    # starts assume for its workloads before a similar one has finished (issue 37); None: none.
+    default_runtime_s: float | None = None
 
     @property
     def covered(self) -> frozenset[str]:

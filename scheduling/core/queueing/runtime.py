@@ -67,6 +67,28 @@ class Prediction:
     basis: str
 
 
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """A run time assumed before any similar job has finished (issue 37): a declared limit the
+    job is stopped at (`bound`), or its queue's default."""
+
+    seconds: float
+    basis: str  # what it is, e.g. "declared limit (maximumExecutionTimeSeconds 3600 s)"
+    bound: bool = False
+
+    def prediction(self, elapsed_s: float = 0.0) -> Prediction:
+        """The prediction it gives a job that has run `elapsed_s`: a default the job outlived
+        leaves what is left to the Lindy estimate, as an outlived group does."""
+        if self.bound or elapsed_s < self.seconds:
+            return Prediction(self.seconds, self.seconds, 0, f"prior: {self.basis}")
+        return Prediction(
+            _lindy(elapsed_s, 0.5),
+            _lindy(elapsed_s, 0.9),
+            0,
+            f"prior: {self.basis}, outlived: as long again expected",
+        )
+
+
 def name_pattern(name: str) -> str:
     """The name without trailing counters or hashes: train-resnet-0042-a1b2c -> train-resnet."""
     out = name

@@ -6,7 +6,9 @@ side reads them. Fair sharing must do there what it does in the core."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -64,3 +66,37 @@ def test_the_command_runs_the_shell_on_a_scratch_database(tmp_path) -> None:
     doc = json.loads(out.getvalue())
     assert doc["side"] == "database"
     assert doc["fifo"]["jobs_started"] == 105
+
+
+def write_cold_start_trace(path: Path) -> Path:
+    """A tenant whose earlier jobs took an hour, then a flood of such jobs at the window's start:
+    half of it waits for the first half to end, before anything has finished in the window."""
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for k in range(5):
+        at = START - timedelta(days=1, minutes=k)
+        rows.append(f"{at:%Y-%m-%d %H:%M:%S},3600,1,3600,team")
+    for k in range(64):
+        at = START + timedelta(seconds=k)
+        rows.append(f"{at:%Y-%m-%d %H:%M:%S},{3600 + 60 * (k % 4)},1,3600,team")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_arrival_stream_gets_the_same_estimates_on_either_side(tmp_path) -> None:
+    """Nothing has finished in the window when the queue forms: the queue's default run time
+    (the median of the tenant's earlier jobs) gives every waiting job an estimated start, and the
+    same one on both sides (issue 37)."""
+    trace = philly.load_trace(write_cold_start_trace(tmp_path / "t.csv"), start=START, days=1)
+    results = {}
+    for side in ("database", "kubernetes"):
+        results[side] = run(trace, "gpusched", side)
+        call_command("flush", interactive=False, verbosity=0)
+    database, kubernetes = results["database"], results["kubernetes"]
+    assert database.eta_judged == kubernetes.eta_judged == 32  # the flood's second half
+    assert database.eta_coverage == kubernetes.eta_coverage == 1.0
+    assert database.eta_median_rel_error is not None and database.eta_median_rel_error <= 0.3
+    # The Kubernetes side also estimates the jobs it binds at once (their pods are pending in the
+    # cluster until then): one step, and not judged (they waited less than 10 minutes).
+    assert len(database.first_etas) == 32
+    assert {k: kubernetes.first_etas.get(k) for k in database.first_etas} == database.first_etas

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling import services
+from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION, parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload
@@ -78,7 +79,7 @@ def test_the_start_is_estimated_from_what_similar_finished_jobs_took() -> None:
     run.step(60)  # train-005 has run 60 s of its predicted 600
     waiting = Workload.objects.get(name="train-006")
     assert waiting.runtime_p50_s == pytest.approx(600.0, abs=1.0)
-    assert waiting.runtime_basis.startswith("p50 of 5 similar jobs")
+    assert waiting.runtime_basis.startswith("learned: p50 of 5 similar jobs")
     assert "name train" in waiting.runtime_basis
     assert waiting.start_p50 is not None
     assert abs((waiting.start_p50 - (started + timedelta(seconds=600))).total_seconds()) <= 2
@@ -101,7 +102,94 @@ def test_without_any_finished_job_the_start_is_unknown_with_the_reason() -> None
     waiting = Workload.objects.get(name="second")
     assert waiting.start_p50 is None and waiting.start_p90 is None
     assert "no predicted end" in waiting.start_unknown_reason
-    assert "no finished workload" in waiting.start_unknown_reason
+    assert "no finished workload, declared limit or queue default" in waiting.start_unknown_reason
+
+
+def queue_with_default_runtime(default: str) -> None:
+    """One ClusterQueue of 8 GPUs whose workloads are assumed to run `default` until some have
+    finished, and tenant vision's LocalQueue `default` pointing at it."""
+    services.queues_apply(
+        config=parse_documents(
+            [
+                {"kind": "ResourceFlavor", "metadata": {"name": "any"}},
+                {
+                    "kind": "ClusterQueue",
+                    "metadata": {
+                        "name": "team",
+                        "annotations": {DEFAULT_RUNTIME_ANNOTATION: default},
+                    },
+                    "spec": {
+                        "namespaceSelector": {},
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["nvidia.com/gpu"],
+                                "flavors": [
+                                    {
+                                        "name": "any",
+                                        "resources": [
+                                            {"name": "nvidia.com/gpu", "nominalQuota": 16}
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                },
+                {
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "default", "namespace": factories.tenant("vision").name},
+                    "spec": {"clusterQueue": "team"},
+                },
+            ]
+        )
+    )
+
+
+def test_a_cold_start_queue_gets_an_estimate_from_its_default_run_time() -> None:
+    """Nothing has finished yet: the queue's default run time stands in, and the basis says so;
+    once work finishes, what it took replaces the prior."""
+    factories.nodes(1)  # 8 GPUs: one 8-GPU job at a time
+    queue_with_default_runtime("10m")
+    run = Run(timezone.now())
+    submit("first", duration_s=10_000)
+    run.step(1)
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="first")), now=run.now)
+    started = run.now
+    submit("second", duration_s=10_000)
+    run.step(10)
+    waiting = Workload.objects.get(name="second")
+    assert waiting.runtime_p50_s == 600.0
+    assert waiting.runtime_basis == (
+        f"prior: queue default ({DEFAULT_RUNTIME_ANNOTATION} of ClusterQueue team: 600 s)"
+    )
+    assert waiting.start_p50 == started + timedelta(seconds=600)
+    assert waiting.start_unknown_reason == ""
+
+    services.pods_finish(pods=list(Pod.objects.filter(workload__name="first")), now=run.now)
+    submit("third", duration_s=10_000)
+    run.step(1)  # second starts; third waits behind it
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="second")), now=run.now)
+    run.step(1)
+    third = Workload.objects.get(name="third")
+    assert third.runtime_basis.startswith("learned: p50 of 1 similar jobs (all tenants)")
+    assert third.runtime_p50_s == pytest.approx(10.0)  # what first took
+    assert third.start_p50 is not None
+
+
+def test_a_declared_limit_comes_before_the_queue_default() -> None:
+    factories.nodes(1)
+    queue_with_default_runtime("10m")
+    run = Run(timezone.now())
+    first = submit("first", duration_s=10_000)
+    Workload.objects.filter(pk=first.pk).update(maximum_execution_time_s=300)
+    run.step(1)
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="first")), now=run.now)
+    started = run.now
+    submit("second", duration_s=10_000)
+    run.step(10)
+    waiting = Workload.objects.get(name="second")
+    assert waiting.start_p50 == started + timedelta(seconds=300)  # first ends by its limit
+    assert waiting.runtime_basis.startswith("prior: queue default")
 
 
 def test_estimates_take_at_most_their_share_of_the_worker() -> None:

@@ -18,7 +18,11 @@ from scheduling.core.queueing.config import (
     QueueConfigError,
     StopPolicy,
 )
-from scheduling.core.queueing.kueue_objects import parse_cluster_objects, parse_documents
+from scheduling.core.queueing.kueue_objects import (
+    DEFAULT_RUNTIME_ANNOTATION,
+    parse_cluster_objects,
+    parse_documents,
+)
 
 # Kueue-shaped documents, written the way Kueue's documentation teaches them (cohort.md,
 # admission_fair_sharing.md, workload_priority_class.md).
@@ -467,3 +471,32 @@ def test_a_flavor_naming_a_missing_topology_is_refused() -> None:
     with pytest.raises(QueueConfigError, match="ResourceFlavor f: Topology 'racks' does not exist"):
         config.check_references()
     config.check_references(known_topologies=frozenset({"racks"}))
+
+
+def cluster_queue_annotated(value: object) -> list[dict[str, object]]:
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "team", "annotations": {DEFAULT_RUNTIME_ANNOTATION: value}},
+            "spec": {"namespaceSelector": {}},
+        }
+    ]
+
+
+def test_a_cluster_queue_declares_the_run_time_its_work_is_assumed_to_take() -> None:
+    """gpusched.io/default-runtime, a Go duration: the prior of estimated starts (issue 37)."""
+    (queue,) = parse_documents(cluster_queue_annotated("1h30m")).cluster_queues
+    assert queue.default_runtime_s == 5400.0
+    (plain,) = parse_documents(
+        [{"kind": "ClusterQueue", "metadata": {"name": "plain"}, "spec": {}}]
+    ).cluster_queues
+    assert plain.default_runtime_s is None
+
+
+@pytest.mark.parametrize("value", ["0", "ten minutes", "-5m"])
+def test_a_default_run_time_that_is_no_duration_is_refused_naming_the_annotation(
+    value: str,
+) -> None:
+    with pytest.raises(QueueConfigError, match="gpusched.io/default-runtime"):
+        parse_documents(cluster_queue_annotated(value))
