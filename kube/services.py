@@ -111,6 +111,7 @@ def workloads_mirror(*, groups: Sequence[MirrorGroup], workload_classes: bool = 
                     preemption_policy=_preemption_policy(first),
                     service_class=first.service_class,
                     origin=Workload.Origin.MIRRORED,
+                    maximum_execution_time_s=_declared_limit(group.members),
                 )
             )
         workloads = services.workloads_submit(specs=specs)
@@ -186,6 +187,16 @@ def _priority(info: PodInfo) -> int | None:
     return None
 
 
+def _declared_limit(members: Sequence[PodInfo]) -> int | None:
+    """The longest a group runs by its pods' activeDeadlineSeconds (the kubelet stops each pod
+    after its own): the largest, when every pod declares one; run-time estimates take it as the
+    workload's maximumExecutionTimeSeconds before similar work has finished (issue 37)."""
+    limits = [m.active_deadline_s for m in members]
+    if not limits or None in limits:
+        return None
+    return max(x for x in limits if x is not None)
+
+
 def _priority_of(info: PodInfo, *, workload_classes: bool) -> dict[str, Any]:
     """workload_submit's priority arguments: with Kueue's label `kueue.x-k8s.io/priority-class`
     its WorkloadPriorityClass gives the priority (one that does not exist is a ServiceError naming
@@ -232,6 +243,7 @@ def workload_mirror_admitted(*, info: PodInfo, workload_classes: bool = True) ->
             preemption_policy=_preemption_policy(info),
             service_class=info.service_class,
             origin=Workload.Origin.MIRRORED,
+            maximum_execution_time_s=info.active_deadline_s,
         )
         services.workloads_admit(workloads=[workload], now=workload.created_at)
         pod = workload.pods.select_related("workload__tenant").get()

@@ -275,6 +275,8 @@ class PodInfo:
     error: str = ""
     # Its pod set's topology request (Kueue's kueue.x-k8s.io/podset-*-topology annotations).
     topology: DomainAsk | None = None
+    # spec.activeDeadlineSeconds: the kubelet stops it after running that long (a declared limit)
+    active_deadline_s: int | None = None
 
     @property
     def key(self) -> str:
@@ -344,7 +346,15 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         ask=ask,
         error=error,
         topology=topology,
+        active_deadline_s=_positive_int(spec.get("activeDeadlineSeconds")),
     )
+
+
+def _positive_int(value: object) -> int | None:
+    """A positive integer field; None when unset (the API server refuses anything else)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def refuse_unjudged_constraints(spec: Mapping[str, Any]) -> None:

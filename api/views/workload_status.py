@@ -167,6 +167,12 @@ class WorkloadPendingStatusApi(TenantApi):
         reasons = ReasonSerializer(many=True, help_text="nodes per filter reason, last attempt")
         lastDecision = serializers.DictField(child=serializers.JSONField(), allow_null=True)
         estimatedStart = serializers.DateTimeField(allow_null=True)
+        estimatedStartBasis = serializers.CharField(
+            allow_blank=True,
+            help_text="what the run times the estimate rests on come from: 'learned: p50 of 37 "
+            "similar jobs (...)' or a prior before any has finished ('prior: declared limit "
+            "(...)', 'prior: queue default (...)'); when the start is unknown, why",
+        )
 
     @extend_schema(
         operation_id="workload_pending_status",
@@ -196,5 +202,8 @@ class WorkloadPendingStatusApi(TenantApi):
             "reasons": [{"reason": r.reason, "nodes": r.nodes} for r in s.reasons],
             "lastDecision": s.last_decision,
             "estimatedStart": s.estimated_start,
+            "estimatedStartBasis": (
+                workload.runtime_basis if s.estimated_start else workload.start_unknown_reason
+            ),
         }
         return Response(WorkloadPendingStatusApi.OutputSerializer(doc).data)

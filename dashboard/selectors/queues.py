@@ -148,7 +148,12 @@ def pending_workloads(limit: int | None = None) -> WaitingDocs:
         # p: place in its cluster queue (or among admitted workloads waiting for nodes);
         # o: the order of the whole line, which the browser sorts by.
         result.positions[uid] = {"p": item.position, "o": order}
-        result.starts[uid] = {"start": iso(item.estimated_start)}
+        # basis: what the run times it rests on come from (learned, or a prior), issue 37
+        result.starts[uid] = {
+            "start": iso(item.estimated_start),
+            "basis": w.runtime_basis,
+            "unknown": w.start_unknown_reason,
+        }
     return result
 
 

@@ -1,5 +1,5 @@
 """A waiting workload's status shows the run time predicted for it, with its basis, and its
-estimated start, or why there is none (issue 18)."""
+estimated start, or why there is none (issue 18); why-pending shows the basis too (issue 37)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def test_status_shows_the_prediction_and_the_estimated_start(team_a, cluster) ->
     }
     assert status["estimatedStart"]["p50"] and status["estimatedStart"]["p90"]
     assert status["estimatedStart"]["unknownReason"] == ""
+    why = team_a.client.get("/api/v1/workloads/llama-ft/status").json()
+    assert why["estimatedStartBasis"] == "p50 of 37 similar jobs (tenant team-a, name llama-ft)"
 
 
 def test_an_unknown_start_says_why(team_a, cluster) -> None:
@@ -67,3 +69,6 @@ def test_an_unknown_start_says_why(team_a, cluster) -> None:
         "p90": None,
         "unknownReason": "waits for running work with no predicted end",
     }
+    why = team_a.client.get("/api/v1/workloads/llama-ft/status").json()
+    assert why["estimatedStart"] is None
+    assert why["estimatedStartBasis"] == "waits for running work with no predicted end"

@@ -94,3 +94,17 @@ def test_a_burst_with_an_unknown_priority_class_is_refused_whole() -> None:
             ]
         )
     assert not Workload.objects.exists() and not KubePod.objects.exists()
+
+
+def test_a_pods_active_deadline_is_its_workloads_declared_limit() -> None:
+    """activeDeadlineSeconds bounds the run time estimated starts assume before similar work has
+    finished (issue 37); a group is bounded only when every pod declares one."""
+    doc = objects.pod("p", gpus=1)
+    doc["spec"]["activeDeadlineSeconds"] = 1800
+    assert mirrored(doc).workload.maximum_execution_time_s == 1800
+    bounded = objects.pod("a", namespace="team", gpus=1)
+    bounded["metadata"]["uid"] = "u1"
+    bounded["spec"]["activeDeadlineSeconds"] = 600
+    members = [pod_info(bounded), info_of("b", "team", "u2")]
+    pods = kube_services.workload_mirror(name="g", members=members, min_count=2)
+    assert pods[0].workload.maximum_execution_time_s is None

@@ -172,8 +172,9 @@
         const line = stageOf(w) === "quota" ? `cluster queue <strong>${GS.esc(w.cluster_queue || w.local_queue)}</strong> · waiting for quota` : "admitted · waiting for nodes";
         rows.push(`<tr class="group"><th colspan="10">${line}</th></tr>`);
       }
-      const start = (starts[w.uid] || {}).start;
-      const eta = start ? `${GS.until(start)}<div class="note">${GS.time(start)}</div>` : '<span class="note" title="No running workload has a known end to go by">unknown</span>';
+      const est = starts[w.uid] || {};
+      const basis = est.basis ? `<div class="note eta-basis">${GS.esc(est.basis)}</div>` : "";
+      const eta = est.start ? `${GS.until(est.start)}<div class="note">${GS.time(est.start)}</div>${basis}` : `<span class="note" title="${GS.esc(est.unknown || "No running workload has a known end to go by")}">unknown</span>`;
       const queue = w.cluster_queue ? `${GS.esc(w.cluster_queue)}<div class="note">${GS.esc(w.local_queue)}</div>` : `<span class="note">${GS.esc(w.local_queue)}</span>`;
       const position = (positions[w.uid] || {}).p;
       rows.push(`<tr data-uid="${GS.esc(w.uid)}"><td class="num">${position || "—"}</td><td><strong>${GS.esc(w.workload)}</strong><div class="note">${w.pending_pods}/${w.pods} pods waiting</div></td><td>${GS.chip(w.tenant)}</td><td>${queue}</td>
