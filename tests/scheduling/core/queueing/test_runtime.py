@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core.queueing.runtime import JobShape, RuntimePredictor, name_pattern, spread
+from scheduling.core.queueing.runtime import (
+    JobShape,
+    Prior,
+    RuntimePredictor,
+    name_pattern,
+    spread,
+)
 
 
 def shape(tenant: str = "vision", name: str = "train-001", gpus: int = 8) -> JobShape:
@@ -160,3 +166,22 @@ def test_spread_is_fixed_per_key_and_uniform_over_keys() -> None:
     assert all(0.0 < v < 1.0 for v in values)
     for q in (0.1, 0.5, 0.9):  # the share below q is about q
         assert abs(sum(v < q for v in values) / len(values) - q) < 0.03
+
+
+def test_a_prior_stands_until_outlived_unless_it_is_a_bound() -> None:
+    """A queue's default run time, outlived, leaves what is left to the Lindy estimate; a
+    declared limit is where the job is stopped, so it stays the prediction."""
+    default = Prior(600.0, "queue default")
+    assert default.prediction(100.0).p50_s == 600.0
+    assert default.prediction().basis == "prior: queue default"
+    outlived = default.prediction(900.0)
+    assert (outlived.p50_s, outlived.p90_s) == (1800.0, 9000.0)
+    assert "outlived" in outlived.basis
+    limit = Prior(600.0, "declared limit", bound=True)
+    assert limit.prediction(900.0).p50_s == limit.prediction(900.0).p90_s == 600.0
+
+
+@given(st.floats(1.0, 1e6), st.floats(0.0, 1e7))
+def test_a_prior_never_predicts_less_than_what_ran_unless_bounded(seconds, elapsed) -> None:
+    p = Prior(seconds, "queue default").prediction(elapsed)
+    assert p.p50_s >= elapsed and p.p90_s >= p.p50_s
