@@ -8,6 +8,7 @@ import json
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from dashboard.live import apply, view_for
 from dashboard.selectors import head_event_id
@@ -55,3 +56,36 @@ def test_the_head_leaving_a_long_line_sends_positions_not_docs() -> None:
     apply(state, changes)
     fresh = view.build()
     assert state["pending"] == fresh["pending"] and state["positions"] == fresh["positions"]
+
+
+def test_the_queue_view_shows_what_an_estimated_start_rests_on() -> None:
+    """Its basis beside each estimated start (issue 37), and why, when the start is unknown."""
+    factories.nodes(1, "dgx-h100")
+    vision = factories.tenant("vision")
+    services.queues_apply(config=parse_documents(list(yaml.safe_load_all(QUEUES))))
+    waiting = [factories.workload(vision, f"w{i}", gpus=8) for i in range(3)]
+    database_cycle(Framework(load_profile("topology")), identity="frames").run_once()
+    services.workload_estimates_record(
+        estimates=[
+            services.WorkloadEstimate(
+                workload_id=w.pk,
+                runtime_p50_s=600.0,
+                runtime_p90_s=600.0,
+                runtime_basis="prior: queue default (gpusched.io/default-runtime of x: 600 s)",
+                start_p50=None,
+                start_p90=None,
+                start_unknown_reason="waits for running work with no predicted end",
+            )
+            for w in waiting
+        ],
+        now=timezone.now(),
+    )
+    starts = view_for("queues").sample()["starts"]
+    waiting_now = Workload.objects.filter(
+        pk__in=[w.pk for w in waiting], state__in=["Pending", "Admitted"]
+    )
+    shown = [starts[str(w.uid)] for w in waiting_now]
+    assert len(shown) >= 2  # one 8-GPU node: at most one of them runs
+    for doc in shown:
+        assert doc["basis"].startswith("prior: queue default")
+        assert doc["unknown"] == "waits for running work with no predicted end"
