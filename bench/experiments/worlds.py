@@ -30,6 +30,7 @@ from scheduling.models import Pod
 from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.database_side import database_cycle
 from scheduling.worker.estimates import StartEstimator
+from scheduling.worker.runtime_feed import RuntimeFeed
 from sim.arrivals import ArrivalStream
 from sim.kubernetes.launch import SimulatedCluster
 from sim.runs import simulation_of
@@ -201,7 +202,14 @@ def _paced(clock: SimClock, options: dict[str, Any]) -> dict[str, Any]:
     """The cycle's options with its estimated starts paced by the simulated clock, as the
     experiments pace its cache and feeds: every throttle of a lock-step run counts simulated
     seconds, so the decisions do not depend on how fast the machine ran each step."""
-    return {"estimator": StartEstimator(monotonic=clock.monotonic), **options}
+    return {
+        "estimator": StartEstimator(monotonic=clock.monotonic),
+        # What it learns from finished work, too: paced by the machine's clock, a loaded machine
+        # learnt more often per simulated hour, and the estimates differed from run to run and
+        # from side to side on one arrival stream (issue 37)
+        "runtime_feed": RuntimeFeed(monotonic=clock.monotonic),
+        **options,
+    }
 
 
 def run_cycles(scheduler: SchedulingCycle) -> None:
