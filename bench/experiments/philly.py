@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.core.queueing.config import ClusterQueue, QueueingStrategy, ReclaimWithinCohort
-from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION, parse_documents
+from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.queueing.resources import GPU
 
 FLAVOR = "p100"

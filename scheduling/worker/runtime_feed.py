@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from scheduling.core.pod_index import HeldPod
-from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION
+from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
 from scheduling.core.queueing.runtime import JobShape, Prediction, Prior, RuntimePredictor
 from scheduling.core.types import PodRequest
 from scheduling.worker import runtime_selectors

@@ -8,7 +8,7 @@ import enum
 import math
 import re
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduling.core import quantity as quantities
 from scheduling.core.queueing.config import (
@@ -30,6 +30,9 @@ _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 MIN_WEIGHT = 1e-9  # Kueue: "When not 0, Weight must be greater than 10^-9"
 E = TypeVar("E", bound=enum.StrEnum)
+
+
+DEFAULT_RUNTIME_ANNOTATION = "gpusched.io/default-runtime"
 
 
 def taint(raw: object, path: str) -> Taint:
@@ -189,3 +192,16 @@ def namespace_selector(raw: object, path: str) -> NamespaceSelector:
                 f"{epath}.operator: {operator!r} is not one of In, NotIn, Exists, DoesNotExist"
             )
     return NamespaceSelector(tuple(requirements))
+
+
+def default_runtime(top: dict[str, Any], where: str) -> float | None:
+    """gpusched's annotation on a ClusterQueue: the run time its workloads are assumed to take
+    until similar ones have finished (a Go duration, more than 0)."""
+    path = f"{where}.metadata.annotations[{DEFAULT_RUNTIME_ANNOTATION!r}]"
+    annotations = mapping(
+        (top.get("metadata") or {}).get("annotations") or {}, f"{where}.metadata.annotations"
+    )
+    seconds = duration(annotations.get(DEFAULT_RUNTIME_ANNOTATION), path)
+    if seconds is not None and seconds <= 0:
+        raise QueueConfigError(f"{path}: must be a duration longer than 0, got 0")
+    return seconds

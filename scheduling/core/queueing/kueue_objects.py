@@ -23,9 +23,8 @@
         borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
 
   with ResourceFlavor, Cohort, LocalQueue, WorkloadPriorityClass, scheduling.k8s.io/v1
-  PriorityClass and Kueue's `Configuration` (its admissionFairSharing section) alike; one
-  annotation of gpusched's own is read, a ClusterQueue's `gpusched.io/default-runtime` (a
-  duration: the run time estimated starts assume before similar work has finished, issue 37);
+  PriorityClass and Kueue's `Configuration` (its admissionFairSharing section) alike, and a
+  ClusterQueue's annotation `gpusched.io/default-runtime` (kueue_fields.default_runtime);
 - `parse_cluster_objects`: the same objects as the Kubernetes API lists them (dicts, with the
   server's metadata and the defaults the API server fills in).
 
@@ -66,6 +65,7 @@ from scheduling.core.queueing.config import (
     WithinClusterQueue,
 )
 from scheduling.core.queueing.kueue_fields import (
+    default_runtime,
     dns_name,
     duration,
     enum_value,
@@ -81,7 +81,6 @@ from scheduling.core.queueing.kueue_fields import (
     weight,
 )
 
-DEFAULT_RUNTIME_ANNOTATION = "gpusched.io/default-runtime"
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 PRIORITY_VERSIONS = ("scheduling.k8s.io/v1",)
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
@@ -326,21 +325,8 @@ def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
             spec.get("namespaceSelector"), f"{path}.namespaceSelector"
         ),
         when_can_borrow=_fungibility(spec.get("flavorFungibility"), f"{path}.flavorFungibility"),
-        default_runtime_s=_default_runtime(top, where),
+        default_runtime_s=default_runtime(top, where),
     )
-
-
-def _default_runtime(top: dict[str, Any], where: str) -> float | None:
-    """gpusched's annotation on a ClusterQueue: the run time its workloads are assumed to take
-    until similar ones have finished (a Go duration, more than 0)."""
-    path = f"{where}.metadata.annotations[{DEFAULT_RUNTIME_ANNOTATION!r}]"
-    annotations = mapping(
-        (top.get("metadata") or {}).get("annotations") or {}, f"{where}.metadata.annotations"
-    )
-    seconds = duration(annotations.get(DEFAULT_RUNTIME_ANNOTATION), path)
-    if seconds is not None and seconds <= 0:
-        raise QueueConfigError(f"{path}: must be a duration longer than 0, got 0")
-    return seconds
 
 
 def _cohort(top: dict[str, Any], where: str) -> Cohort:

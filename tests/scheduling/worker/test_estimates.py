@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from scheduling import services
-from scheduling.core.queueing.kueue_objects import DEFAULT_RUNTIME_ANNOTATION, parse_documents
+from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
+from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload

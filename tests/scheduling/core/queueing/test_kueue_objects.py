@@ -18,8 +18,8 @@ from scheduling.core.queueing.config import (
     QueueConfigError,
     StopPolicy,
 )
+from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
 from scheduling.core.queueing.kueue_objects import (
-    DEFAULT_RUNTIME_ANNOTATION,
     parse_cluster_objects,
     parse_documents,
 )
