@@ -112,7 +112,7 @@ class PodMirror:
             ).values_list("pod_id", "node__name")
         )
         bound_by_others: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]] = []
-        started: list[Pod] = []
+        started: list[tuple[Pod, datetime | None]] = []  # and when the kubelet started it
         seen: list[tuple[KubePod, PodInfo]] = []  # mirrored pods bound somewhere: where, now
         singles: list[PodInfo] = []
         grouped: dict[str, GroupRef] = {}
@@ -121,7 +121,11 @@ class PodMirror:
             if deleted or info.terminal:
                 if kube_pod is not None and kube_pod.pod.phase in Pod.ACTIVE_PHASES:
                     kube_services.pod_gone(
-                        kube_pod=kube_pod, succeeded=info.phase == "Succeeded", now=now
+                        kube_pod=kube_pod,
+                        succeeded=info.phase == "Succeeded",
+                        now=now,
+                        started_at=info.started_at,
+                        finished_at=info.finished_at,
                     )
                     counts["pods_released"] = counts.get("pods_released", 0) + 1
                 self.teller.forget(info.uid)
@@ -142,7 +146,7 @@ class PodMirror:
                 if pod.phase == Pod.Phase.PENDING:
                     bound_by_others.append((info, kube_pod, obj))  # someone else bound our pod
                 elif info.phase == "Running":
-                    started.append(pod)
+                    started.append((pod, info.started_at))
                 continue
             if not info.pending_for(self.scheduler_name):
                 continue
@@ -273,12 +277,12 @@ class PodMirror:
         pending: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]],
         counts: dict[str, int],
         now: datetime,
-    ) -> list[Pod]:
-        """Count pods bound by someone else where they run."""
+    ) -> list[tuple[Pod, datetime | None]]:
+        """Count pods bound by someone else where they run; those running, with their start."""
         cluster = self.cache.state()
         snapshot = cluster.snapshot
         placed: list[tuple[Pod, Decision]] = []
-        running: set[int] = set()
+        running: dict[int, datetime | None] = {}
         for info, kube_pod, obj in pending:
             if kube_pod is not None:
                 pod = kube_pod.pod
@@ -309,7 +313,7 @@ class PodMirror:
             )
             placed.append((pod, decision))
             if info.phase == "Running":
-                running.add(pod.pk)
+                running[pod.pk] = info.started_at
         result = services.placements_commit(
             cluster=cluster, placed=placed, scheduler=self.identity, now=now
         )
@@ -324,7 +328,7 @@ class PodMirror:
                 pod.phase = Pod.Phase.BOUND
                 adopted.append(pod)
         counts["pods_adopted"] = counts.get("pods_adopted", 0) + len(adopted)
-        return [pod for pod in adopted if pod.pk in running]
+        return [(pod, running[pod.pk]) for pod in adopted if pod.pk in running]
 
     def _held_annotations(self, info: PodInfo, obj: Mapping[str, Any]) -> Mapping[str, str]:
         """The pod's annotations, with the GPUs its allocated claims hold as the GPU ids (what

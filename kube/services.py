@@ -12,6 +12,7 @@ its Pod row.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -281,14 +282,39 @@ def _link_one(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
     return row
 
 
-def pods_started(*, pods: Sequence[Pod], now: datetime) -> None:
-    services.pods_start(pods=[p for p in pods if p.phase == Pod.Phase.BOUND], now=now)
+def pods_started(*, pods: Sequence[tuple[Pod, datetime | None]], now: datetime) -> None:
+    """Bound pods the cluster runs, each with when its kubelet started it (status.startTime;
+    None: now): a run time counts from then, not from when the side next saw it (issue 37)."""
+    by_start: dict[datetime, list[Pod]] = defaultdict(list)
+    for pod, started_at in pods:
+        if pod.phase == Pod.Phase.BOUND:
+            by_start[_no_later(started_at, now)].append(pod)
+    for started_at, started in sorted(by_start.items()):
+        services.pods_start(pods=started, now=started_at)
 
 
-def pod_gone(*, kube_pod: KubePod, succeeded: bool, now: datetime) -> None:
+def _no_later(at: datetime | None, now: datetime) -> datetime:
+    """A time the cluster reported, never after `now` (another clock may run ahead)."""
+    return now if at is None else min(at, now)
+
+
+def pod_gone(
+    *,
+    kube_pod: KubePod,
+    succeeded: bool,
+    now: datetime,
+    started_at: datetime | None = None,
+    finished_at: datetime | None = None,
+) -> None:
     """The Kubernetes pod finished, or was deleted: what it holds is free. An evicted pod of a
-    submitted workload goes back to the queue, to be made again (its link is dropped)."""
+    submitted workload goes back to the queue, to be made again (its link is dropped). A pod that
+    ran and ended between two looks is started and finished at the times its status gives
+    (status.startTime, its containers' finishedAt), so a short job's run time is learnt as the
+    database side learns it rather than lost (issue 37)."""
     pod = kube_pod.pod
+    if pod.phase == Pod.Phase.BOUND and started_at is not None:
+        services.pods_start(pods=[pod], now=_no_later(started_at, now))
+        pod.phase = Pod.Phase.RUNNING
     if pod.phase == Pod.Phase.TERMINATING:
         services.pods_terminated(pods=[pod], now=now)
         if pod.workload.origin == Workload.Origin.SUBMITTED:
@@ -301,7 +327,7 @@ def pod_gone(*, kube_pod: KubePod, succeeded: bool, now: datetime) -> None:
         else:
             services.pods_finish(pods=[pod], now=now, succeeded=False)
     elif pod.phase in Pod.ACTIVE_PHASES:
-        services.pods_finish(pods=[pod], now=now, succeeded=succeeded)
+        services.pods_finish(pods=[pod], now=_no_later(finished_at, now), succeeded=succeeded)
 
 
 def kube_pods_seen(*, seen: Sequence[tuple[KubePod, PodInfo]]) -> None:

@@ -28,12 +28,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from fractions import Fraction
 from typing import Any, TypeVar
 
 from kube import gfd, nrt
 from kube.node_topology import Source, Unknown, node_topology
 from kube.nrt import NrtError, NrtInfo
+from kube.times import parse_time
 from scheduling.core import limits, quantity, resource_requests
 from scheduling.core.domains import DomainAsk, ask_of_annotations
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
@@ -277,6 +279,10 @@ class PodInfo:
     topology: DomainAsk | None = None
     # spec.activeDeadlineSeconds: the kubelet stops it after running that long (a declared limit)
     active_deadline_s: int | None = None
+    # When the kubelet started it (status.startTime) and its last container ended
+    # (state.terminated.finishedAt): what a run time is, rather than when gpusched saw it run
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -347,7 +353,24 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         error=error,
         topology=topology,
         active_deadline_s=_positive_int(spec.get("activeDeadlineSeconds")),
+        started_at=_time(status.get("startTime")),
+        finished_at=max(
+            (
+                at
+                for c in status.get("containerStatuses") or []
+                if (at := _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt")))
+            ),
+            default=None,
+        ),
     )
+
+
+def _time(value: object) -> datetime | None:
+    """A status timestamp; None when unset or not one (it only ever refines a time seen)."""
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
 
 
 def _positive_int(value: object) -> int | None:

@@ -6,7 +6,9 @@ Before anything similar has finished, a prior stands in (issue 37), the first of
 declared maximumExecutionTimeSeconds (it is stopped then; it also caps what is learnt), its
 ClusterQueue's `gpusched.io/default-runtime`. Every prediction's basis says which it is ("learned:
 p50 of 37 similar jobs (...)", "prior: declared limit (...)", "prior: queue default (...)"); the
-learnt quantiles replace the prior as soon as work finishes.
+learnt quantiles replace the prior once enough of the tenant's own similar work has finished (a
+group of its jobs with RuntimePredictor.min_samples of them), not as soon as anything has: the
+first jobs to finish are the short ones, across tenants. Without a prior, any group answers.
 
 The cycle uses it for reservations and backfill (predicted ends of what nodes hold, predicted run
 times of what waits) and for estimated starts."""
@@ -81,7 +83,11 @@ class RuntimeFeed:
         elapsed = max(0.0, now - started) if started else 0.0
         learned = self.predictor.predict(shape, elapsed, long_run=long_run)
         limit = self._limits.get(key)
-        if learned is not None:
+        prior = limit is not None or key in self._defaults
+        # A prior stands until the tenant's own work has spoken: the first jobs to finish across
+        # tenants are the short ones, and one or two of them are a worse guess at a waiting
+        # job's run time than its queue's default (issue 37)
+        if learned is not None and (learned.tenant_specific or not prior):
             learned = replace(learned, basis=f"learned: {learned.basis}")
             if limit is None:
                 return learned

@@ -7,10 +7,12 @@ import yaml
 
 from kube import services as kube_services
 from kube.models import KubePod
+from kube.times import parse_time
 from kube.translate import PodInfo, pod_info
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.models import Workload
+from scheduling.models import Pod, Workload
+from scheduling.worker import runtime_selectors
 from tests.kube import objects
 
 pytestmark = pytest.mark.django_db
@@ -108,3 +110,34 @@ def test_a_pods_active_deadline_is_its_workloads_declared_limit() -> None:
     members = [pod_info(bounded), info_of("b", "team", "u2")]
     pods = kube_services.workload_mirror(name="g", members=members, min_count=2)
     assert pods[0].workload.maximum_execution_time_s is None
+
+
+def test_a_pod_that_ran_and_ended_between_two_looks_is_learnt_from_its_status_times() -> None:
+    """The side saw the pod bound, then gone: it still ran, from status.startTime to its
+    container's finishedAt, and that is the run time learnt, as the database side learns a short
+    job's (issue 37: on one arrival stream the two sides learnt from different jobs)."""
+    doc = objects.pod("p", gpus=1)
+    started, finished = "2026-12-07T10:00:00Z", "2026-12-07T10:04:00Z"
+    doc["status"] = {
+        "phase": "Succeeded",
+        "startTime": started,
+        "containerStatuses": [
+            {"name": "main", "state": {"terminated": {"exitCode": 0, "finishedAt": finished}}}
+        ],
+    }
+    info = pod_info(doc)
+    assert (info.started_at, info.finished_at) == (parse_time(started), parse_time(finished))
+    pod = mirrored(doc)
+    Pod.objects.filter(pk=pod.pk).update(phase=Pod.Phase.BOUND)  # bound; never seen running
+    seen_gone = parse_time("2026-12-07T10:05:00Z")
+    assert seen_gone is not None
+    kube_services.pod_gone(
+        kube_pod=KubePod.objects.get(pod=pod),
+        succeeded=True,
+        now=seen_gone,
+        started_at=info.started_at,
+        finished_at=info.finished_at,
+    )
+    (learnt,) = runtime_selectors.finished_runtimes()
+    assert learnt.duration_s == 240.0
+    assert Workload.objects.get(pk=pod.workload_id).finished_at == parse_time(finished)

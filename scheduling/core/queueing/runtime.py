@@ -65,6 +65,10 @@ class Prediction:
     p90_s: float
     samples: int
     basis: str
+    # From a group of the tenant's own jobs with enough samples: a group across tenants (the
+    # shape, the GPU count, everything) speaks for anyone, and a prior the tenant's queue
+    # declares stands until the tenant's own work has finished (issue 37)
+    tenant_specific: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,9 @@ def _groups(shape: JobShape) -> list[tuple[tuple[object, ...], str]]:
     out.append((("g", shape.gpus), gpus))
     out.append((("all",), "all tenants"))
     return out
+
+
+_TENANT_GROUPS = frozenset({"tnls", "tns", "tn", "ts", "tg"})  # the _groups keyed by tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,13 +212,15 @@ class RuntimePredictor:
         basis = self._basis(shape, elapsed_s, half_life_s)
         if basis is None:
             return None
-        longer, reads = basis
+        longer, key, reads = basis
+        own = key[0] in _TENANT_GROUPS
         if longer is None:
             return Prediction(
                 _lindy(elapsed_s, 0.5),
                 _lindy(elapsed_s, 0.9),
                 0,
                 f"ran longer than every similar job ({reads}): as long again expected",
+                own,
             )
         ordered, first = longer
         count = len(ordered.durations) - first
@@ -221,6 +230,7 @@ class RuntimePredictor:
             _quantile(ordered, first, 0.9),
             count,
             f"p50 of {count} {label} ({reads}){_weighting(half_life_s)}",
+            own and count >= self.min_samples,
         )
 
     def quantile(
@@ -231,16 +241,16 @@ class RuntimePredictor:
         basis = self._basis(shape, elapsed_s, None if long_run else self.half_life_s)
         if basis is None:
             return None
-        longer, _ = basis
+        longer, _, _ = basis
         return _lindy(elapsed_s, q) if longer is None else _quantile(*longer, q)
 
     def _basis(
         self, shape: JobShape, elapsed_s: float, half_life_s: float | None
-    ) -> tuple[tuple[_Ordered, int] | None, str] | None:
+    ) -> tuple[tuple[_Ordered, int] | None, tuple[object, ...], str] | None:
         """The durations of the most specific group with enough of them that ran longer than
-        `elapsed_s` (the group sorted, and where those begin in it), and how it reads;
-        (None, reads) when the job outlived every such group."""
-        outlived = ""
+        `elapsed_s` (the group sorted, and where those begin in it), its key and how it reads;
+        (None, key, reads) when the job outlived every such group."""
+        outlived: tuple[tuple[object, ...], str] | None = None
         for key, reads in _groups(shape):
             samples = self._groups.get(key)
             if samples is None:
@@ -249,11 +259,11 @@ class RuntimePredictor:
             first = bisect.bisect_right(ordered.durations, elapsed_s) if elapsed_s > 0 else 0
             needed = 1 if key == ("all",) else self.min_samples
             if len(ordered.durations) - first >= needed:
-                return (ordered, first), reads
-            if len(ordered.durations) >= needed and not outlived:
-                outlived = reads
-        if outlived and elapsed_s > 0:
-            return None, outlived
+                return (ordered, first), key, reads
+            if len(ordered.durations) >= needed and outlived is None:
+                outlived = key, reads
+        if outlived is not None and elapsed_s > 0:
+            return None, *outlived
         return None
 
 

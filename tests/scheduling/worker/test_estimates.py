@@ -28,12 +28,14 @@ from tests.scheduling import factories
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def submit(name: str, *, gpus: int = 8, duration_s: float | None = None) -> Workload:
+def submit(
+    name: str, *, gpus: int = 8, duration_s: float | None = None, tenant: str = "vision"
+) -> Workload:
     template = PodTemplate(
         resources=Resources(cpu_milli=1000, memory_mib=1024, gpus=gpus),
     )
     submitted = services.workload_submit(
-        tenant=factories.tenant("vision"),
+        tenant=factories.tenant(tenant),
         name=name,
         pod_sets=[services.PodSetSpec("main", 1, template)],
     )
@@ -57,8 +59,8 @@ class Run:
         self.cycle.run_once()
 
 
-def run_to_end(run: Run, name: str, seconds: float) -> None:
-    submit(name, duration_s=10_000)  # the simulator's true duration: never read
+def run_to_end(run: Run, name: str, seconds: float, *, tenant: str = "vision") -> None:
+    submit(name, duration_s=10_000, tenant=tenant)  # the simulator's true duration: never read
     run.step(1)
     pods = list(Pod.objects.filter(workload__name=name))
     services.pods_start(pods=pods, now=run.now)
@@ -108,7 +110,7 @@ def test_without_any_finished_job_the_start_is_unknown_with_the_reason() -> None
 
 def queue_with_default_runtime(default: str) -> None:
     """One ClusterQueue of 8 GPUs whose workloads are assumed to run `default` until some have
-    finished, and tenant vision's LocalQueue `default` pointing at it."""
+    finished, and tenants vision's and search's LocalQueue `default` pointing at it."""
     services.queues_apply(
         config=parse_documents(
             [
@@ -136,11 +138,14 @@ def queue_with_default_runtime(default: str) -> None:
                         ],
                     },
                 },
-                {
-                    "kind": "LocalQueue",
-                    "metadata": {"name": "default", "namespace": factories.tenant("vision").name},
-                    "spec": {"clusterQueue": "team"},
-                },
+                *(
+                    {
+                        "kind": "LocalQueue",
+                        "metadata": {"name": "default", "namespace": factories.tenant(t).name},
+                        "spec": {"clusterQueue": "team"},
+                    }
+                    for t in ("vision", "search")
+                ),
             ]
         )
     )
@@ -148,7 +153,7 @@ def queue_with_default_runtime(default: str) -> None:
 
 def test_a_cold_start_queue_gets_an_estimate_from_its_default_run_time() -> None:
     """Nothing has finished yet: the queue's default run time stands in, and the basis says so;
-    once work finishes, what it took replaces the prior."""
+    one finished job does not replace it (the tenant's own similar work must speak first)."""
     factories.nodes(1)  # 8 GPUs: one 8-GPU job at a time
     queue_with_default_runtime("10m")
     run = Run(timezone.now())
@@ -172,9 +177,38 @@ def test_a_cold_start_queue_gets_an_estimate_from_its_default_run_time() -> None
     services.pods_start(pods=list(Pod.objects.filter(workload__name="second")), now=run.now)
     run.step(1)
     third = Workload.objects.get(name="third")
-    assert third.runtime_basis.startswith("learned: p50 of 1 similar jobs (all tenants)")
-    assert third.runtime_p50_s == pytest.approx(10.0)  # what first took
+    assert third.runtime_basis.startswith("prior: queue default")
+    assert third.runtime_p50_s == 600.0
     assert third.start_p50 is not None
+
+
+def test_the_prior_gives_way_once_enough_of_the_tenant_s_own_jobs_have_finished() -> None:
+    """The first jobs to finish are the short ones: four of the tenant's, or any number of
+    another tenant's, leave the queue default standing; the fifth of its own replaces it."""
+    factories.nodes(1)
+    queue_with_default_runtime("10m")
+    run = Run(timezone.now())
+    for k in range(5):
+        run_to_end(run, f"other-{k}", 30.0, tenant="search")
+    for k in range(4):
+        run_to_end(run, f"train-{k:03d}", 300.0)
+    assert Workload.objects.filter(state=Workload.State.FINISHED).count() == 9
+    submit("train-100", duration_s=10_000)
+    run.step(1)
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="train-100")), now=run.now)
+    submit("train-101", duration_s=10_000)
+    run.step(1)
+    waiting = Workload.objects.get(name="train-101")
+    assert waiting.runtime_basis.startswith("prior: queue default")
+    assert waiting.runtime_p50_s == 600.0
+
+    services.pods_finish(pods=list(Pod.objects.filter(workload__name="train-100")), now=run.now)
+    run.step(1)  # train-101 starts; train-102 waits behind it
+    services.pods_start(pods=list(Pod.objects.filter(workload__name="train-101")), now=run.now)
+    submit("train-102", duration_s=10_000)
+    run.step(1)
+    waiting = Workload.objects.get(name="train-102")
+    assert waiting.runtime_basis.startswith("learned: p50 of 5 similar jobs (tenant vision")
 
 
 def test_a_declared_limit_comes_before_the_queue_default() -> None:

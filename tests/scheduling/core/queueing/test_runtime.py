@@ -49,6 +49,24 @@ def test_the_most_specific_group_with_enough_samples_speaks() -> None:
     assert stranger is not None and "(all tenants)" in stranger.basis
 
 
+def test_only_a_group_of_the_tenant_s_own_jobs_with_enough_samples_is_tenant_specific() -> None:
+    """What the product lets replace a prior (issue 37): another tenant's jobs, or fewer than
+    min_samples of the tenant's own, answer but are not the tenant's own evidence."""
+    predictor = RuntimePredictor(min_samples=3)
+    for k in range(3):
+        predictor.observe(shape(tenant="nlp", name=f"eval-{k}", gpus=1), 60.0, finished_at=k)
+    predictor.observe(shape(name="train-000"), 600.0, finished_at=3)
+    one = predictor.predict(shape(name="train-001"))
+    assert one is not None and not one.tenant_specific and "(all tenants)" in one.basis
+    stranger = predictor.predict(shape(tenant="speech", gpus=8))
+    assert stranger is not None and not stranger.tenant_specific
+    for k in range(1, 3):
+        predictor.observe(shape(name=f"train-{k:03d}"), 600.0, finished_at=3 + k)
+    own = predictor.predict(shape(name="train-003"))
+    assert own is not None and own.tenant_specific and own.p50_s == 600.0
+    assert "tenant vision" in own.basis
+
+
 def test_a_running_job_is_predicted_from_those_that_ran_longer() -> None:
     predictor = RuntimePredictor(min_samples=2)
     for duration in (100.0, 200.0, 1000.0, 1200.0):
