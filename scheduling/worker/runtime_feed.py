@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
@@ -26,6 +27,7 @@ from scheduling.core.types import PodRequest
 from scheduling.worker import runtime_selectors
 
 REFRESH_EVERY_S = 30.0
+LATE_S = 3600.0  # how much earlier than the newest finish read a finish may still be reported
 
 
 class RuntimeFeed:
@@ -38,7 +40,11 @@ class RuntimeFeed:
         self.refresh_every_s = refresh_every_s
         self.monotonic = monotonic
         self.predictor = RuntimePredictor()
-        self._after_id = 0
+        # What was learnt: the latest finish read, and the workloads read that finished within
+        # LATE_S of it (a finish the cluster reports late, with its own earlier time, is still
+        # read once and only once)
+        self._newest: datetime | None = None
+        self._recent: dict[int, datetime] = {}
         self._refreshed_at = -float("inf")
         self._shapes: dict[str, JobShape] = {}  # workload key ("tenant/name") -> shape
         self._started: dict[str, float] = {}  # workload key -> when its first pod started
@@ -48,9 +54,7 @@ class RuntimeFeed:
     def refresh(self, keys: Iterable[str] = (), *, force: bool = False) -> None:
         """Learn from what finished since last time; know the shapes and starts of `keys`."""
         if force or self.monotonic() - self._refreshed_at >= self.refresh_every_s:
-            for row in runtime_selectors.finished_runtimes(after_id=self._after_id):
-                self.predictor.observe(row.shape, row.duration_s, finished_at=row.finished_at)
-                self._after_id = max(self._after_id, row.workload_id)
+            self._learn()
             self._refreshed_at = self.monotonic()
             self._shapes.clear()
             self._started.clear()
@@ -70,6 +74,23 @@ class RuntimeFeed:
                         f"queue default ({DEFAULT_RUNTIME_ANNOTATION} of ClusterQueue "
                         f"{fact.cluster_queue}: {fact.queue_default_s:g} s)",
                     )
+
+    def _learn(self) -> None:
+        rows = []
+        if self._newest is not None:  # late reports of finishes up to the newest read
+            rows += runtime_selectors.finished_runtimes(
+                since=self._newest - timedelta(seconds=LATE_S), exclude_ids=self._recent
+            )
+            rows = [r for r in rows if r.finished <= self._newest]
+        rows += runtime_selectors.finished_runtimes(after=self._newest)
+        for row in rows:
+            self.predictor.observe(row.shape, row.duration_s, finished_at=row.finished_at)
+            self._recent[row.workload_id] = row.finished
+            if self._newest is None or row.finished > self._newest:
+                self._newest = row.finished
+        if self._newest is not None:
+            oldest = self._newest - timedelta(seconds=LATE_S)
+            self._recent = {pk: at for pk, at in self._recent.items() if at >= oldest}
 
     def prediction(self, key: str, now: float) -> Prediction | None:
         """The run time estimated starts are given, recent jobs weighing more."""

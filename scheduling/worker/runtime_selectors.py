@@ -4,8 +4,9 @@ they ran, and the shape of the workloads it predicts for. Reads only."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Min
 
@@ -21,6 +22,7 @@ class FinishedRuntime:
     shape: JobShape
     duration_s: float
     finished_at: float  # Unix time
+    finished: datetime  # the same, as stored
 
 
 @dataclass(frozen=True)
@@ -34,17 +36,29 @@ class WorkloadFacts:
     cluster_queue: str = ""
 
 
-def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[FinishedRuntime]:
-    """Workloads that finished (succeeded) with id > after_id, in id order, and their run time
-    from their first pod's start to the workload's end."""
+def finished_runtimes(
+    *,
+    after: datetime | None = None,
+    since: datetime | None = None,
+    exclude_ids: Collection[int] = (),
+    limit: int = BATCH,
+) -> list[FinishedRuntime]:
+    """Workloads that finished (succeeded) after `after` (or at or after `since`), but for
+    `exclude_ids`, in the order they finished, and their run time from their first pod's start
+    to the workload's end. By when they finished, not by id: a long job finishes after many
+    submitted later, and an id cursor passed it by for good."""
+    finished = Workload.objects.filter(state=Workload.State.FINISHED, finished_at__isnull=False)
+    if after is not None:
+        finished = finished.filter(finished_at__gt=after)
+    if since is not None:
+        finished = finished.filter(finished_at__gte=since)
+    if exclude_ids:
+        finished = finished.exclude(pk__in=list(exclude_ids))
     rows = list(
-        Workload.objects.filter(
-            pk__gt=after_id, state=Workload.State.FINISHED, finished_at__isnull=False
-        )
-        .annotate(first_start=Min("pods__started_at"))
+        finished.annotate(first_start=Min("pods__started_at"))
         .filter(first_start__isnull=False)
         .select_related("tenant")
-        .order_by("pk")[:limit]
+        .order_by("finished_at", "pk")[:limit]
     )
     shapes = _shapes([w.pk for w in rows])
     return [
@@ -53,6 +67,7 @@ def finished_runtimes(*, after_id: int = 0, limit: int = BATCH) -> list[Finished
             JobShape.of(w.tenant.name, w.name, pod_sets=shapes.get(w.pk, ())),
             (w.finished_at - w.first_start).total_seconds(),
             w.finished_at.timestamp(),
+            w.finished_at,
         )
         for w in rows
         if w.finished_at is not None

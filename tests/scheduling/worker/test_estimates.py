@@ -12,6 +12,7 @@ from django.utils import timezone
 from scheduling import services
 from scheduling.core.queueing.kueue_fields import DEFAULT_RUNTIME_ANNOTATION
 from scheduling.core.queueing.kueue_objects import parse_documents
+from scheduling.core.queueing.runtime import JobShape
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import Resources
 from scheduling.models import Pod, Workload
@@ -266,3 +267,44 @@ def test_the_replay_stops_at_the_pod_budget_in_queue_order() -> None:
         Workload.objects.filter(estimated_at__isnull=False).values_list("name", flat=True)
     )
     assert estimated == {"wait-1", "wait-2"}
+
+
+def test_a_long_job_that_finishes_after_later_ones_is_learnt() -> None:
+    """Learning reads what finished in the order it finished, not by id: read after the short
+    job submitted after it had finished, the long job was passed by for good, and only short run
+    times were learnt (issue 37)."""
+    factories.nodes(2)
+    run = Run(timezone.now())
+    feed = RuntimeFeed(refresh_every_s=0)
+    submit("long", duration_s=10_000)
+    submit("short", duration_s=10_000)
+    run.step(1)
+    pods = {n: list(Pod.objects.filter(workload__name=n)) for n in ("long", "short")}
+    services.pods_start(pods=[*pods["long"], *pods["short"]], now=run.now)
+    services.pods_finish(pods=pods["short"], now=run.now + timedelta(seconds=60))
+    feed.refresh()
+    services.pods_finish(pods=pods["long"], now=run.now + timedelta(seconds=3000))
+    feed.refresh()
+    feed.refresh()  # and each once
+    assert feed.predictor.observed == 2
+    learnt = feed.predictor.predict(JobShape.of("vision", "x", pod_sets=((1, 8),)))
+    assert learnt is not None and learnt.p90_s > 60.0
+
+
+def test_a_finish_reported_late_with_its_own_earlier_time_is_learnt_once() -> None:
+    """The Kubernetes side records a pod's end at its container's finishedAt, which may come
+    before a finish already read."""
+    factories.nodes(2)
+    run = Run(timezone.now())
+    feed = RuntimeFeed(refresh_every_s=0)
+    submit("seen-late", duration_s=10_000)
+    submit("seen-first", duration_s=10_000)
+    run.step(1)
+    pods = {n: list(Pod.objects.filter(workload__name=n)) for n in ("seen-late", "seen-first")}
+    services.pods_start(pods=[*pods["seen-late"], *pods["seen-first"]], now=run.now)
+    services.pods_finish(pods=pods["seen-first"], now=run.now + timedelta(seconds=600))
+    feed.refresh()
+    services.pods_finish(pods=pods["seen-late"], now=run.now + timedelta(seconds=300))
+    feed.refresh()
+    feed.refresh()
+    assert feed.predictor.observed == 2
