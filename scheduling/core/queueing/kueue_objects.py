@@ -4,7 +4,7 @@
 
     apiVersion: kueue.x-k8s.io/v1beta2
     kind: ClusterQueue
-    metadata: {name: vision}
+    metadata: {name: vision, annotations: {gpusched.io/default-runtime: 45m}}   # gpusched's
     spec:
       cohortName: demo
       queueingStrategy: BestEffortFIFO          # or StrictFIFO
@@ -23,8 +23,7 @@
         borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
 
   with ResourceFlavor, Cohort, LocalQueue, WorkloadPriorityClass, scheduling.k8s.io/v1
-  PriorityClass and Kueue's `Configuration` (its admissionFairSharing section) alike, and a
-  ClusterQueue's annotation `gpusched.io/default-runtime` (kueue_fields.default_runtime);
+  PriorityClass and Kueue's `Configuration` (its admissionFairSharing section) alike;
 - `parse_cluster_objects`: the same objects as the Kubernetes API lists them (dicts, with the
   server's metadata and the defaults the API server fills in).
 
@@ -268,10 +267,8 @@ def _flavor(top: dict[str, Any], where: str) -> ResourceFlavor:
 def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
     name, _, spec = _common(top, where, KUEUE_VERSIONS)
     path = f"{where}.spec"
-    kind = "ClusterQueue"
-    _refuse_if_set(spec, "admissionChecksStrategy", kind, "spec.admissionChecksStrategy", path)
-    _refuse_if_set(spec, "admissionChecks", kind, "spec.admissionChecks", path)
-    _refuse_if_set(spec, "concurrentAdmissionPolicy", kind, "spec.concurrentAdmissionPolicy", path)
+    for key in ("admissionChecksStrategy", "admissionChecks", "concurrentAdmissionPolicy"):
+        _refuse_if_set(spec, key, "ClusterQueue", f"spec.{key}", path)
     no_unknown(
         spec,
         {
