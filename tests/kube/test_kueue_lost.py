@@ -72,8 +72,8 @@ def test_a_cluster_queue_deleted_with_admitted_work_shows_terminating_everywhere
     create(fake, "localqueues", local_queue())
     sched.run_once()
     sched.run_once()
-    row.refresh_from_db()
-    assert (row.stop_policy, row.deleted_from_source_at) == ("None", None)
+    again = ClusterQueue.objects.get(name="team")
+    assert (again.stop_policy, again.deleted_from_source_at) == ("None", None)
     series = scrape(client)
     assert value(series, "gpusched_queue_terminating", cluster_queue="team") == 0
     assert value(series, "gpusched_queue_pending_workloads_without_local_queue") == 0
