@@ -137,12 +137,7 @@ def cluster_queue_limits_set(
                     entry[limit] = amount
         detail: dict[str, Any] = {"clusterQueue": name, "limits": changed}
         if changed:
-            row.resource_groups = groups
-            row.save(update_fields=["resource_groups", "updated_at"])
-            events.publish(events.QueuesChanged(cluster_queues=[name]))
-            admin_action_record(
-                actor=actor, action="clusterqueue.quota", target=name, detail=detail
-            )
+            _quota_changed(row, groups, detail, actor=actor)
     return detail
 
 
@@ -182,13 +177,18 @@ def cluster_queue_quota_set(
                 entry["nominalQuota"] = amount
         detail: dict[str, Any] = {"clusterQueue": name, "flavor": chosen, "nominalQuota": changed}
         if changed:
-            row.resource_groups = groups
-            row.save(update_fields=["resource_groups", "updated_at"])
-            events.publish(events.QueuesChanged(cluster_queues=[name]))
-            admin_action_record(
-                actor=actor, action="clusterqueue.quota", target=name, detail=detail
-            )
+            _quota_changed(row, groups, detail, actor=actor)
     return detail
+
+
+def _quota_changed(
+    row: ClusterQueue, groups: list[dict[str, Any]], detail: dict[str, Any], *, actor: str
+) -> None:
+    """A changed quota: stored, announced and audited, in the caller's transaction."""
+    row.resource_groups = groups
+    row.save(update_fields=["resource_groups", "updated_at"])
+    events.publish(events.QueuesChanged(cluster_queues=[row.name]))
+    admin_action_record(actor=actor, action="clusterqueue.quota", target=row.name, detail=detail)
 
 
 def _editable(
