@@ -43,7 +43,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import yaml
 
@@ -275,6 +275,7 @@ class NativeStack:
                 job.pop("scrape_timeout", None)
         prom_dir = self.workdir / service.name
         prom_dir.mkdir(parents=True, exist_ok=True)
+        self._write_credentials_files(service, config, prom_dir)
         config_path = prom_dir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         ((_, container_port),) = [key for key in self.ports if key[0] == service.name]
@@ -289,6 +290,21 @@ class NativeStack:
             f"--storage.tsdb.path={prom_dir / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.ports[(service.name, container_port)]}",
         ]
+
+    def _write_credentials_files(
+        self, service: Service, config: dict[str, Any], prom_dir: Path
+    ) -> None:
+        """docker-compose.yml's Prometheus entrypoint writes GPUSCHED_METRICS_TOKEN into the file
+        a job's `authorization.credentials_file` names: natively, a file in `prom_dir`."""
+        token = service.environment.get("GPUSCHED_METRICS_TOKEN")
+        for job in config.get("scrape_configs") or []:
+            authorization = job.get("authorization") or {}
+            if "credentials_file" in authorization:
+                if token is None:
+                    raise StackError(f"service {service.name}: no GPUSCHED_METRICS_TOKEN")
+                path = prom_dir / Path(authorization["credentials_file"]).name
+                path.write_text(token)
+                authorization["credentials_file"] = str(path)
 
     # --- addresses ------------------------------------------------------------------------
 

@@ -22,6 +22,11 @@ GPUSCHED_DB_STATEMENT_TIMEOUT_MS, GPUSCHED_DB_LOCK_TIMEOUT_MS
 GPUSCHED_WEB_REQUEST_THREADS
                         the most HTTP requests a web process runs at once (default 2; the rest
                         wait their turn): gpusched/request_handler.py.
+GPUSCHED_METRICS_TOKEN  when set, /metrics answers only `Authorization: Bearer <it>` (else 401);
+                        unset, /metrics is open (development): docs/security.md.
+GPUSCHED_METRICS_CACHE_S
+                        the oldest /metrics a scrape may be served, in seconds (default 5): scrapes
+                        within it share one read of the database.
 REDIS_URL               Redis for the channel layer; default is the in-memory layer (one process).
 HTTPS, cookies and static files: GPUSCHED_SECURE_*, GPUSCHED_HSTS_*, GPUSCHED_CSRF_TRUSTED_ORIGINS
 and GPUSCHED_STATIC_ROOT, described in the "security" and "static files" sections below.
@@ -310,6 +315,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1
 # (gpusched/request_handler.py): more only queue for the GIL ahead of the event loop and the
 # dashboard's deltas. Two keep the process busy while one of them waits on the database.
 WEB_REQUEST_THREADS = _env_int("GPUSCHED_WEB_REQUEST_THREADS", 2, minimum=1)
+
+# --- /metrics --------------------------------------------------------------------------------
+
+# /metrics names tenants (gpusched_tenant_*): with a token set, only a scraper presenting it reads
+# them. Unset (development), anyone who reaches the port may (docs/security.md).
+METRICS_TOKEN = os.environ.get("GPUSCHED_METRICS_TOKEN", "").strip()
+# A scrape reads the whole cluster from the database; scrapes within this many seconds of the last
+# read are served what it read, so replicas' scrapers and anyone polling cost one read per window.
+METRICS_CACHE_S = float(os.environ.get("GPUSCHED_METRICS_CACHE_S", "").strip() or 5)
 
 # --- the simulator -----------------------------------------------------------------------------
 

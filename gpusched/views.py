@@ -11,6 +11,7 @@ and the exception class.
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any
 
@@ -21,7 +22,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from gpusched import web_metrics
 
@@ -59,8 +60,26 @@ def readyz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of the web process (gpusched/web_metrics.py)."""
-    return HttpResponse(generate_latest(web_metrics.registry), content_type=CONTENT_TYPE_LATEST)
+    """Prometheus text exposition of the web process (gpusched/web_metrics.py), at most
+    METRICS_CACHE_S old; only for `Authorization: Bearer <METRICS_TOKEN>` when that is set."""
+    if settings.METRICS_TOKEN and not _bears(request, settings.METRICS_TOKEN):
+        response = HttpResponse(
+            "/metrics needs the metrics token: Authorization: Bearer <token>.\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body = web_metrics.exposition.get(max_age_s=settings.METRICS_CACHE_S)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def _bears(request: HttpRequest, token: str) -> bool:
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    # Compared in constant time: how long a wrong guess took says nothing of the token.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    )
 
 
 def _database() -> str:

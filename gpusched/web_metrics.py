@@ -3,7 +3,10 @@
 Cluster-wide numbers are read from the database at scrape time by each app's collector
 (scheduling/web_metrics.py, dashboard/web_metrics.py, telemetry/web_metrics.py), so every web
 replica reports the same cluster and nothing has to be kept in step. They are aggregates only
-(counts per cluster queue, phase, state or telemetry source): no tenant, workload or node names.
+(counts per cluster queue, phase, state or telemetry source, and each tenant's usage): tenant and
+queue names, no workload or node names. Reading them costs a scan of the cluster, so the
+exposition is served from `exposition`, at most METRICS_CACHE_S old; the view asks for
+METRICS_TOKEN when one is set (gpusched/views.py).
 `DatabaseCollector` reads them all or none: a scrape that fails half-way reports the database
 down (`gpusched_database_up` 0), not a mix.
 
@@ -15,6 +18,7 @@ label has as many values as the URL configuration has patterns, never one per ob
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
@@ -23,7 +27,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponseBase
 from prometheus_client import Counter as CounterMetric
-from prometheus_client import Histogram
+from prometheus_client import Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -67,6 +71,32 @@ registry.register(
     )
 )
 registry.register(websocket_clients)
+
+
+class CachedExposition:
+    """The last rendered exposition, rendered again once it is older than the age asked for.
+    Scrapes arriving while one renders wait for it and are served its result: concurrent scrapes
+    read the database once."""
+
+    def __init__(
+        self, render: Callable[[], bytes], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._render = render
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._body = b""
+        self._rendered_at: float | None = None
+
+    def get(self, max_age_s: float) -> bytes:
+        with self._lock:
+            rendered_at = self._rendered_at
+            if rendered_at is None or self._clock() - rendered_at >= max_age_s:
+                self._body = self._render()
+                self._rendered_at = self._clock()
+            return self._body
+
+
+exposition = CachedExposition(lambda: generate_latest(registry))
 
 http_request_seconds = Histogram(
     "gpusched_http_request_duration_seconds",

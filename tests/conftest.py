@@ -17,6 +17,9 @@ settings.SECURE_SSL_REDIRECT = False
 # Every read of the queue status computes the usage ratios afresh
 # (tests/scheduling/selectors/test_efficiency.py checks the cache the default enables).
 settings.USAGE_RATIOS_MAX_AGE_S = 0.0
+# Every scrape of /metrics reads the database afresh (tests/security/test_metrics.py checks the
+# cache the default enables).
+settings.METRICS_CACHE_S = 0.0
 settings.STORAGES = {
     **settings.STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -95,7 +95,7 @@ def test_one_service_monitor_per_role_scrapes_a_port_that_serves_metrics() -> No
         jobs.add(service["metadata"]["name"])  # the operator's job label without jobLabel
         assert "jobLabel" not in spec
         (endpoint,) = spec["endpoints"]
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "authorization"}
         assert endpoint["path"] == "/metrics" and re.fullmatch(r"\d+s", endpoint["interval"])
         (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
         # The Service's target port is a named container port of the pods it selects...
@@ -116,6 +116,13 @@ def test_one_service_monitor_per_role_scrapes_a_port_that_serves_metrics() -> No
         command = container["command"]
         if "runweb" in command:
             assert command[command.index("--port") + 1] == number
+            # /metrics names tenants: the operator presents the token the web is given (the
+            # Endpoint's SafeAuthorization: a Secret key in the ServiceMonitor's namespace).
+            (token,) = [e for e in container["env"] if e["name"] == "GPUSCHED_METRICS_TOKEN"]
+            assert endpoint["authorization"] == {
+                "type": "Bearer",
+                "credentials": token["valueFrom"]["secretKeyRef"],
+            }
         else:
             assert command[command.index("--metrics-port") + 1] == number
             assert command[command.index("--metrics-host") + 1] == "0.0.0.0"
@@ -317,6 +324,7 @@ def test_the_plain_scrape_config_keeps_each_roles_metrics_port(
         for port in service["spec"]["ports"]
     }
     kept = {pair for pair in ports if re.fullmatch(keep["regex"], ";".join(pair))}
+    assert job["authorization"]["type"] == "Bearer"  # the web's metrics token, from a file
     assert kept == {
         ("gpusched-web", "http"),
         ("gpusched-scheduler", "metrics"),
@@ -328,6 +336,10 @@ def test_the_plain_scrape_config_keeps_each_roles_metrics_port(
     # file (relabelling, rule files) with static targets in its place.
     job.pop("kubernetes_sd_configs")
     job["static_configs"] = [{"targets": ["127.0.0.1:9101"]}]
+    # promtool checks that the token file exists: the Secret is mounted only in the cluster.
+    token_file = tmp_path / "token"
+    token_file.write_text("test-metrics-token")
+    job["authorization"]["credentials_file"] = str(token_file)
     checked = tmp_path / "prometheus.yml"
     checked.write_text(yaml.safe_dump(config))
     assert config["rule_files"] == [rules_file.name]  # saved beside it (docs/operations.md)

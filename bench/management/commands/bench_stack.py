@@ -277,6 +277,7 @@ class Command(BaseCommand):
             # Compose's required variables; the database password is unused natively.
             env={
                 "GPUSCHED_DB_PASSWORD": "unused",
+                "GPUSCHED_METRICS_TOKEN": secrets.token_urlsafe(16),
                 **os.environ,
                 "GPUSCHED_SECRET_KEY": str(settings.SECRET_KEY),
             },

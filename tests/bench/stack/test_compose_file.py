@@ -27,7 +27,11 @@ from tests.support.binaries import installed
 
 ROLES = ("migrate", "web", "scheduler", "simulator", "ingester")
 # What compose requires from the environment (docker-compose.yml's header).
-REQUIRED = {"GPUSCHED_SECRET_KEY": "test-secret-key", "GPUSCHED_DB_PASSWORD": "test-db-password"}
+REQUIRED = {
+    "GPUSCHED_SECRET_KEY": "test-secret-key",
+    "GPUSCHED_DB_PASSWORD": "test-db-password",
+    "GPUSCHED_METRICS_TOKEN": "test-metrics-token",
+}
 
 
 def required_env() -> dict[str, str]:

@@ -80,6 +80,7 @@ def test_the_compose_stack_runs_natively_end_to_end(
             env={
                 "GPUSCHED_SECRET_KEY": secrets.token_urlsafe(32),
                 "GPUSCHED_DB_PASSWORD": secrets.token_urlsafe(16),
+                "GPUSCHED_METRICS_TOKEN": secrets.token_urlsafe(16),
             },
             external={
                 "postgres": database_url,
