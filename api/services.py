@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from api import pending_limits, selectors
 from api import quantities as q
-from api import selectors
 from api import specs as workload_specs
 from api.authentication import TOKEN_PREFIX, token_digest
 from api.exceptions import ApplicationError, Conflict, InvalidInput, Unprocessable
@@ -454,6 +454,7 @@ def workload_create(
         with transaction.atomic():
             if Workload.objects.filter(tenant=tenant, name=name).exists():
                 raise Conflict(f"workload {name!r} already exists", {"field": "name"})
+            pending_limits.refuse_past_limits(tenant, queue, sum(spec.count for spec in specs))
             if idempotency_key:
                 IdempotencyKey.objects.create(
                     tenant=tenant, key=idempotency_key, fingerprint=fingerprint, workload_name=name

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from api import quantities as q
 from api.exceptions import InvalidInput
 from scheduling.core import domains, resource_requests
@@ -26,7 +28,6 @@ from scheduling.pod_template import PodTemplate
 from scheduling.services import PodSetSpec
 
 _TOKEN = re.compile(r"[-_ ]+")
-MAX_PODS_PER_WORKLOAD = 5000
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,11 @@ def pod_sets(
     stored: list[dict[str, Any]] = []
     seen: set[str] = set()
     total = sum(int(raw["count"]) for raw in raw_pod_sets)
-    if total > MAX_PODS_PER_WORKLOAD:
-        errors["podSets"].append(f"{total} pods in one workload; at most {MAX_PODS_PER_WORKLOAD}")
+    if total > settings.MAX_PODS_PER_WORKLOAD:
+        errors["podSets"].append(
+            f"{total} pods in one workload; at most {settings.MAX_PODS_PER_WORKLOAD}"
+            " (GPUSCHED_MAX_PODS_PER_WORKLOAD)"
+        )
     for i, raw in enumerate(raw_pod_sets):
         path = f"podSets[{i}]"
         name = str(raw["name"])

@@ -22,6 +22,10 @@ GPUSCHED_DB_STATEMENT_TIMEOUT_MS, GPUSCHED_DB_LOCK_TIMEOUT_MS
 GPUSCHED_WEB_REQUEST_THREADS
                         the most HTTP requests a web process runs at once (default 2; the rest
                         wait their turn): gpusched/request_handler.py.
+GPUSCHED_MAX_PENDING_PODS_PER_TENANT, GPUSCHED_MAX_PENDING_PODS_PER_QUEUE (20000, 10000),
+GPUSCHED_MAX_PENDING_WORKLOADS_PER_TENANT, GPUSCHED_MAX_PENDING_WORKLOADS_PER_QUEUE (2000, 1000),
+GPUSCHED_MAX_PODS_PER_WORKLOAD (5000)
+                        bounds on a tenant's pending work and on one submit (docs/security.md).
 GPUSCHED_METRICS_TOKEN  when set, /metrics answers only `Authorization: Bearer <it>` (else 401);
                         unset, /metrics is open (development): docs/security.md.
 GPUSCHED_METRICS_CACHE_S
@@ -315,6 +319,24 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1
 # (gpusched/request_handler.py): more only queue for the GIL ahead of the event loop and the
 # dashboard's deltas. Two keep the process busy while one of them waits on the database.
 WEB_REQUEST_THREADS = _env_int("GPUSCHED_WEB_REQUEST_THREADS", 2, minimum=1)
+
+# --- pending work per tenant ------------------------------------------------------------------
+
+# What one tenant may leave waiting, like Kubernetes' ResourceQuota `count/pods` (a submit past
+# them is refused 403 "exceeded quota", as the ResourceQuota admission plugin refuses a pod):
+# pods not yet on a node and workloads not yet admitted, per tenant and per LocalQueue, so that
+# what the scheduler holds grows with what it can admit, not with what is submitted. Generous
+# defaults: the demo and the tests stay far below them (docs/security.md).
+MAX_PENDING_PODS_PER_TENANT = _env_int("GPUSCHED_MAX_PENDING_PODS_PER_TENANT", 20000, minimum=1)
+MAX_PENDING_PODS_PER_QUEUE = _env_int("GPUSCHED_MAX_PENDING_PODS_PER_QUEUE", 10000, minimum=1)
+MAX_PENDING_WORKLOADS_PER_TENANT = _env_int(
+    "GPUSCHED_MAX_PENDING_WORKLOADS_PER_TENANT", 2000, minimum=1
+)
+MAX_PENDING_WORKLOADS_PER_QUEUE = _env_int(
+    "GPUSCHED_MAX_PENDING_WORKLOADS_PER_QUEUE", 1000, minimum=1
+)
+# The most pods one submit may ask for (all its pod sets together): a 422 past it.
+MAX_PODS_PER_WORKLOAD = _env_int("GPUSCHED_MAX_PODS_PER_WORKLOAD", 5000, minimum=1)
 
 # --- /metrics --------------------------------------------------------------------------------
 

@@ -43,8 +43,10 @@ from api.selectors.quota import (
 )
 from api.selectors.tenants import (
     DEFAULT_QUEUE,
+    PendingCounts,
     TenantSummary,
     limits_of,
+    pending_counts,
     tenant_get,
     tenant_policy,
     tenant_queue_names,
@@ -97,6 +99,8 @@ __all__ = [
     "flavors",
     "format_amount",
     "limits_of",
+    "pending_counts",
+    "PendingCounts",
     "local_queue_pending",
     "local_queues",
     "node_action_get",

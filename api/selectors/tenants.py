@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from api import quantities as q
 from api.exceptions import NotFound
@@ -13,6 +13,7 @@ from api.models import ApiToken, TenantPolicy
 from api.specs import Limits
 from scheduling.models import (
     LocalQueue,
+    Pod,
     Tenant,
     Workload,
 )
@@ -116,3 +117,33 @@ def tenant_summary(tenant: Tenant) -> TenantSummary:
 
 def tenant_tokens(tenant: Tenant) -> list[ApiToken]:
     return list(ApiToken.objects.filter(tenant=tenant).order_by("id"))
+
+
+@dataclass(frozen=True)
+class PendingCounts:
+    """A tenant's work not yet placed: pods waiting for a node (of any active workload) and
+    workloads waiting for admission, in all its queues and in one of them."""
+
+    tenant_pods: int
+    queue_pods: int
+    tenant_workloads: int
+    queue_workloads: int
+
+
+def pending_counts(tenant: Tenant, queue_name: str) -> PendingCounts:
+    """Read through the tenant's own workloads (its index), never a scan of the cluster's."""
+    in_queue = Q(workload__queue_name=queue_name)
+    pods = Pod.objects.filter(
+        workload__tenant=tenant,
+        workload__state__in=Workload.ACTIVE_STATES,
+        phase=Pod.Phase.PENDING,
+    ).aggregate(tenant=Count("id"), queue=Count("id", filter=in_queue))
+    workloads = Workload.objects.filter(tenant=tenant, state=Workload.State.PENDING).aggregate(
+        tenant=Count("id"), queue=Count("id", filter=Q(queue_name=queue_name))
+    )
+    return PendingCounts(
+        tenant_pods=pods["tenant"],
+        queue_pods=pods["queue"],
+        tenant_workloads=workloads["tenant"],
+        queue_workloads=workloads["queue"],
+    )

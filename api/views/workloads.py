@@ -92,7 +92,9 @@ class WorkloadCreateApi(TenantApi):
         summary="Submit a workload",
         description=(
             "Idempotent with an `Idempotency-Key` header: repeating the same body with the same "
-            "key returns the workload made the first time (200) instead of a 409."
+            "key returns the workload made the first time (200) instead of a 409. A submit "
+            "that would leave more pods or workloads pending than the tenant's or the queue's "
+            "limit is refused 403 `exceeded quota`, naming the limit and the count."
         ),
         request=InputSerializer,
         parameters=[
