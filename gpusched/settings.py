@@ -112,6 +112,7 @@ MIDDLEWARE = [
     "gpusched.web_metrics.request_metrics",  # first: it times everything after it
     "gpusched.error_pages.debug_not_found",  # debug mode: production's 404 answers, not Django's
     "gpusched.request_guards.refuse_nul",  # a %00 in the path or query: 400, before any view
+    "gpusched.error_pages.DatabaseUnavailable",  # a query timed out or failed: 503, Retry-After
     "django.middleware.security.SecurityMiddleware",
     # Production serves the collected static files itself; debug serves the apps' static folders
     # (gpusched/asgi.py).

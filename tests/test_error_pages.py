@@ -1,11 +1,13 @@
-"""Unknown paths and crashes (gpusched/error_pages.py): pages in the dashboard's look outside
-/api/, the API's JSON error shape inside it, in production and in debug mode (the demo); and the
-dashboard's navigation to the API docs and the admin."""
+"""Unknown paths, crashes and database timeouts (gpusched/error_pages.py): pages in the dashboard's
+look outside /api/, the API's JSON error shape inside it, in production and in debug mode (the
+demo); and the dashboard's navigation to the API docs and the admin."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client, override_settings
 
 
@@ -67,3 +69,37 @@ def test_the_navigation_links_the_api_docs_and_the_admin_for_staff() -> None:
     assert 'href="/api/docs/"' in page and 'href="/admin/"' in page
     signed_out = Client().get("/login/").content.decode()
     assert 'href="/admin/"' not in signed_out
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_page_whose_query_hits_the_lock_timeout_is_a_503_with_retry_after() -> None:
+    """A lock held by another connection (a stopped scheduler mid-transaction) costs a page the
+    lock timeout and a 503 the browser may retry, not a 500 or a hung request thread."""
+    if connection.vendor != "postgresql":
+        pytest.skip("lock timeouts are PostgreSQL's (run with DATABASE_URL on PostgreSQL)")
+    client = staff_client()
+    db = connection.settings_dict
+    holder = psycopg.connect(
+        dbname=db["NAME"],
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        host=db["HOST"],
+        port=db["PORT"] or None,
+    )
+    try:
+        holder.execute("LOCK TABLE scheduling_tenant IN ACCESS EXCLUSIVE MODE")  # not committed
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '100ms'")
+        response = client.get("/tenants/")
+    finally:
+        holder.rollback()
+        holder.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    page = response.content.decode()
+    assert "The database is busy" in page and 'class="topbar"' in page
+    # The lock released, the same page answers.
+    assert client.get("/tenants/").status_code == 200
