@@ -20,6 +20,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from dashboard.routing import websocket_urlpatterns as dashboard_routes  # noqa: E402
 from dashboard.socket_auth import SessionUserMiddleware  # noqa: E402
+from dashboard.socket_origin import SameOriginValidator  # noqa: E402
 
 # The web process's extender routes (off unless GPUSCHED_WEB_EXTENDER) are built now, so that a
 # bad profile fails /readyz at start instead of the first kube-scheduler call.
@@ -35,8 +36,9 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django
 application = ProtocolTypeRouter(
     {
         "http": http_app,
+        # The Origin's host an allowed one, and the origin (scheme, host, port) the socket's own.
         "websocket": AllowedHostsOriginValidator(
-            SessionUserMiddleware(URLRouter(dashboard_routes))
+            SameOriginValidator(SessionUserMiddleware(URLRouter(dashboard_routes)))
         ),
     }
 )

@@ -9,6 +9,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
@@ -76,6 +77,33 @@ async def test_sockets_from_another_site_are_refused(layer: str) -> None:
             timeout=5
         )
         assert not connected, origin
+
+
+async def test_only_the_sites_own_origin_scheme_host_and_port_may_open_a_socket(
+    layer: str,
+) -> None:
+    from gpusched.asgi import application
+
+    cookie = await admin_cookie()
+
+    async def opens(origin: bytes, *extra: tuple[bytes, bytes]) -> bool:
+        headers = [(b"host", b"localhost:8000"), (b"origin", origin), (b"cookie", cookie), *extra]
+        socket = WebsocketCommunicator(application, "ws/live/cluster/", headers=headers)
+        connected, _ = await socket.connect(timeout=5)
+        await socket.disconnect()
+        return connected
+
+    assert await opens(b"http://localhost:8000")
+    # The host is allowed, but another port or scheme of it is another site.
+    for origin in (b"http://localhost:9999", b"http://localhost", b"https://localhost:8000"):
+        assert not await opens(origin), origin
+    # Behind the trusted TLS proxy the site is https, and its http origin is another one.
+    proxied = (b"x-forwarded-proto", b"https")
+    with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+        assert await opens(b"https://localhost:8000", proxied)
+        assert not await opens(b"http://localhost:8000", proxied)
+    with override_settings(CSRF_TRUSTED_ORIGINS=["https://localhost:8443"]):
+        assert await opens(b"https://localhost:8443")
 
 
 async def test_signing_out_closes_the_users_sockets(layer: str) -> None:
