@@ -114,6 +114,7 @@ MIDDLEWARE = [
     "gpusched.request_guards.refuse_nul",  # a %00 in the path or query: 400, before any view
     "gpusched.error_pages.DatabaseUnavailable",  # a query timed out or failed: 503, Retry-After
     "django.middleware.security.SecurityMiddleware",
+    "gpusched.content_security_policy.content_security_policy",  # scripts from this site only
     # Production serves the collected static files itself; debug serves the apps' static folders
     # (gpusched/asgi.py).
     *([] if DEBUG else ["gpusched.staticfiles.StaticFilesMiddleware"]),
@@ -320,6 +321,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("GPUSCHED_MAX_BODY_BYTES") or 1
 # (gpusched/request_handler.py): more only queue for the GIL ahead of the event loop and the
 # dashboard's deltas. Two keep the process busy while one of them waits on the database.
 WEB_REQUEST_THREADS = _env_int("GPUSCHED_WEB_REQUEST_THREADS", 2, minimum=1)
+
+# --- Content-Security-Policy --------------------------------------------------------------------
+
+# Sent with every response (gpusched/content_security_policy.py says what each directive is for).
+CONTENT_SECURITY_POLICY = os.environ.get("GPUSCHED_CONTENT_SECURITY_POLICY", "").strip() or (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+)
 
 # --- pending work per tenant ------------------------------------------------------------------
 
