@@ -72,7 +72,7 @@ def test_the_production_image_holds_no_harness() -> None:
 
 
 def test_compose_turns_the_harness_on_for_the_simulated_roles_only() -> None:
-    env = {"GPUSCHED_DB_PASSWORD": "x", "GPUSCHED_SECRET_KEY": "y"}
+    env = {"GPUSCHED_DB_PASSWORD": "x", "GPUSCHED_SECRET_KEY": "y", "GPUSCHED_METRICS_TOKEN": "z"}
     services = load_compose(COMPOSE_FILE, env)
     with_harness = {n for n, s in services.items() if s.environment.get("GPUSCHED_HARNESS") == "1"}
     assert with_harness == {"migrate", "simulator"}  # the migrations create sim's tables too
