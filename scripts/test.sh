@@ -5,7 +5,8 @@
 #   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
 # Extra arguments go to pytest: scripts/test.sh -k healthz
 # TEST_WORKERS sets pytest-xdist's worker count; by default three per CPU, because the tests spend
-# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests).
+# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests);
+# TEST_PG_WORKERS the PostgreSQL pass's (a third of that by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then
@@ -14,6 +15,13 @@ fi
 
 PRIVATE_DIR=""
 cleanup() {
+    local running
+    running="$(jobs -pr)"  # the passes beside the SQLite pass, when it was interrupted
+    if [[ -n "$running" ]]; then
+        # shellcheck disable=SC2086
+        kill $running 2>/dev/null || true
+        wait 2>/dev/null || true
+    fi
     if [[ -n "$PRIVATE_DIR" ]]; then
         if [[ -f "$PRIVATE_DIR/pg/postmaster.pid" ]]; then
             as_postgres "$PG_BIN/pg_ctl" -D "$PRIVATE_DIR/pg" -m fast stop >/dev/null 2>&1 || true
@@ -195,11 +203,34 @@ ensure_kubectl
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
 workers="${TEST_WORKERS:-$(($(nproc) * 3))}"
-log "pytest with $workers workers on $(nproc) CPUs"
+# The PostgreSQL pass and mypy run beside the SQLite pass, not after it: the SQLite pass's workers
+# spend most of their time waiting on subprocesses and sockets, and its last minutes run a few long
+# tests with the CPUs half idle. Their output is shown when the SQLite pass ends.
+pg_workers="${TEST_PG_WORKERS:-$(((workers + 2) / 3))}"
+log "pytest: SQLite pass with $workers workers, PostgreSQL pass beside it with $pg_workers, on $(nproc) CPUs"
 
 ruff check .
-mypy
-pytest -q -n "$workers" "$@"
+private_dir
+mypy >"$PRIVATE_DIR/mypy.log" 2>&1 &
+mypy_pid=$!
 # Everything that touches the database the way production does runs again on PostgreSQL.
-log "again on PostgreSQL: tests marked 'postgres'"
-DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$workers" -m postgres "$@"
+DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$pg_workers" -m postgres "$@" \
+    >"$PRIVATE_DIR/postgres.log" 2>&1 &
+postgres_pid=$!
+
+status=0
+pytest -q -n "$workers" "$@" || status=$?
+
+mypy_status=0
+wait "$mypy_pid" || mypy_status=$?
+log "mypy (ran beside the SQLite pass):"
+cat "$PRIVATE_DIR/mypy.log"
+postgres_status=0
+wait "$postgres_pid" || postgres_status=$?
+log "again on PostgreSQL, the tests marked 'postgres' (ran beside the SQLite pass):"
+cat "$PRIVATE_DIR/postgres.log"
+for code in "$status" "$mypy_status" "$postgres_status"; do
+    if ((code != 0)); then
+        exit "$code"
+    fi
+done

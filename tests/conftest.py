@@ -30,10 +30,15 @@ settings.MIDDLEWARE = [
 
 
 def _order(item: pytest.Item) -> int:
-    """Where a test runs: the long ones (marked slow) first, so that under pytest-xdist the short
-    ones fill in around them instead of a long one ending the run alone; within pytest-django's
-    order (pytest_django/plugin.py), which runs the transactional tests, whose teardown empties
-    every table, after the other database tests. Tests without the database may go anywhere."""
+    """Where a test runs: the long ones (marked slow) first, transactional or not, so that under
+    pytest-xdist the short ones fill in around them instead of a long one ending the run alone.
+    Then pytest-django's order (pytest_django/plugin.py): the transactional tests, whose teardown
+    empties every table, after the other database tests. A slow transactional test may run first
+    because no migration leaves rows behind (they only transform existing ones) and the flush
+    recreates what post_migrate makes (content types, permissions): the tables it leaves are
+    those of a fresh test database. Tests without the database may go anywhere."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
     marker = item.get_closest_marker("django_db")
     fixtures = set(getattr(item, "fixturenames", ()))
     uses_db = marker is not None or bool(fixtures & {"db", "transactional_db", "live_server"})
@@ -41,12 +46,9 @@ def _order(item: pytest.Item) -> int:
     if marker is not None:
         transaction, reset_sequences, *_ = validate_django_db(marker)
         transactional = transactional or transaction or reset_sequences
-    slow = item.get_closest_marker("slow") is not None
     if transactional:
-        return 2 if slow else 3
-    if slow:
-        return 0
-    return 1 if uses_db else 4
+        return 2
+    return 1 if uses_db else 3
 
 
 @pytest.hookimpl(trylast=True)
