@@ -71,7 +71,20 @@ class StrictSerializer(QuerySerializer):
             }
             if errors:
                 raise serializers.ValidationError(errors)
+            data = {key: _json_integer(self.fields.get(key), value) for key, value in data.items()}
         return super().to_internal_value(data)
+
+
+def _json_integer(field: serializers.Field | None, value: Any) -> Any:
+    """JSON Schema's integer is any number without a fractional part, 512.0 included; Python's
+    json reads that one as a float, which DRF's IntegerField would refuse when it is large."""
+    if isinstance(field, serializers.IntegerField) and _is_whole_float(value):
+        return int(value)
+    return value
+
+
+def _is_whole_float(value: Any) -> bool:
+    return isinstance(value, float) and value.is_integer()
 
 
 def json_type_error(field: serializers.Field, value: Any) -> str | None:
@@ -88,7 +101,7 @@ def json_type_error(field: serializers.Field, value: Any) -> str | None:
     if isinstance(field, serializers.BooleanField):
         return None if isinstance(value, bool) else "must be true or false"
     if isinstance(field, serializers.IntegerField):
-        whole = isinstance(value, int) and not isinstance(value, bool)
+        whole = (isinstance(value, int) and not isinstance(value, bool)) or _is_whole_float(value)
         return None if whole else "must be an integer"
     if isinstance(field, serializers.FloatField):
         number = isinstance(value, int | float) and not isinstance(value, bool)

@@ -52,6 +52,7 @@ MALFORMED = [
     (_set("name", "Not_A_Name"), "name", "DNS label"),
     (_set("name", 0), "name", "must be a string"),
     (_set("podSets.0.count", "2"), "podSets[0].count", "must be an integer"),
+    (_set("podSets.0.count", 2.5), "podSets[0].count", "must be an integer"),
     (_set("serviceClass", "premium"), "serviceClass", "valid choice"),
     (_set("podSets", []), "podSets", "at least 1"),
     (_set("podSets.0.count", 0), "podSets[0].count", "greater than or equal to 1"),
@@ -90,6 +91,7 @@ REFUSED = [
     (_set("queueName", "team-z"), "queueName", "unknown queue 'team-z'"),
     (_set("priorityClassName", "gold"), "priorityClassName", "unknown priority class"),
     (_set("podSets.0.minCount", 3), "podSets[0].minCount", "at most count"),
+    (_set("podSets.0.minCount", 512.0), "podSets[0].minCount", "at most count"),
     (_set("podSets.0.template.gpuModels", ["B200"]), "podSets[0].template.gpuModels[0]", "B200"),
 ]
 
@@ -107,6 +109,15 @@ def test_bad_input_names_the_field(team_a, cluster, change, field: str, words: s
     assert field in fields, fields
     assert words in " ".join(fields[field])
     assert not Workload.objects.exists() and not Pod.objects.exists()
+
+
+def test_a_whole_number_written_with_a_fraction_is_an_integer(team_a, cluster) -> None:
+    """JSON Schema's integer includes 2.0 (schemathesis sends such numbers)."""
+    doc = copy.deepcopy(LLAMA)
+    doc["podSets"][0].update(count=2.0, minCount=2.0)
+    response = submit(team_a, doc)
+    assert response.status_code == 201, response.json()
+    assert Pod.objects.count() == 2
 
 
 def test_every_problem_is_reported_at_once(team_a, cluster) -> None:
