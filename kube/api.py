@@ -34,6 +34,7 @@ NOTE_LIMIT = 1024  # events.k8s.io/v1 `note` is at most 1 kB
 REPORTING_CONTROLLER = "gpusched.io/scheduler"
 NODE_EVENT_NAMESPACE = "default"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def connect(
@@ -126,6 +127,7 @@ class KubeApi:
         self.coordination = client.CoordinationV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s
@@ -349,6 +351,25 @@ class KubeApi:
         every other annotation alone. ApiException on failure."""
         patch = {"metadata": {"annotations": annotations}}
         self.core.patch_node(name, patch, _preload_content=False, _request_timeout=self.timeout_s)
+
+    def patch_job(
+        self, namespace: str, name: str, patch: dict[str, Any], *, status: bool = False
+    ) -> tuple[int, str]:
+        """A JSON merge patch of a batch/v1 Job (or of its status subresource): the HTTP status
+        (200: done) and the server's message on failure."""
+        call = self.batch.patch_namespaced_job_status if status else self.batch.patch_namespaced_job
+        try:
+            call(
+                name,
+                namespace,
+                patch,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=self.timeout_s,
+            )
+        except ApiException as exc:
+            return int(exc.status or 0), _status_message(exc)
+        return 200, ""
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(self.core.read_namespaced_pod, name, namespace)

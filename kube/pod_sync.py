@@ -19,8 +19,9 @@ from kube.adopt import placement_on, single_strategy_ask
 from kube.claims import ClaimBook, ClaimsPending
 from kube.groups import GroupError, GroupKind, GroupRef
 from kube.informer import Informer, PeriodicList
+from kube.jobs import INDEX_ANNOTATION, WANT_RUNNING, owner_job_uid
 from kube.materialize import POD_UID_ANNOTATION
-from kube.models import KubePod
+from kube.models import KubeJob, KubePod
 from kube.teller import Teller
 from kube.translate import ANNOTATION_GPU_IDS, PodInfo, pod_info, to_request
 from scheduling import services
@@ -157,7 +158,7 @@ class PodMirror:
                     services.pod_requeue(pod=kube_pod.pod, reason="not bound", now=now)
                     counts["requeued"] = counts.get("requeued", 0) + 1
                 continue
-            if self._link_made(info):
+            if self._link_made(info) or self._link_job_pod(info, obj, now):
                 continue
             if info.ask is None:
                 self.teller.tell(info, f"gpusched cannot schedule this pod: {info.error}", now)
@@ -189,6 +190,29 @@ class PodMirror:
         )
         if pod is not None:
             kube_services.kube_pod_link(pod=pod, info=info)
+        return True
+
+    def _link_job_pod(self, info: PodInfo, obj: Mapping[str, Any], now: datetime) -> bool:
+        """A pod of a Job run as a workload (kube.jobs): linked to one of its workload's free Pod
+        rows, the one of its completion index when it has one. False: no such Job."""
+        row = KubeJob.objects.filter(uid=owner_job_uid(obj) or "-").first()
+        if row is None:
+            return False
+        free = {
+            pod.name: pod
+            for pod in Pod.objects.filter(
+                workload_id=row.workload_id, phase=Pod.Phase.PENDING, kube__isnull=True
+            )
+            .select_related("workload__tenant")
+            .order_by("-id")
+        }
+        index = info.annotations.get(INDEX_ANNOTATION)
+        pod = free.get(f"{row.name}-{index}") if index is not None else None
+        pod = pod or next(reversed(free.values()), None)
+        if pod is None or pod.workload.state not in WANT_RUNNING:
+            self.teller.tell(info, f"WaitingForJob: Job {row} has no admitted place for it", now)
+            return True
+        kube_services.kube_pod_link(pod=pod, info=info)
         return True
 
     def _mirror_group(self, ref: GroupRef, now: datetime) -> int:

@@ -16,11 +16,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from kube.models import KubePod
+from kube.models import KubeJob, KubePod
 from kube.translate import PodInfo
 from scheduling import services
 from scheduling.bulk import insert_rows, update_rows
@@ -35,9 +35,14 @@ from scheduling.models import (
     Workload,
 )
 
+if TYPE_CHECKING:
+    from kube.jobs import JobShape
+
 logger = logging.getLogger(__name__)
 
 POD_SET = "pods"
+# Workloads whose pods are made again when they wait again (by gpusched, or by their Job).
+OWN_PODS = (Workload.Origin.SUBMITTED, Workload.Origin.JOB)
 
 
 def node_apply(*, spec: NodeSpec) -> Node:
@@ -270,6 +275,51 @@ def queues_mirror(
     return replaced
 
 
+def job_workload(*, namespace: str, job_name: str, shape: JobShape) -> Workload:
+    """A suspended batch/v1 Job as one Pending workload of one pod set (a gang when Indexed),
+    and the Job remembered with its template's scheduling directives (kube.jobs)."""
+    info = shape.info
+    assert info.ask is not None
+    tenant = tenant_for_namespace(namespace)
+    with transaction.atomic():
+        workload = services.workload_submit(
+            tenant=tenant,
+            name=f"job-{job_name[:190]}-{info.uid[:5]}",
+            pod_sets=[
+                services.PodSetSpec(
+                    "main",
+                    shape.count,
+                    info.ask,
+                    min_count=shape.count if shape.indexed else None,
+                    members=tuple((name, info.ask) for name in shape.names),
+                    topology=info.topology,
+                )
+            ],
+            queue_name=info.queue_name[:63],
+            **_priority_of(info, workload_classes=True),
+            preemption_policy=_preemption_policy(info),
+            service_class=info.service_class,
+            origin=Workload.Origin.JOB,
+            maximum_execution_time_s=info.active_deadline_s,
+        )
+        KubeJob.objects.create(
+            uid=info.uid,
+            namespace=namespace,
+            name=job_name,
+            workload=workload,
+            node_selector=shape.node_selector,
+            tolerations=shape.tolerations,
+        )
+    return workload
+
+
+def job_finished(*, workload: Workload, succeeded: bool, now: datetime) -> None:
+    """The Job's Complete or Failed condition: its workload ends so (what its pods still hold is
+    free: a Job is terminal once its pods are)."""
+    pods = list(workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).select_related("workload"))
+    services.pods_finish(pods=pods, now=now, succeeded=succeeded)
+
+
 def kube_pod_link(*, pod: Pod, info: PodInfo) -> KubePod:
     """A pod gpusched made for a submitted workload, now seen in the cluster."""
     return _link_one(pod, info, owned=True)
@@ -317,8 +367,12 @@ def pod_gone(
         pod.phase = Pod.Phase.RUNNING
     if pod.phase == Pod.Phase.TERMINATING:
         services.pods_terminated(pods=[pod], now=now)
-        if pod.workload.origin == Workload.Origin.SUBMITTED:
+        if pod.workload.origin in OWN_PODS:
             kube_pod.delete()  # made again if it waits, forgotten if its workload ended
+    elif pod.workload.origin == Workload.Origin.JOB:
+        # The Job goes on (its end ends the workload: kube.jobs): the row waits for its next pod.
+        services.pods_vacate(pods=[pod], now=now)
+        kube_pod.delete()
     elif pod.phase == Pod.Phase.PENDING:
         workload = pod.workload
         others = workload.pods.filter(phase__in=Pod.ACTIVE_PHASES).exclude(pk=pod.pk)

@@ -34,6 +34,7 @@ from kube.claims import ClaimBook, dra_node
 from kube.disruption import protected_uids
 from kube.groups import GROUP_OBJECTS
 from kube.informer import Change, Informer, NrtSource, PeriodicList
+from kube.jobs import JobBook
 from kube.kueue import GPUSCHED, KueueObjects
 from kube.leader import KubernetesLease, LeaseElector
 from kube.materialize import Materializer
@@ -108,6 +109,13 @@ class KubernetesSide:
             read_func=self.api.read_pod,
             watch_timeout_s=self.watch_timeout_s,
         )
+        self.jobs = JobBook(
+            self.api,
+            scheduler_name=self.scheduler_name,
+            queues_admit=lambda: self.queues_admit,
+            warn_once=self._warn_once,
+            watch_timeout_s=self.watch_timeout_s,
+        )
         self.nrt = NrtSource(
             self.api.custom, interval_s=self.nrt_interval_s, monotonic=self.monotonic
         )
@@ -168,7 +176,7 @@ class KubernetesSide:
             node_spec=self._registered.get,
         )
         self._resync_at = 0.0
-        self._seen_lists = (0, 0)
+        self._seen_lists: tuple[int, ...] = ()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -177,7 +185,7 @@ class KubernetesSide:
     def start(self) -> None:
         """List and watch on background threads (the command's mode)."""
         self.background = True
-        for informer in (self.nodes, self.pods):
+        for informer in self._informers():
             thread = threading.Thread(
                 target=informer.run, args=(self._stop,), name=f"informer-{informer.name}"
             )
@@ -187,15 +195,18 @@ class KubernetesSide:
 
     def stop(self) -> None:
         self._stop.set()
-        for informer in (self.nodes, self.pods):
+        for informer in self._informers():
             informer.stop()
         for thread in self._threads:
             thread.join(timeout=5)
 
     def poll(self) -> None:
         """One list-or-watch round of each informer (the synchronous mode)."""
-        for informer in (self.nodes, self.pods):
+        for informer in self._informers():
             informer.step()
+
+    def _informers(self) -> tuple[Informer, ...]:
+        return (self.nodes, self.pods, self.jobs.informer)
 
     def resync(self) -> None:
         """Trust nothing mirrored: the next sync compares everything (a new leader's term)."""
@@ -210,10 +221,10 @@ class KubernetesSide:
     def sync(self, now: datetime) -> SideSync:
         if not self.background:
             self.poll()
-        if not (self.nodes.synced.is_set() and self.pods.synced.is_set()):
+        if not all(informer.synced.is_set() for informer in self._informers()):
             return SideSync(ready=False)
         monotonic = self.monotonic()
-        lists = (self.nodes.lists, self.pods.lists)
+        lists = tuple(informer.lists for informer in self._informers())
         full = monotonic >= self._resync_at or lists != self._seen_lists
         if full:
             self._resync_at, self._seen_lists = monotonic + self.resync_s, lists
@@ -225,6 +236,7 @@ class KubernetesSide:
         for sources in self.group_objects.values():
             for source in sources:
                 source.refresh()
+        self.jobs.sync(counts, now, full=full)  # a finished Job's workload ends before its pods
         self.mirror.sync(counts, now, full=full)
         counts["pods_created"] = self.materializer.run_once()
         self.teller.quarantine(self.nodes.snapshot(), now)
@@ -314,7 +326,12 @@ class KubernetesSide:
         now: datetime,
         said: dict[str, str] | None = None,
     ) -> dict[str, Verdict]:
-        return evict(self.api, evictions, now, said)
+        """Pods through the Eviction API; a Job's workload by suspending its Job (kube.jobs)."""
+        said = {} if said is None else said
+        jobs = self.jobs.job_workloads({e.pod.workload_id for e in evictions})
+        verdicts = self.jobs.evict([e for e in evictions if e.pod.workload_id in jobs], said)
+        rest = [e for e in evictions if e.pod.workload_id not in jobs]
+        return {**verdicts, **evict(self.api, rest, now, said)}
 
     def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
         return NodeAnswer(*self.api.set_unschedulable(node, cordoned))

@@ -31,6 +31,10 @@ class Workload(models.Model):
         # Mirrored from pods someone created in a Kubernetes cluster: an evicted pod is gone for
         # good (its controller, if any, makes a new one), so an evicted workload ends.
         MIRRORED = "mirrored"
+        # A batch/v1 Job the Kubernetes side runs as one workload (kube.jobs): its pods are the
+        # Job controller's; evicted, the Job is suspended and the workload requeued, and the
+        # pods the Job makes once it is admitted again fill the same Pod rows.
+        JOB = "job"
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workloads")

@@ -33,6 +33,7 @@ from scheduling.services.lifecycle import (
     pods_finish,
     pods_start,
     pods_terminated,
+    pods_vacate,
 )
 from scheduling.services.node_actions import node_action_answered, node_action_request
 from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
@@ -104,6 +105,7 @@ __all__ = [
     "pods_finish",
     "pods_start",
     "pods_terminated",
+    "pods_vacate",
     "pods_unschedulable",
     "queue_admit",
     "queue_source_record",

@@ -141,3 +141,27 @@ def pods_terminated(*, pods: Sequence[Pod], now: datetime) -> None:
             *(events.PodPhaseChanged.of(p, phase=p.phase) for p in pods),
             *(workload_event(w) for w in ended),
         )
+
+
+def pods_vacate(*, pods: Sequence[Pod], now: datetime) -> None:
+    """Pods of a workload that goes on whose cluster pod ended or went (a batch/v1 Job's pod that
+    finished, failed or was deleted while the Job runs on: kube.jobs): what they held is free and
+    each waits, Pending, for the next pod its controller makes. The workload ends with the Job,
+    not with its pods."""
+    if not pods:
+        return
+    with transaction.atomic():
+        pods = _still_in(pods, Pod.ACTIVE_PHASES)
+        if not pods:
+            return
+        allocations_release(
+            Allocation.objects.filter(pod__in=pods, active=True).select_related("node", "pod"),
+            reason="pod gone, its workload goes on",
+            now=now,
+        )
+        placed = [p for p in pods if p.phase != Pod.Phase.PENDING]
+        for pod in pods:
+            pod.phase, pod.finished_at = Pod.Phase.PENDING, None
+            pod.bound_at = pod.started_at = pod.next_attempt_at = None
+        update_rows(pods, ["phase", "finished_at", "bound_at", "started_at", "next_attempt_at"])
+        events.publish(*(events.PodPhaseChanged.of(p, phase=p.phase) for p in placed))
