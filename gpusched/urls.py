@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from dashboard import signin
 from gpusched import views
+from kube.views import mutate_job_view
 
 # The admin's sign-in is throttled like the dashboard's (dashboard/signin.py).
 admin.site.login_form = signin.AdminSignInForm
@@ -21,6 +22,8 @@ urlpatterns = [
     # Swagger UI's script from a URL of its own: the Content-Security-Policy allows no inline one.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("extender/", include("kube.urls")),  # kube-scheduler extender v1 (kube/extender.py)
+    # Kueue's job webhook's defaulting: Jobs naming a queue are created suspended (kube/webhook.py)
+    path("webhooks/mutate-batch-v1-job", mutate_job_view, name="webhook-mutate-job"),
 ]
 
 # Unknown paths, refused requests and crashes: the API's error shape under /api/, the

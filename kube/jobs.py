@@ -18,8 +18,9 @@ job_controller.go and pkg/podset, read for their behaviour; site/content/en/docs
   leaves the Job suspended, as Kueue leaves a deactivated workload's).
 - A pod of the Job that ends while the Job goes on frees its Pod row for the next pod; the Job
   finished (its Complete or Failed condition) finishes the workload; the Job deleted cancels it.
-- A Job without the label, or not suspended when first seen (not ours: its pods, if they name
-  gpusched's schedulerName, are mirrored as pods are), is left alone.
+- A Job without the label, not suspended when first seen (not ours: its pods, if they name
+  gpusched's schedulerName, are mirrored as pods are), or run by another controller (a JobSet's
+  child Job, a `spec.managedBy` other than the Job controller) is left alone.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 JOB_API = "batch/v1"
 POD_SET = "main"  # Kueue's DefaultPodSetName
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+JOB_CONTROLLER = "kubernetes.io/job-controller"  # spec.managedBy's default
+PARENTS = {("batch/v1", "CronJob")}  # controllers whose Jobs are run as any other Job
 WANT_RUNNING = (Workload.State.ADMITTED, Workload.State.RUNNING)
 
 Obj = Mapping[str, Any]
@@ -76,6 +79,18 @@ def owner_job_uid(pod: Obj) -> str:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) == (JOB_API, "Job"):
             return str(ref.get("uid") or "")
+    return ""
+
+
+def other_controllers(job: Mapping[str, Any]) -> str:
+    """Who else runs the Job ("" when nobody): a controller owner that is not a CronJob, or a
+    `spec.managedBy` that is not the Job controller."""
+    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) not in PARENTS:
+            return f"{ref.get('kind')} {ref.get('name')}"
+    managed_by = (job.get("spec") or {}).get("managedBy")
+    if managed_by and managed_by != JOB_CONTROLLER:
+        return str(managed_by)
     return ""
 
 
@@ -216,6 +231,8 @@ class JobBook:
         meta = job.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         if not queue_name(job) or not suspended(job) or finished(job)[0]:
+            return False
+        if other_controllers(job):  # a JobSet's child Job, say: not gpusched's to run
             return False
         try:
             shape = job_shape(job)

@@ -1,4 +1,7 @@
-"""The kube-scheduler extender on the web process: POST /extender/{filter,prioritize,bind}.
+"""The kube-scheduler extender on the web process: POST /extender/{filter,prioritize,bind}; and
+the mutating admission webhook for batch/v1 Jobs: POST /webhooks/mutate-batch-v1-job
+(kube.webhook; kube-apiserver posts an AdmissionReview, a body that is not one is a 400 naming
+the field).
 
 Off unless GPUSCHED_WEB_EXTENDER=1 (a 404 otherwise): the extender belongs on its own port
 (`runextender`, TLS and client certificates). When on, every call needs a bearer token of
@@ -20,7 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from common import jsonbody
-from kube import extender
+from kube import extender, webhook
 from kube.extender import ExtenderError, ExtenderUnavailable
 from kube.extender_auth import ExtenderAuth, ExtenderAuthError
 
@@ -84,3 +87,12 @@ def prioritize_view(doc: Any) -> JsonResponse:
 @extender_route(lambda problem: JsonResponse({"Error": problem}))
 def bind_view(doc: Any) -> JsonResponse:
     return JsonResponse(extender.get().bind(doc))
+
+
+@csrf_exempt
+@require_POST
+def mutate_job_view(request: HttpRequest) -> JsonResponse:
+    try:
+        return JsonResponse(webhook.review(jsonbody.loads(request.body or b"null")))
+    except (jsonbody.BodyError, webhook.ReviewError) as exc:
+        return JsonResponse({"error": str(exc)}, status=400)

@@ -22,6 +22,8 @@ from scheduling.core.queueing.preemption import AdmittedWorkload
 from scheduling.core.queueing.quota import QuotaBook
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.models import (
+    ClusterQueue,
+    LocalQueue,
     Pod,
     Workload,
 )
@@ -211,3 +213,11 @@ def queue_orders(
         setup.local_queues,
         setup.fair_usage,
     )
+
+
+def admits_queue(namespace: str, name: str) -> bool:
+    """Whether gpusched's queues take a workload naming LocalQueue `name` in `namespace`: it
+    exists, or no ClusterQueue does (then every workload is admitted as it comes)."""
+    if LocalQueue.objects.filter(namespace=namespace, name=name).exists():
+        return True
+    return not ClusterQueue.objects.exists()
