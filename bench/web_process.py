@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -58,9 +59,11 @@ def web_server(
     redis_url: str | None = None,
     log: Path | None = None,
     environment: Mapping[str, str] | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> Iterator[str]:
     """A web process; yields its base URL once /healthz answers. `environment` adds to or
-    overrides its variables (e.g. GPUSCHED_DEBUG=0 for production mode)."""
+    overrides its variables (e.g. GPUSCHED_DEBUG=0 for production mode); `tls` (certificate and
+    key files) serves https."""
     port = free_port()
     env = {
         **os.environ,
@@ -74,21 +77,25 @@ def web_server(
         env["REDIS_URL"] = redis_url
     env.update(environment or {})
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    arguments = ["--tls-cert", tls[0], "--tls-key", tls[1]] if tls else []
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runweb", "--port", str(port)],
+        [sys.executable, str(ROOT / "manage.py"), "runweb", "--port", str(port), *arguments],
         cwd=ROOT,
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    unverified = ssl._create_unverified_context() if tls else None  # only /healthz, here
     try:
         deadline = time.monotonic() + 30
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"the web process exited with {process.returncode}")
             try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
+                with urllib.request.urlopen(
+                    f"{base}/healthz", timeout=1, context=unverified
+                ) as response:
                     if response.status == 200:
                         break
             except (urllib.error.URLError, ConnectionError, TimeoutError):

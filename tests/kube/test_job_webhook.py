@@ -9,6 +9,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import ssl
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +24,10 @@ from scheduling.core.queueing.kueue_objects import parse_documents
 from scheduling.models import Workload
 from sim.kubernetes.patches import json_patch
 from sim.kubernetes.simulated import SimulatedKubernetes
+from tests.dashboard.servers import web_server
 from tests.kube import objects
 from tests.kube.helpers import Clock, gpusched_cycle
+from tests.kube.tls import Authority
 
 pytestmark = [pytest.mark.django_db]
 
@@ -216,3 +221,24 @@ def test_a_malformed_review_is_a_400_naming_the_field(change: Any, field: str) -
 def test_a_body_that_is_not_json_is_a_400() -> None:
     response = post(b"{not json")
     assert response.status_code == 400 and response.json()["error"]
+
+
+@pytest.mark.slow  # starts a web process (uvicorn and Django): 5-17 s with the machine's load
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_serves_it_over_tls(tmp_path: Path) -> None:
+    """`runweb --tls-cert --tls-key`, as deploy/web.yaml's container `webhook` runs it: the
+    review over HTTPS, the server's certificate checked against its CA (as caBundle is)."""
+    authority = Authority("webhook-ca", tmp_path)
+    served = authority.issue("gpusched-webhook", server=True)
+    context = ssl.create_default_context(cafile=authority.cert)
+    body = json.dumps(admission_review(job_object(None))).encode()
+    with web_server(tls=(served.cert, served.key)) as base:
+        assert base.startswith("https://")
+        request = urllib.request.Request(
+            f"{base}{URL}",
+            data=body,
+            headers={"Content-Type": "application/json", "Host": "localhost"},
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            answer = json.loads(response.read())
+    assert answer["response"]["allowed"] is True

@@ -13,7 +13,7 @@ from kubernetes import client
 
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.models import Workload
+from scheduling.models import Allocation, Workload
 from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
@@ -70,6 +70,7 @@ def job(
     *,
     gpus: int = 4,
     parallelism: int = 2,
+    completions: int | None = None,
     queue: str | None = "team",
     suspend: bool = True,
     indexed: bool = False,
@@ -86,7 +87,7 @@ def job(
     }
     spec: dict[str, Any] = {
         "parallelism": parallelism,
-        "completions": parallelism,
+        "completions": completions or parallelism,
         "suspend": suspend,
         "template": {
             "spec": {
@@ -225,3 +226,54 @@ def test_an_indexed_jobs_pods_are_placed_all_together(cluster: SimulatedKubernet
         index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         row = workload.pods.get(kube__uid=pod["metadata"]["uid"])
         assert row.name == f"gang-{index}"
+
+
+def test_a_jobs_later_pods_fill_the_rows_its_finished_pods_left(
+    cluster: SimulatedKubernetes,
+) -> None:
+    """Two completions one at a time: the first pod's end frees its Pod row (and its GPUs) for
+    the second, and the workload ends with the Job, not with its first pod."""
+    fake = cluster
+    batch(fake).create_namespaced_job(NAMESPACE, job("serial", parallelism=1, completions=2))
+    clock = Clock()
+    cycle = gpusched_cycle(fake, clock)
+    steps(cycle, clock)
+    workload = Workload.objects.get(kube_job__name="serial")
+    (first,) = pods_of(fake, "serial")
+    assert first["spec"].get("nodeName")
+    end_pods(fake, "serial")
+    steps(cycle, clock)
+    workload.refresh_from_db()
+    assert workload.state in ("Admitted", "Running")
+    (row,) = workload.pods.all()
+    second = next(
+        p for p in pods_of(fake, "serial") if p["metadata"]["uid"] != first["metadata"]["uid"]
+    )
+    assert second["spec"].get("nodeName")
+    assert row.kube.uid == second["metadata"]["uid"] and row.phase == "Bound"
+    released = Allocation.objects.filter(pod=row, active=False)
+    assert [a.release_reason for a in released] == ["pod gone, its workload goes on"]
+    end_pods(fake, "serial")
+    steps(cycle, clock, 2)
+    assert read(fake, "serial").status.succeeded == 2
+    workload.refresh_from_db()
+    assert workload.state == "Finished"
+    assert not Allocation.objects.filter(pod__workload=workload, active=True).exists()
+
+
+def test_a_deleted_job_cancels_its_workload_and_a_cancelled_workload_leaves_its_job_suspended(
+    cluster: SimulatedKubernetes,
+) -> None:
+    fake = cluster
+    batch(fake).create_namespaced_job(NAMESPACE, job("gone"))
+    batch(fake).create_namespaced_job(NAMESPACE, job("cancelled", gpus=2))
+    clock = Clock()
+    cycle = gpusched_cycle(fake, clock)
+    steps(cycle, clock)
+    assert read(fake, "cancelled").spec.suspend is False
+    services.workload_cancel(workload=Workload.objects.get(kube_job__name="cancelled"))
+    batch(fake).delete_namespaced_job("gone", NAMESPACE, propagation_policy="Background")
+    steps(cycle, clock, 2)
+    assert Workload.objects.get(kube_job__name="gone").state == "Cancelled"
+    assert read(fake, "cancelled").spec.suspend is True
+    assert read(fake, "cancelled").spec.template.spec.node_selector == {"example.com/team": "ml"}

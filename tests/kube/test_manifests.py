@@ -140,14 +140,55 @@ def test_the_extender_is_off_the_user_facing_port_and_only_kube_scheduler_reache
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector == named("Deployment", "gpusched-web")["spec"]["selector"]["matchLabels"]
     rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
-    assert set(rules) == {"http", "ext-metrics", "extender"}
+    assert set(rules) == {"http", "ext-metrics", "extender", "webhook"}
     assert rules["http"] is None  # the user-facing port: anyone
+    assert rules["webhook"] is None  # kube-apiserver, from a control-plane node's address
     assert rules["ext-metrics"] == [{"namespaceSelector": {}}]  # Prometheus, in the cluster
     (peer,) = rules["extender"]  # the extender: kube-scheduler only
     assert peer["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "kube-system"
     }
     assert peer["podSelector"]["matchLabels"] == {"component": "kube-scheduler"}
+
+
+def test_the_job_webhook_is_registered_as_kueues_and_reaches_the_web_process_over_tls() -> None:
+    (hook,) = named("MutatingWebhookConfiguration", "gpusched-job")["webhooks"]
+    assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "None"
+    assert hook["failurePolicy"] == "Fail"
+    (rule,) = hook["rules"]
+    assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
+        ["batch"],
+        ["v1"],
+        ["jobs"],
+    )
+    assert rule["operations"] == ["CREATE"]
+    assert hook["objectSelector"]["matchExpressions"] == [
+        {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}
+    ]
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert excluded["operator"] == "NotIn" and "gpu-system" in excluded["values"]
+    target = hook["clientConfig"]["service"]
+    assert resolve(target["path"]).url_name == "webhook-mutate-job"
+    service = named("Service", target["name"])
+    assert service["metadata"]["namespace"] == target["namespace"]
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == target["port"]
+    web = named("Deployment", "gpusched-web")["spec"]["template"]["spec"]
+    assert (
+        service["spec"]["selector"]
+        == named("Deployment", "gpusched-web")["spec"]["selector"]["matchLabels"]
+    )
+    webhook = {c["name"]: c for c in web["containers"]}["webhook"]
+    assert port["targetPort"] in {p["name"] for p in webhook["ports"]}
+    command = webhook["command"]
+    assert command[:3] == ["python", "manage.py", "runweb"]
+    mounts = {m["name"]: m["mountPath"] for m in webhook["volumeMounts"]}
+    secrets = {v["name"]: v.get("secret", {}).get("secretName") for v in web["volumes"]}
+    for flag, file in (("--tls-cert", "tls.crt"), ("--tls-key", "tls.key")):
+        assert command[command.index(flag) + 1] == f"{mounts['webhook-tls']}/{file}"
+    assert secrets["webhook-tls"] == "gpusched-webhook-tls"
+    hosts = {e["name"]: e.get("value", "") for e in webhook["env"]}["GPUSCHED_ALLOWED_HOSTS"]
+    assert f"{target['name']}.{target['namespace']}.svc" in hosts.split(",")
 
 
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,6 +252,11 @@ def test_rbac_is_least_privilege() -> None:
         # An admin's cancel deletes pods mirrored from the cluster; cordon, uncordon and drain
         # patch the Node's spec.unschedulable and read it back (scheduling.worker.node_actions).
         ("", "pods", "delete", ""),
+        # batch/v1 Jobs run as workloads: watched, resumed and suspended (kube.jobs).
+        ("batch", "jobs", "list", ""),
+        ("batch", "jobs", "watch", ""),
+        ("batch", "jobs", "patch", ""),
+        ("batch", "jobs/status", "patch", ""),
         ("", "nodes", "get", ""),
         ("", "nodes", "patch", ""),
         ("", "configmaps", "create", ""),

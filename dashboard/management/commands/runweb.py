@@ -17,6 +17,8 @@ benchmarks and the tests) starts it through this command, so the server's settin
 - No lifespan protocol (Django's ASGI handler has none) and no Server header.
 - Logging is Django's (settings.LOGGING): the access log too, as one line per request in
   GPUSCHED_LOG_FORMAT.
+- `--tls-cert` / `--tls-key`: served over TLS (PEM files), for callers that speak nothing else:
+  kube-apiserver calling the admission webhook for Jobs (deploy/web.yaml's container `webhook`).
 - A stop (SIGTERM, or Ctrl-C) waits at most 10 s for open connections (websockets are told to
   reconnect), then exits 0 as the other roles do: uvicorn re-raises the signal it handled once it
   has stopped, and the handler it then finds here ends the process cleanly.
@@ -31,7 +33,7 @@ from typing import Any
 
 import uvicorn
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 KEEP_ALIVE_S = 75
 STOP_GRACE_S = 10
@@ -44,6 +46,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-access-log", action="store_true", help="no log line per request")
+        parser.add_argument("--tls-cert", default="", help="serve TLS: the certificate (PEM)")
+        parser.add_argument("--tls-key", default="", help="serve TLS: its private key (PEM)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         for stop in (signal.SIGTERM, signal.SIGINT):
@@ -51,6 +55,8 @@ class Command(BaseCommand):
         # The project's ASGI application ("module.attribute" in settings, as uvicorn's
         # "module:attribute").
         module, attribute = settings.ASGI_APPLICATION.rsplit(".", 1)
+        if bool(options["tls_cert"]) != bool(options["tls_key"]):
+            raise CommandError("--tls-cert and --tls-key go together")
         uvicorn.run(
             f"{module}:{attribute}",
             host=options["host"],
@@ -63,6 +69,8 @@ class Command(BaseCommand):
             ws_per_message_deflate=False,
             access_log=not options["no_access_log"],
             log_config=None,
+            ssl_certfile=options["tls_cert"] or None,
+            ssl_keyfile=options["tls_key"] or None,
         )
 
 
