@@ -70,6 +70,10 @@ def finished(job: Obj) -> tuple[bool, bool]:
     return False, False
 
 
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid"))
+
+
 def queue_name(job: Obj) -> str:
     return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
 
@@ -212,14 +216,22 @@ class JobBook:
         current = self.informer.snapshot()
         if full:
             changes.update({key: (obj, False) for key, obj in current.items()})
-        by_uid = {str((obj.get("metadata") or {}).get("uid")): obj for obj in current.values()}
-        known = set(KubeJob.objects.filter(uid__in=list(by_uid)).values_list("uid", flat=True))
+        by_uid = {_uid(obj): obj for obj in current.values()}
+        changed = {_uid(obj) for obj, _ in changes.values()}
+        known = set(KubeJob.objects.filter(uid__in=list(changed)).values_list("uid", flat=True))
         for obj, deleted in changes.values():
-            uid = str((obj.get("metadata") or {}).get("uid"))
-            if not deleted and uid not in known and self._new_workload(obj):
+            if not deleted and _uid(obj) not in known and self._new_workload(obj):
                 counts["jobs_queued"] = counts.get("jobs_queued", 0) + 1
+        # The Jobs to look at: those of active workloads, those that changed or run (a cancelled
+        # workload's Job is stopped), and on a full resync all.
+        looked_at = (
+            set(by_uid)
+            if full
+            else {uid for uid, obj in by_uid.items() if not suspended(obj) and not finished(obj)[0]}
+            | changed
+        )
         rows = KubeJob.objects.filter(
-            Q(workload__state__in=Workload.ACTIVE_STATES) | Q(uid__in=list(by_uid))
+            Q(workload__state__in=Workload.ACTIVE_STATES) | Q(uid__in=list(looked_at))
         ).select_related("workload__tenant")
         for row in rows:
             job = by_uid.get(row.uid)
@@ -318,10 +330,7 @@ class JobBook:
                 workload_id__in={e.pod.workload_id for e in evictions}
             )
         }
-        current = {
-            str((obj.get("metadata") or {}).get("uid")): obj
-            for obj in self.informer.snapshot().values()
-        }
+        current = {_uid(obj): obj for obj in self.informer.snapshot().values()}
         stopped: dict[int, bool] = {}
         for eviction in evictions:
             pod = eviction.pod

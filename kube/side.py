@@ -4,12 +4,14 @@ scheduling.worker.cycle): gpusched as a secondary scheduler, placing the pods wh
 
 - sync: informers (list + watch, kube.informer) mirror nodes (allocatable, GFD labels, topology
   from the annotation or NRT; with DRA, the GPUs of their ResourceSlices) here, and pods into the
-  database (kube.pod_sync, their ResourceClaims in their ask: kube.claims). Submitted workloads
+  database (kube.pod_sync, their ResourceClaims in their ask: kube.claims), and batch/v1 Jobs
+  queued Kueue's way become workloads, resumed once admitted (kube.jobs). Submitted workloads
   (the REST API) become real pods (kube.materialize). Disruption budgets say which running pods
   may not be evicted now. Kueue's queue objects are the queues where they exist, or Kueue admits
   (kube.kueue).
 - placeable: the pending pods that exist, are ours, are not gated and not being deleted.
-- evict, bind: the Eviction API; the claims' allocation, then the Binding (kube.binder).
+- evict, bind: the Eviction API (a Job's workload: its Job suspended, kube.jobs); the claims'
+  allocation, then the Binding (kube.binder).
 - report: why pods wait and nodes are quarantined (kube.teller).
 
 The informers list and watch on their own threads (`start()`), or one round per sync when

@@ -130,6 +130,35 @@ def test_an_end_is_recorded_once_whoever_reports_it_again() -> None:
     assert Event.objects.count() == before  # nothing happened, nothing is published
 
 
+def test_a_vacated_pod_frees_what_it_held_and_waits_while_its_workload_goes_on() -> None:
+    """A Job's pod that ended while the Job runs on: its row is Pending again, its workload
+    neither finished nor failed."""
+    factories.nodes(1)
+    workload = factories.workload(factories.tenant(), "a", gpus=2)
+    cluster, decisions = schedule_pending()
+    services.placements_commit(cluster=cluster, placed=decisions, scheduler="s", now=timezone.now())
+    pods = list(Pod.objects.select_related("workload__tenant"))
+    services.pods_start(pods=pods, now=timezone.now())
+
+    services.pods_vacate(pods=pods, now=timezone.now())
+
+    pod = Pod.objects.get()
+    assert (pod.phase, pod.bound_at, pod.started_at, pod.finished_at) == (
+        "Pending",
+        None,
+        None,
+        None,
+    )
+    assert Gpu.objects.aggregate(total=Sum("used_milli"))["total"] == 0
+    assert not Allocation.objects.filter(active=True).exists()
+    workload.refresh_from_db()
+    assert workload.state == "Running"
+    assert (
+        list(Event.objects.filter(type="pod.phase").values_list("payload__phase", flat=True))[-1]
+        == "Pending"
+    )
+
+
 def test_cancel_releases_bound_pods() -> None:
     factories.nodes(1)
     workload = factories.workload(factories.tenant(), "a", gpus=1)
