@@ -213,15 +213,25 @@ def test_a_job_without_the_queue_label_or_not_suspended_is_left_alone(
 
 
 def test_an_indexed_jobs_pods_are_placed_all_together(cluster: SimulatedKubernetes) -> None:
+    """Two pods of 4 GPUs while another scheduler's pod holds 2 GPUs of gpu-b: the one pod that
+    would fit (on gpu-a) is not placed alone; once gpu-b is free both are, each in the Pod row of
+    its completion index."""
     fake = cluster
-    batch(fake).create_namespaced_job(NAMESPACE, job("gang", gpus=2, parallelism=4, indexed=True))
+    other = objects.pod("other", gpus=2, node_name="gpu-b", phase="Running")
+    fake.add_pod(other)
+    batch(fake).create_namespaced_job(NAMESPACE, job("gang", gpus=4, parallelism=2, indexed=True))
     clock = Clock()
-    steps(gpusched_cycle(fake, clock), clock, 4)
+    cycle = gpusched_cycle(fake, clock)
+    steps(cycle, clock, 4)
     workload = Workload.objects.get(kube_job__name="gang")
-    assert {p.gang_min_count for p in workload.pods.all()} == {4}
+    assert {p.gang_min_count for p in workload.pods.all()} == {2}
     pods = pods_of(fake, "gang")
-    assert len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
-    # Each pod in the Pod row of its completion index.
+    assert len(pods) == 2 and not any(p["spec"].get("nodeName") for p in pods)
+
+    fake.delete_pod(NAMESPACE, "other")
+    steps(cycle, clock, 2)
+    pods = pods_of(fake, "gang")
+    assert {p["spec"].get("nodeName") for p in pods} == {"gpu-a", "gpu-b"}
     for pod in pods:
         index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         row = workload.pods.get(kube__uid=pod["metadata"]["uid"])
