@@ -195,7 +195,8 @@ class PodMirror:
     def _link_job_pod(self, info: PodInfo, obj: Mapping[str, Any], now: datetime) -> bool:
         """A pod of a Job run as a workload (kube.jobs): linked to one of its workload's free Pod
         rows, the one of its completion index when it has one. False: no such Job."""
-        row = KubeJob.objects.filter(uid=owner_job_uid(obj) or "-").first()
+        owner = owner_job_uid(obj)
+        row = KubeJob.objects.filter(uid=owner).first() if owner else None
         if row is None:
             return False
         free = {
