@@ -543,17 +543,29 @@ def node_drain(*, node: Node, actor: str) -> tuple[Node, list[Workload]]:
     """Cordon the node, then evict every workload holding anything on it: their pods release
     what they hold and the workloads go back to their queues (requeued, like preemption victims),
     to be placed elsewhere. Cordoning first means nothing new lands meanwhile; repeating a drain
-    is harmless."""
-    with transaction.atomic():
-        if not node.cordoned:
-            node = services.node_set_cordoned(node=node, cordoned=True)
-        workloads = selectors.workloads_on_node(node)
-        if workloads:
-            services.workloads_evict(
-                workloads=workloads, reason=f"node {node.name} drained", now=timezone.now()
-            )
-        evicted = sorted(f"{w.tenant.namespace}/{w.name}" for w in workloads)
-        admin_action_record(
-            actor=actor, action="node.drain", target=node.name, detail={"evicted": evicted}
+    is harmless.
+
+    Not one transaction: the cordon commits first, the evictions go in the bounded transactions
+    of scheduling.services.workloads_evict, and the audit record names the workloads evicted.
+    Held across the evictions, the node row the cordon locks would come before the workloads
+    in the lock order (docs/architecture.md) and a bind or cancel on the node (workload, then
+    node) would deadlock with the drain; thousands of pods would be one transaction."""
+    if not node.cordoned:
+        node = services.node_set_cordoned(node=node, cordoned=True)
+    workloads = selectors.workloads_on_node(node)
+    evicted = (
+        services.workloads_evict(
+            workloads=workloads, reason=f"node {node.name} drained", now=timezone.now()
         )
-    return node, workloads
+        if workloads
+        else set()
+    )
+    gone = [w for w in workloads if w.pk in evicted]
+    with transaction.atomic():
+        admin_action_record(
+            actor=actor,
+            action="node.drain",
+            target=node.name,
+            detail={"evicted": sorted(f"{w.tenant.namespace}/{w.name}" for w in gone)},
+        )
+    return node, gone

@@ -27,9 +27,9 @@ logger = logging.getLogger(__name__)
 
 FRAME_BYTES = 256 * 1024
 MAX_ENTRY_BYTES = 768 * 1024  # a frame stays under a 1 MiB cap (daphne's)
-_HEAD_ROOM = 1024  # the frame's own keys around its part
 # The change operations (dashboard/live.py `apply`): maps of key -> doc, or a list of keys.
 _MAPS = ("replace", "set")
+_LARGEST_PART = 10**9  # stands in for `parts` and `n` when a frame's own keys are measured
 
 
 def dumps(message: dict[str, Any]) -> str:
@@ -37,26 +37,44 @@ def dumps(message: dict[str, Any]) -> str:
 
 
 def frames(message: dict[str, Any], field: str, budget: int = FRAME_BYTES) -> list[str]:
-    """`message` as frames of at most about `budget` characters, cut by the entries of
-    `message[field]`: a state ({slice: {key: doc}}) or changes ({slice: {op: ...}})."""
+    """`message` as frames of at most `budget` characters (ASCII: bytes too), cut by the entries
+    of `message[field]`: a state ({slice: {key: doc}}) or changes ({slice: {op: ...}}). Only an
+    entry that alone is larger than a frame (up to MAX_ENTRY_BYTES) makes its frame larger.
+
+    Each entry is charged what it adds to a page's JSON, separator included, and the maps and
+    lists around it the first time a page holds them; a page takes entries while they fit the
+    budget less the frame's own keys (the head's, or a part's, whichever is longer), so the sum
+    is a bound on the frame, not an estimate."""
     text = dumps(message)
     if len(text) <= budget:
         return [text]
+    own_keys = max(
+        len(dumps({**message, field: {}, "parts": _LARGEST_PART})),
+        len(dumps({"type": "part", "view": message["view"], "n": _LARGEST_PART, field: {}})),
+    )
+    room = budget - own_keys
     pages: list[dict[str, Any]] = [{}]
-    room = budget - _HEAD_ROOM
+    opened: set[tuple[str, ...]] = set()  # the maps and lists the last page holds
     used = 0
-    for path, value, size in _entries(message[field], field == "state"):
+    for path, value in _entries(message[field], field == "state"):
+        size = _size(path, value)
         if size > MAX_ENTRY_BYTES:
             logger.warning(
                 "dashboard: %s of %s is %d bytes: not shown", path, message["view"], size
             )
             value = {"omitted": f"{size} bytes, more than a websocket frame takes"}
-            size = len(dumps(value))
-        if used and used + size > room:
+            size = _size(path, value)
+        container = path if isinstance(value, list) and value else path[:-1]
+        cost = size + _opening(container, opened)
+        if used and used + cost > room:
             pages.append({})
-            used = 0
+            opened, used = set(), 0
+            cost = size + _opening(container, opened)
         _put(pages[-1], path, value)
-        used += size
+        opened.update(container[:k] for k in range(1, len(container) + 1))
+        if value in ({}, []):  # an empty slice or operation: a container from now on
+            opened.add(path)
+        used += cost
     head = {**message, field: pages[0], "parts": len(pages)}
     rest = [
         {"type": "part", "view": message["view"], "n": n, field: page}
@@ -65,26 +83,41 @@ def frames(message: dict[str, Any], field: str, budget: int = FRAME_BYTES) -> li
     return [dumps(head), *map(dumps, rest)]
 
 
-def _entries(payload: dict[str, Any], state: bool) -> list[tuple[tuple[str, ...], Any, int]]:
-    """Every leaf of a state or changes with its path and size. Slices and operations with no
-    entries (an empty slice, `replace: {}`, which clears one) are kept as empty leaves."""
-    found: list[tuple[tuple[str, ...], Any, int]] = []
+def _entries(payload: dict[str, Any], state: bool) -> list[tuple[tuple[str, ...], Any]]:
+    """Every leaf of a state or changes with its path. Slices and operations with no entries (an
+    empty slice, `replace: {}`, which clears one) are kept as empty leaves; a deleted key is a
+    leaf `[key]` at its list's path."""
+    found: list[tuple[tuple[str, ...], Any]] = []
     for name, part in payload.items():
-        found.append(((name,), {}, len(name)))
+        found.append(((name,), {}))
         if state:
-            found += [((name, key), doc, len(key) + len(dumps(doc))) for key, doc in part.items()]
+            found += [((name, key), doc) for key, doc in part.items()]
             continue
         for op, entries in part.items():
             if op in _MAPS:
-                found.append(((name, op), {}, len(name)))
-                found += [
-                    ((name, op, key), doc, len(key) + len(dumps(doc)))
-                    for key, doc in entries.items()
-                ]
+                found.append(((name, op), {}))
+                found += [((name, op, key), doc) for key, doc in entries.items()]
             else:  # "del": a list of keys
-                found.append(((name, op), [], len(op)))
-                found += [((name, op), [key], len(key) + 4) for key in entries]
+                found.append(((name, op), []))
+                found += [((name, op), [key]) for key in entries]
     return found
+
+
+def _size(path: tuple[str, ...], value: Any) -> int:
+    """What a leaf adds to its page: `"key":value,`, or `"key",` for an item of a list."""
+    if isinstance(value, list) and value:
+        return len(json.dumps(value[0])) + 1
+    return len(json.dumps(path[-1])) + 1 + len(dumps(value)) + 1
+
+
+def _opening(container: tuple[str, ...], opened: set[tuple[str, ...]]) -> int:
+    """What the maps and lists around a leaf add to a page that does not hold them yet:
+    `"name":{` and `},` for each."""
+    return sum(
+        len(json.dumps(container[k - 1])) + 4
+        for k in range(1, len(container) + 1)
+        if container[:k] not in opened
+    )
 
 
 def _put(page: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

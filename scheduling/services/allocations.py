@@ -43,10 +43,23 @@ def add_counts(
     branches for each row and Django a resolved expression per branch, quadratic in the batch.
     The VALUES are integer literals written here (`int()` of each, never text from outside); their
     columns are read by their default names (column1, column2 on both), since a WITH or a column
-    alias list is what SQLite or Python's sqlite3 (no row count after WITH) do not take."""
-    deltas = {int(pk): int(d) for pk, d in deltas.items() if d}
+    alias list is what SQLite or Python's sqlite3 (no row count after WITH) do not take.
+
+    The rows are locked in id order first (one `SELECT ... ORDER BY id FOR NO KEY UPDATE`, where
+    the database locks rows): the UPDATE alone locks them in whatever order its plan joins them,
+    so two writers changing the same counters could each hold a row the other waits for. Callers
+    change the counter tables in one order too (docs/architecture.md, "Lock order"): Node, then
+    NodeNuma, then Gpu."""
+    deltas = {int(pk): int(d) for pk, d in sorted(deltas.items()) if d}
     if not deltas:
         return True
+    if len(deltas) > 1 and connection.features.has_select_for_update:
+        list(
+            model.objects.filter(pk__in=list(deltas))
+            .order_by("id")
+            .select_for_update(no_key=True)
+            .values_list("id", flat=True)
+        )
     table = connection.ops.quote_name(model._meta.db_table)
     target = connection.ops.quote_name(column)
     values = ", ".join(f"({pk}, {delta})" for pk, delta in deltas.items())
@@ -103,8 +116,7 @@ def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: 
     Allocation.objects.filter(pk__in=ids).update(
         state=Allocation.State.RELEASED, active=False, released_at=now, release_reason=reason
     )
-    add_counts(Gpu, "used_milli", gpu_delta)
-    add_counts(Gpu, "lent_milli", lent_delta)
+    # The counters in the one lock order (add_counts): nodes, NUMA nodes, GPUs, as a bind.
     add_counts(Node, "cpu_used_milli", cpu_delta)
     add_counts(Node, "memory_used_mib", memory_delta)
     add_counts(
@@ -112,6 +124,8 @@ def allocations_release(allocations: Iterable[Allocation], *, reason: str, now: 
         "cpu_used_milli",
         numa_counts(((a.node_id, a.numa_cpu_milli) for a in allocations), sign=-1),
     )
+    add_counts(Gpu, "used_milli", gpu_delta)
+    add_counts(Gpu, "lent_milli", lent_delta)
     gpus_of: dict[int, list[int]] = defaultdict(list)
     for assignment in assignments:
         gpus_of[assignment.allocation_id].append(assignment.gpu.index)

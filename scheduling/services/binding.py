@@ -32,6 +32,7 @@ from scheduling.models import (
 )
 from scheduling.services.allocations import add_counts, allocations_release
 from scheduling.services.decisions import explanation
+from scheduling.services.workloads import workloads_lock
 from scheduling.worker.cluster_state import ClusterState
 
 logger = logging.getLogger(__name__)
@@ -97,12 +98,7 @@ def _bind(
     pods = [pod for pod, _ in placed]
     # The lock order of scheduling/services/evictions.py: the workloads first, by id, then their
     # pods. A cancel or an eviction of these workloads waits for this bind, or this bind for it.
-    list(
-        Workload.objects.filter(pk__in={p.workload_id for p in pods})
-        .select_for_update(no_key=True)
-        .order_by("id")
-        .values_list("pk", flat=True)
-    )
+    workloads_lock(p.workload_id for p in pods)
     moved = Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.PENDING).update(
         phase=Pod.Phase.BOUND,
         bound_at=now,

@@ -15,7 +15,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.services.allocations import allocations_release
-from scheduling.services.workloads import workload_event
+from scheduling.services.workloads import workload_event, workloads_lock
 
 
 def pods_cluster_managed(*, pods: Sequence[Pod]) -> None:
@@ -31,6 +31,7 @@ def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
     if not pods:
         return
     with transaction.atomic():
+        workloads_lock(p.workload_id for p in pods)  # the one lock order: workloads, then pods
         Pod.objects.filter(pk__in=[p.pk for p in pods], phase=Pod.Phase.BOUND).update(
             phase=Pod.Phase.RUNNING, started_at=now
         )
@@ -49,7 +50,10 @@ def pods_start(*, pods: Sequence[Pod], now: datetime) -> None:
 def _still_in(pods: Sequence[Pod], phases: Sequence[str]) -> list[Pod]:
     """The pods whose phase in the database is still one of these, locked to the end of the
     transaction, with that phase. A pod whose end was recorded already (seen twice, or by another
-    writer) is left as it is: an end is recorded once."""
+    writer) is left as it is: an end is recorded once. Their workloads are locked first, by id:
+    the one lock order (docs/architecture.md), or an eviction holding a workload and waiting for
+    its pods would deadlock with an end holding the pods and closing the workload."""
+    workloads_lock(p.workload_id for p in pods)
     current = dict(
         Pod.objects.select_for_update()
         .filter(pk__in=[p.pk for p in pods], phase__in=phases)

@@ -168,18 +168,18 @@ def _why_not(rows: Sequence[GpuAssignment], wanted: Sequence[int]) -> str:
 
 def _move(applied: Sequence[tuple[Allocation, list[GpuAssignment], list[Gpu]]]) -> None:
     """Off every old GPU first, then onto the new ones: the one-holder-per-GPU constraint holds
-    after each statement, swaps included."""
+    after each statement, swaps included. The counters move in one statement, each GPU by its
+    net change (the CHECK judges each row's final value), so their rows are locked once, in the
+    order of add_counts."""
     rows = [r for _, old, _ in applied for r in old]
     if not rows:
         return
     GpuAssignment.objects.filter(pk__in=[r.pk for r in rows]).update(active=False)
-    down: dict[int, int] = defaultdict(int)
-    up: dict[int, int] = defaultdict(int)
+    moved: dict[int, int] = defaultdict(int)
     for _, old, gpus in applied:
         for row, gpu in zip(old, gpus, strict=True):
-            down[row.gpu_id] -= row.milli
-            up[gpu.pk] += row.milli
+            moved[row.gpu_id] -= row.milli
+            moved[gpu.pk] += row.milli
             row.gpu, row.active = gpu, True
-    add_counts(Gpu, "used_milli", down)
-    add_counts(Gpu, "used_milli", up)
+    add_counts(Gpu, "used_milli", moved)
     update_rows(rows, ["gpu", "active"])

@@ -240,6 +240,18 @@ def _pod_set_json(pod_set: PodSetSpec) -> dict[str, Any]:
     return {"name": pod_set.name, "count": pod_set.count, "minCount": pod_set.min_count}
 
 
+def workloads_lock(ids: Iterable[int]) -> None:
+    """Lock workload rows by id (`FOR NO KEY UPDATE`), in the caller's transaction: the first
+    step of the one lock order (docs/architecture.md) for every writer that changes a workload's
+    pods (eviction, cancel, bind, a pod starting, ending or gone)."""
+    list(
+        Workload.objects.filter(pk__in=set(ids))
+        .select_for_update(no_key=True)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
+
+
 def workload_event(workload: Workload) -> events.WorkloadChanged:
     return events.WorkloadChanged(
         uid=str(workload.uid),
