@@ -484,6 +484,15 @@ TELEMETRY_CLUSTER_NODES = "scheduling.selectors.nodes.node_names"
 # cluster's answer before answering 202 with where to read it.
 NODE_ACTION_WAIT_S = float(os.environ.get("GPUSCHED_NODE_ACTION_WAIT_S") or 10)
 
+# --- the scheduling cycle ---------------------------------------------------------------------
+
+# A leader's cycle yields once this many seconds have passed (scheduling.worker.cycle): placements
+# not yet committed, and a batch not yet taken after admission or evictions did work, are left
+# for the next cycle, which starts at once (counted: gpusched_scheduling_deferred_pods_total).
+# A third of the scheduler's lease (15 s), which each cycle renews, and well inside its liveness
+# budget (30 s).
+SCHEDULER_CYCLE_DEADLINE_S = float(os.environ.get("GPUSCHED_CYCLE_DEADLINE_S") or 5)
+
 # --- admission: Kueue's waitForPodsReady ------------------------------------------------------
 
 # An admitted workload whose pods are not all placed this many seconds after admission is evicted

@@ -27,6 +27,13 @@ the core and the services.
 10. Make them real on the side (Kubernetes: Bindings); what the cluster refuses goes back to the
     queue.
 11. Report why the others wait: per pod, per workload, and to the side.
+
+A cycle has a deadline (`deadline_s`, SCHEDULER_CYCLE_DEADLINE_S): past it, the placements not yet
+committed are forgotten and wait for the next cycle (after the first chunk or gang: every cycle
+commits something), and no batch is taken after admission, reclaim or node actions that did work
+(the next cycle has less of it). The report counts what was left (`deferred`, `over_deadline`) and
+says more is waiting, so the next cycle starts at once; each chunk committed tells the loop's
+liveness (common.process_metrics.heartbeat), as each eviction batch does.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from functools import cmp_to_key
 from django.conf import settings
 from django.utils import timezone
 
+from common.process_metrics import heartbeat
 from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.backfill import (
@@ -106,6 +114,10 @@ class SchedulingCycle:
     reservation_horizon_s: float = DEFAULT_HORIZON_S
     reservations: ReservationBook = field(default_factory=ReservationBook)
     estimator: StartEstimator = field(default_factory=StartEstimator)
+    # Seconds a cycle may take before it yields what is left to the next (read by `timer`).
+    deadline_s: float = field(default_factory=lambda: settings.SCHEDULER_CYCLE_DEADLINE_S)
+    timer: Callable[[], float] = time.monotonic
+    _due: float = field(default=0.0, init=False, repr=False)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
     # Feasibility over the emptied cluster, kept while the nodes it was built from are current
     # (a rebuilt snapshot, or a cordon set or lifted in place, gives a new list of them).
@@ -151,6 +163,7 @@ class SchedulingCycle:
         report = CycleReport(side=self.side.name)
         now = self.clock()
         started = time.perf_counter()
+        self._due = self.timer() + self.deadline_s
 
         # 1. Lead, or stand by.
         leadership = self.elector.lead(now)
@@ -172,7 +185,7 @@ class SchedulingCycle:
         report.quarantined = len(self._quarantine())
         report.sync_s = time.perf_counter() - started
         # Admins' cordons and drains of the cluster's nodes, before anything is placed.
-        node_actions.carry_out(self._evictions(), now, report)
+        answered = node_actions.carry_out(self._evictions(), now, report)
 
         # 3. Admit.
         started = time.perf_counter()
@@ -183,6 +196,13 @@ class SchedulingCycle:
         started = time.perf_counter()
         report.reclaimed = self._reclaim(now, report)
         report.reclaim_s = time.perf_counter() - started
+
+        # Past the deadline after work that changed something: the batch waits for the next
+        # cycle (which has that much less to do); after none, it is taken, or nothing would be.
+        worked = answered or report.admitted or report.preempted or report.reclaimed
+        if worked and self._past_due():
+            report.over_deadline = report.more = True
+            return report
 
         # 5. The next batch.
         started = time.perf_counter()
@@ -232,12 +252,20 @@ class SchedulingCycle:
         placed = [(by_uid[d.pod.uid], d) for d in outcome.placed]
         gangs = [[(by_uid[d.pod.uid], d) for d in group] for group in outcome.gangs]
 
-        # 9-10. Commit, then make real: single pods in chunks, each gang in one go.
-        for k in range(0, len(placed), self.commit_size):
-            self._commit(cluster, placed[k : k + self.commit_size], report, now)
-        for members in gangs:
-            if self._commit(cluster, members, report, now, all_or_nothing=True):
+        # 9-10. Commit, then make real: single pods in chunks, each gang in one go; past the
+        # deadline, what is left waits for the next cycle.
+        units = [
+            (placed[k : k + self.commit_size], False)
+            for k in range(0, len(placed), self.commit_size)
+        ]
+        units += [(members, True) for members in gangs]
+        for k, (unit, gang) in enumerate(units):
+            if k and self._past_due():
+                self._defer([pod for rest, _ in units[k:] for pod in rest], cluster, report)
+                break
+            if self._commit(cluster, unit, report, now, all_or_nothing=gang) and gang:
                 report.gangs_bound += 1
+            heartbeat()
         report.commit_s = time.perf_counter() - started
 
         # 11. Why the others wait.
@@ -256,8 +284,26 @@ class SchedulingCycle:
         report.waiting_s = time.perf_counter() - started
         report.attempted = len(pods)
         report.unschedulable = len(failed)
-        report.more = len(pods) >= self.batch_size
+        report.more = report.over_deadline or len(pods) >= self.batch_size
         return report
+
+    def _past_due(self) -> bool:
+        return self.timer() >= self._due
+
+    def _defer(
+        self, placed: list[tuple[Pod, Decision]], cluster: ClusterState, report: CycleReport
+    ) -> None:
+        """Placements left for the next cycle: the snapshot forgets them (their pods are still
+        pending in the database), and the report counts them."""
+        for _, decision in placed:
+            self.framework.forget(decision, cluster.snapshot)
+        report.deferred += len(placed)
+        report.over_deadline = True
+        logger.info(
+            "cycle past its %.1f s deadline: %d placements left for the next",
+            self.deadline_s,
+            len(placed),
+        )
 
     def _quarantine(self) -> dict[str, str]:
         """The nodes the scheduler cannot trust now, recorded when that changes."""

@@ -33,6 +33,11 @@ class CycleReport:
     reported: int = 0  # reports the side sent out (Kubernetes: events and conditions)
     quarantined: int = 0  # nodes whose recorded state contradicts their capacity
     more: bool = False
+    # The cycle passed its deadline (SCHEDULER_CYCLE_DEADLINE_S) and left work for the next one:
+    # pods placed in the snapshot but not committed (they wait, pending, for the next cycle), or
+    # the whole batch, not taken because admission, reclaim or node actions used the time.
+    over_deadline: bool = False
+    deferred: int = 0
     # Seconds per phase (PHASES).
     sync_s: float = 0.0  # leadership, the side's sync, the cluster state's refresh and quarantine
     admission_s: float = 0.0

@@ -48,6 +48,18 @@ reservations_reconciled = Counter(
     "Expired reservations released on becoming leader.",
     registry=registry,
 )
+deferred_pods = Counter(
+    "gpusched_scheduling_deferred_pods",
+    "Pods placed by a cycle that passed its deadline (GPUSCHED_CYCLE_DEADLINE_S) and left, "
+    "pending, for the next cycle.",
+    registry=registry,
+)
+cycles_over_deadline = Counter(
+    "gpusched_scheduling_cycles_over_deadline",
+    "Cycles that passed their deadline and left work (placements, or the next batch) for the "
+    "next cycle, which starts at once.",
+    registry=registry,
+)
 leader = Gauge(
     "gpusched_scheduler_leader",
     "1 while this process holds the scheduler lease.",
@@ -120,6 +132,9 @@ def _record_leader_work(report: CycleReport) -> None:
     reservations_reconciled.inc(report.reconciled)
     record_eviction(PREEMPTION, report.preempted)
     record_eviction(RECLAIM, report.reclaimed)
+    deferred_pods.inc(report.deferred)
+    if report.over_deadline:
+        cycles_over_deadline.inc()
     if is_busy(report):
         phases = report.phase_seconds()
         for phase, seconds in phases.items():
