@@ -20,6 +20,9 @@ settings.USAGE_RATIOS_MAX_AGE_S = 0.0
 # Every scrape of /metrics reads the database afresh (tests/security/test_metrics.py checks the
 # cache the default enables).
 settings.METRICS_CACHE_S = 0.0
+# A cycle run in-process does its whole batch however loaded the machine is: one run_once() is
+# one step of a test (tests/scheduling/worker/test_cycle_deadline.py sets deadlines of its own).
+settings.SCHEDULER_CYCLE_DEADLINE_S = 3600.0
 settings.STORAGES = {
     **settings.STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
