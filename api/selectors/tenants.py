@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 
 from api import quantities as q
 from api.exceptions import NotFound
@@ -115,8 +115,8 @@ def tenant_summary(tenant: Tenant) -> TenantSummary:
     )
 
 
-def tenant_tokens(tenant: Tenant) -> list[ApiToken]:
-    return list(ApiToken.objects.filter(tenant=tenant).order_by("id"))
+def tenant_tokens(tenant: Tenant) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(tenant=tenant).order_by("id")
 
 
 @dataclass(frozen=True)

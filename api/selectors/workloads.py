@@ -105,12 +105,12 @@ class PodView:
     gpus: list[GpuHeld] = field(default_factory=list)
 
 
-def workload_pods(workload: Workload) -> list[PodView]:
-    """Every pod with where it runs (its active allocation, else its last released one)."""
-    pods = list(workload.pods.order_by("pod_set", "id"))
+def workload_pods(workload: Workload, pods: Sequence[Pod]) -> list[PodView]:
+    """The pods (a page of the workload's) with where each runs (its active allocation, else its
+    last released one)."""
     allocations: dict[int, Allocation] = {}
     for allocation in (
-        Allocation.objects.filter(pod__workload=workload)
+        Allocation.objects.filter(pod__in=pods)
         .select_related("node")
         .order_by("pod_id", "-active", "-id")
     ):
@@ -139,13 +139,13 @@ def workload_pods(workload: Workload) -> list[PodView]:
     return views
 
 
-def workload_decisions(workload: Workload, limit: int = 50) -> list[PlacementDecision]:
-    """The newest placement decisions of the workload's pods (the scheduler keeps a bounded
-    number of them overall, so old ones may be gone)."""
-    return list(
+def workload_decisions(workload: Workload) -> QuerySet[PlacementDecision]:
+    """The placement decisions of the workload's pods, newest first (the scheduler keeps a
+    bounded number of them overall, so old ones may be gone)."""
+    return (
         PlacementDecision.objects.filter(pod__workload=workload)
         .select_related("pod")
-        .order_by("-id")[:limit]
+        .order_by("-id")
     )
 
 

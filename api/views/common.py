@@ -3,7 +3,7 @@ admin base views (request fields: api/fields.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -86,6 +86,42 @@ def keyset_page(
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, str(getattr(rows[-1], field)) if more and rows else None
+
+
+class PositionPageQuerySerializer(PageQuerySerializer):
+    """Lists in an order of their own (a queue's): the cursor is the last position seen."""
+
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,18}$", required=False, help_text="nextCursor of the previous page"
+    )
+
+
+class QualifiedNamePageQuerySerializer(PageQuerySerializer):
+    """Lists keyed by namespace/name: the cursor is the last one seen."""
+
+    cursor = serializers.RegexField(
+        r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+        required=False,
+        max_length=317,
+        help_text="nextCursor of the previous page",
+    )
+
+
+def list_page(
+    items: Sequence[Any], key: Callable[[Any], str | int], params: Mapping[str, Any]
+) -> tuple[list[Any], str | None]:
+    """keyset_page for a list built in memory: the items in the order of their unique `key`, the
+    page after `cursor` (the last key of the previous page) and the next cursor."""
+    rows = sorted(items, key=key)
+    cursor = params.get("cursor")
+    if cursor:
+        rows = [r for r in rows if _after(key(r), cursor)]
+    page = rows[: params["limit"]]
+    return page, str(key(page[-1])) if len(rows) > len(page) and page else None
+
+
+def _after(key: str | int, cursor: str) -> bool:
+    return key > int(cursor) if isinstance(key, int) else key > cursor
 
 
 def query_of(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:

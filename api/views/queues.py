@@ -16,8 +16,14 @@ from api import selectors
 from api.permissions import IsAdmin, IsTenant
 from api.views.common import (
     AdminApi,
+    NamePageQuerySerializer,
+    PageSerializer,
+    PositionPageQuerySerializer,
+    QualifiedNamePageQuerySerializer,
     TenantApi,
     documented,
+    list_page,
+    query_of,
 )
 from scheduling.models import Tenant
 from scheduling.selectors import cohorts as queue_selectors
@@ -87,21 +93,27 @@ def _fair_usage_doc(usage: queue_selectors.LocalQueueFairUsage | None) -> Any:
 
 
 class LocalQueueListApi(TenantApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         items = LocalQueueSerializer(many=True)
 
     @extend_schema(
         operation_id="queue_list",
-        summary="The tenant's local queues and their workload counts",
-        responses=documented(OutputSerializer, 403),
+        summary="The tenant's local queues and their workload counts, by name",
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
-        items = _queue_docs(self.tenant(request))
-        return Response(LocalQueueListApi.OutputSerializer({"items": items}).data)
+        params = query_of(NamePageQuerySerializer, request)
+        items, next_cursor = list_page(
+            _queue_docs(self.tenant(request)), lambda d: str(d["name"]), params
+        )
+        return Response(
+            LocalQueueListApi.OutputSerializer({"items": items, "nextCursor": next_cursor}).data
+        )
 
 
 class LocalQueuePendingWorkloadsApi(TenantApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class PendingWorkloadSerializer(serializers.Serializer):
             name = serializers.CharField()
             localQueueName = serializers.CharField()
@@ -117,9 +129,16 @@ class LocalQueuePendingWorkloadsApi(TenantApi):
         operation_id="queue_pending_workloads",
         summary="The workloads waiting for quota in one of the tenant's local queues, in the "
         "order they will be admitted (Kueue's visibility API)",
-        responses=documented(OutputSerializer, 403),
+        parameters=[PositionPageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request, name: str) -> Response:
+        params = query_of(PositionPageQuerySerializer, request)
+        views, next_cursor = list_page(
+            selectors.local_queue_pending(self.tenant(request), name),
+            lambda v: int(v.position_in_local_queue),
+            params,
+        )
         items = [
             {
                 "name": v.workload.name,
@@ -130,15 +149,16 @@ class LocalQueuePendingWorkloadsApi(TenantApi):
                 "reason": v.reason,
                 "message": v.message,
             }
-            for v in selectors.local_queue_pending(self.tenant(request), name)
+            for v in views
         ]
-        return Response(LocalQueuePendingWorkloadsApi.OutputSerializer({"items": items}).data)
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(LocalQueuePendingWorkloadsApi.OutputSerializer(doc).data)
 
 
 class FlavorListApi(APIView):
     permission_classes = [IsTenant | IsAdmin]
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class FlavorSerializer(serializers.Serializer):
             name = serializers.CharField()
             gpuModel = serializers.CharField()
@@ -159,22 +179,30 @@ class FlavorListApi(APIView):
         schedulableNodes = serializers.IntegerField()
         cpuFree = serializers.CharField()
         memoryFree = serializers.CharField()
-        items = FlavorSerializer(many=True, help_text="ResourceFlavors (else one per GPU model)")
-        gpuModels = FlavorSerializer(many=True, help_text="the same capacity per GPU model")
+        items = FlavorSerializer(
+            many=True, help_text="ResourceFlavors (else one per GPU model), by name, paged"
+        )
+        gpuModels = FlavorSerializer(
+            many=True, help_text="the same capacity per GPU model (one each: not paged)"
+        )
 
     @extend_schema(
         operation_id="flavor_list",
         summary="GPU flavors (by model) and their free capacity",
-        responses=documented(OutputSerializer, 403),
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
+        params = query_of(NamePageQuerySerializer, request)
         cap = selectors.capacity()
+        flavors, next_cursor = list_page(cap.flavors, lambda f: str(f.name), params)
         doc = {
             "nodes": cap.nodes,
             "schedulableNodes": cap.schedulable_nodes,
             "cpuFree": selectors.format_amount("cpu", cap.cpu_milli_free),
             "memoryFree": selectors.format_amount("memory", cap.memory_mib_free),
-            "items": [_flavor_doc(f) for f in cap.flavors],
+            "items": [_flavor_doc(f) for f in flavors],
+            "nextCursor": next_cursor,
             "gpuModels": [_flavor_doc(f) for f in cap.gpu_models],
         }
         return Response(FlavorListApi.OutputSerializer(doc).data)
@@ -196,20 +224,26 @@ def _flavor_doc(f: selectors.FlavorView) -> dict[str, Any]:
 
 
 class AdminLocalQueueListApi(AdminApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         items = LocalQueueSerializer(many=True)
 
     @extend_schema(
         operation_id="admin_local_queue_list",
-        summary="Every tenant's local queues and their workload counts",
-        responses=documented(OutputSerializer, 403),
+        summary="Every tenant's local queues and their workload counts, by namespace/name",
+        parameters=[QualifiedNamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
-        return Response(AdminLocalQueueListApi.OutputSerializer({"items": _queue_docs(None)}).data)
+        params = query_of(QualifiedNamePageQuerySerializer, request)
+        items, next_cursor = list_page(
+            _queue_docs(None), lambda d: f"{d['namespace']}/{d['name']}", params
+        )
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(AdminLocalQueueListApi.OutputSerializer(doc).data)
 
 
 class ClusterQueueListApi(AdminApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class ClusterQueueSerializer(serializers.Serializer):
             class FlavorUsageSerializer(serializers.Serializer):
                 class ResourceUsageSerializer(serializers.Serializer):
@@ -281,13 +315,17 @@ class ClusterQueueListApi(AdminApi):
     @extend_schema(
         operation_id="admin_cluster_queue_list",
         summary="Cluster queues: quotas, cohort, preemption, usage, borrowing and fair share",
-        responses=documented(OutputSerializer, 403),
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
-        items = [_cluster_queue_doc(*row) for row in selectors.cluster_queues()]
+        params = query_of(NamePageQuerySerializer, request)
+        rows, next_cursor = list_page(selectors.cluster_queues(), lambda r: str(r[0].name), params)
+        items = [_cluster_queue_doc(*row) for row in rows]
         source = queue_selectors.queue_source()
         doc = {
             "items": items,
+            "nextCursor": next_cursor,
             "queueSource": {
                 "kind": source.kind,
                 "appliedAt": source.applied_at,
@@ -345,7 +383,7 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
 
 
 class CohortListApi(AdminApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class CohortSerializer(serializers.Serializer):
             class ResourceSerializer(serializers.Serializer):
                 flavor = serializers.CharField()
@@ -370,10 +408,15 @@ class CohortListApi(AdminApi):
 
     @extend_schema(
         operation_id="admin_cohort_list",
-        summary="Cohorts (Kueue's hierarchical cohorts): tree, quotas and use",
-        responses=documented(OutputSerializer, 403),
+        summary="Cohorts (Kueue's hierarchical cohorts): tree, quotas and use, by name",
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
+        params = query_of(NamePageQuerySerializer, request)
+        cohorts, next_cursor = list_page(
+            queue_selectors.cohort_status(), lambda c: str(c.name), params
+        )
         items = [
             {
                 "name": c.name,
@@ -393,15 +436,16 @@ class CohortListApi(AdminApi):
                     for r in c.resources
                 ],
             }
-            for c in queue_selectors.cohort_status()
+            for c in cohorts
         ]
-        return Response(CohortListApi.OutputSerializer({"items": items}).data)
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(CohortListApi.OutputSerializer(doc).data)
 
 
 class PriorityClassListApi(APIView):
     permission_classes = [IsTenant | IsAdmin]
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class PriorityClassSerializer(serializers.Serializer):
             name = serializers.CharField()
             kind = serializers.ChoiceField(choices=["WorkloadPriorityClass", "PriorityClass"])
@@ -414,10 +458,15 @@ class PriorityClassListApi(APIView):
 
     @extend_schema(
         operation_id="priority_class_list",
-        summary="Priority classes a workload may name (priorityClassName)",
-        responses=documented(OutputSerializer, 403),
+        summary="Priority classes a workload may name (priorityClassName), by name",
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
+        params = query_of(NamePageQuerySerializer, request)
+        classes, next_cursor = list_page(
+            selectors.priority_classes(), lambda pc: str(pc.name), params
+        )
         items = [
             {
                 "name": pc.name,
@@ -427,6 +476,7 @@ class PriorityClassListApi(APIView):
                 "globalDefault": pc.global_default,
                 "description": pc.description,
             }
-            for pc in selectors.priority_classes()
+            for pc in classes
         ]
-        return Response(PriorityClassListApi.OutputSerializer({"items": items}).data)
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(PriorityClassListApi.OutputSerializer(doc).data)

@@ -18,7 +18,16 @@ from api.fields import (
     dns_label,
 )
 from api.models import ApiToken
-from api.views.common import AdminApi, documented
+from api.views.common import (
+    AdminApi,
+    NamePageQuerySerializer,
+    PageSerializer,
+    PositionPageQuerySerializer,
+    documented,
+    keyset_page,
+    list_page,
+    query_of,
+)
 from api.views.usage import TenantQuotaApi, quota_doc
 
 # --- admin: tenants and tokens ------------------------------------------------------------------
@@ -62,17 +71,23 @@ def _tenant_doc(s: selectors.TenantSummary) -> dict[str, Any]:
 
 
 class TenantListApi(AdminApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         items = TenantSerializer(many=True)
 
     @extend_schema(
         operation_id="admin_tenant_list",
-        summary="Every tenant",
-        responses=documented(OutputSerializer, 403),
+        summary="Every tenant, by name",
+        parameters=[NamePageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403),
     )
     def get(self, request: Request) -> Response:
-        items = [_tenant_doc(s) for s in selectors.tenants_list()]
-        return Response(TenantListApi.OutputSerializer({"items": items}).data)
+        params = query_of(NamePageQuerySerializer, request)
+        page, next_cursor = list_page(
+            selectors.tenants_list(), lambda s: str(s.tenant.name), params
+        )
+        items = [_tenant_doc(s) for s in page]
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(TenantListApi.OutputSerializer(doc).data)
 
 
 class TenantCreateApi(AdminApi):
@@ -244,18 +259,23 @@ def _token_doc(t: ApiToken) -> dict[str, Any]:
 
 
 class TenantTokenListApi(AdminApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         items = TokenSerializer(many=True)
 
     @extend_schema(
         operation_id="admin_tenant_token_list",
-        summary="A tenant's API tokens (never the tokens themselves)",
-        responses=documented(OutputSerializer, 403, 404),
+        summary="A tenant's API tokens (never the tokens themselves), oldest first",
+        parameters=[PositionPageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403, 404),
     )
     def get(self, request: Request, name: str) -> Response:
-        tokens = selectors.tenant_tokens(selectors.tenant_get(name))
+        params = query_of(PositionPageQuerySerializer, request)
+        tokens, next_cursor = keyset_page(
+            selectors.tenant_tokens(selectors.tenant_get(name)), "id", params, descending=False
+        )
         items = [_token_doc(t) for t in tokens]
-        return Response(TenantTokenListApi.OutputSerializer({"items": items}).data)
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(TenantTokenListApi.OutputSerializer(doc).data)
 
 
 class TenantTokenCreateApi(AdminApi):

@@ -11,8 +11,13 @@ from rest_framework.response import Response
 
 from api import selectors
 from api.views.common import (
+    IdPageQuerySerializer,
+    PageSerializer,
+    PositionPageQuerySerializer,
     TenantApi,
     documented,
+    keyset_page,
+    query_of,
 )
 from scheduling import pod_resources
 from scheduling.core import resource_requests
@@ -28,7 +33,7 @@ class PodGpuSerializer(serializers.Serializer):
 
 
 class WorkloadPodsApi(TenantApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class PodSerializer(serializers.Serializer):
             name = serializers.CharField()
             podSet = serializers.CharField()
@@ -51,13 +56,20 @@ class WorkloadPodsApi(TenantApi):
 
     @extend_schema(
         operation_id="workload_pods",
-        summary="The workload's pods and where they are placed (node, GPU ids, topology scope)",
-        responses=documented(OutputSerializer, 403, 404),
+        summary="The workload's pods and where they are placed (node, GPU ids, topology scope), "
+        "in the order they were created",
+        parameters=[PositionPageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403, 404),
     )
     def get(self, request: Request, name: str) -> Response:
+        params = query_of(PositionPageQuerySerializer, request)
         workload = selectors.workload_get(self.tenant(request), name)
-        items = [_pod_doc(view) for view in selectors.workload_pods(workload)]
-        return Response(WorkloadPodsApi.OutputSerializer({"items": items}).data)
+        pods, next_cursor = keyset_page(
+            workload.pods.order_by("id"), "id", params, descending=False
+        )
+        items = [_pod_doc(view) for view in selectors.workload_pods(workload, pods)]
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(WorkloadPodsApi.OutputSerializer(doc).data)
 
 
 def _pod_doc(view: selectors.PodView) -> dict[str, Any]:
@@ -90,7 +102,7 @@ def _pod_doc(view: selectors.PodView) -> dict[str, Any]:
 
 
 class WorkloadPlacementsApi(TenantApi):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(PageSerializer):
         class DecisionSerializer(serializers.Serializer):
             id = serializers.IntegerField()
             pod = serializers.CharField()
@@ -109,10 +121,15 @@ class WorkloadPlacementsApi(TenantApi):
     @extend_schema(
         operation_id="workload_placements",
         summary="The scheduler's decisions for the workload's pods, newest first",
-        responses=documented(OutputSerializer, 403, 404),
+        parameters=[IdPageQuerySerializer],
+        responses=documented(OutputSerializer, 400, 403, 404),
     )
     def get(self, request: Request, name: str) -> Response:
+        params = query_of(IdPageQuerySerializer, request)
         workload = selectors.workload_get(self.tenant(request), name)
+        decisions, next_cursor = keyset_page(
+            selectors.workload_decisions(workload), "id", params, descending=True
+        )
         items = [
             {
                 "id": d.pk,
@@ -123,9 +140,10 @@ class WorkloadPlacementsApi(TenantApi):
                 "explanation": d.explanation,
                 "createdAt": d.created_at,
             }
-            for d in selectors.workload_decisions(workload)
+            for d in decisions
         ]
-        return Response(WorkloadPlacementsApi.OutputSerializer({"items": items}).data)
+        doc = {"items": items, "nextCursor": next_cursor}
+        return Response(WorkloadPlacementsApi.OutputSerializer(doc).data)
 
 
 class WorkloadPendingStatusApi(TenantApi):

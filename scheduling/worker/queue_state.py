@@ -6,7 +6,7 @@ queries built on these are in selectors and queue_selectors.)"""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -257,18 +257,24 @@ def pod_facts(workload_ids: Iterable[int]) -> dict[int, PodFacts]:
 
 
 def queued_workloads(
-    setup: QueueSetup, *, limit: int | None = None
+    setup: QueueSetup, *, limit: int | None = None, demand_in: Collection[str] | None = None
 ) -> list[tuple[Workload, QueuedWorkload | None]]:
     """Pending workloads (highest priority first, then oldest) as the admission cycle reads them;
-    None for a workload whose LocalQueue does not exist."""
+    None for a workload whose LocalQueue does not exist. With `demand_in`, what their pods ask
+    (demand, constraints, pod set shapes: a read of every pending pod) is read only for the
+    workloads of those ClusterQueues; the others' are left empty (what only orders the queues
+    needs no more: `pending_workloads`)."""
     query = (
         Workload.objects.filter(state=Workload.State.PENDING)
         .select_related("tenant")
         .order_by("-priority", "created_at", "id")
     )
     rows = list(query[:limit] if limit else query)
-    facts = pod_facts(w.pk for w in rows)
-    shapes = pod_set_shapes(w.pk for w in rows)
+    asked = rows
+    if demand_in is not None:
+        asked = [w for w in rows if _cluster_queue_of(setup, w) in demand_in]
+    facts = pod_facts(w.pk for w in asked)
+    shapes = pod_set_shapes(w.pk for w in asked)
     out: list[tuple[Workload, QueuedWorkload | None]] = []
     for w in rows:
         key = f"{w.tenant.namespace}/{w.queue_name}"
@@ -299,6 +305,11 @@ def queued_workloads(
             )
         )
     return out
+
+
+def _cluster_queue_of(setup: QueueSetup, workload: Workload) -> str | None:
+    lq = setup.local_queues.get(f"{workload.tenant.namespace}/{workload.queue_name}")
+    return lq.cluster_queue if lq is not None else None
 
 
 def pod_set_shapes(workload_ids: Iterable[int]) -> dict[int, tuple[tuple[str, PodRequest], ...]]:

@@ -127,6 +127,7 @@ DAMAGE = {
     "short row": lambda text: text.replace(
         "\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tPIX", "", 1
     ),
+    "huge": lambda text: text + "x" * (5 << 20),  # past the bound: refused before it is parsed
 }
 
 
@@ -140,6 +141,7 @@ DAMAGE = {
         ("cpu list", "line 3: GPU0: CPU Affinity 'zz' is not a CPU list"),
         ("numa node", "line 3: GPU0: NUMA node 999999 is beyond 1023"),
         ("short row", "line 3: GPU0 has 10 link cells, the header names 16 devices"),
+        ("huge", "characters; a matrix is at most 4194304"),
     ],
 )
 def test_a_failing_nvidia_smi_is_reported_and_writes_nothing(
