@@ -168,7 +168,7 @@ def test_queues_and_priority_classes(team_a, cluster) -> None:
             "admissionFairSharing": None,
         }
     ]
-    assert team_a.client.get("/api/v1/priorityclasses").json() == {"items": []}
+    assert team_a.client.get("/api/v1/priorityclasses").json() == {"items": [], "nextCursor": None}
 
 
 def test_flavors_and_free_capacity(team_a, cluster) -> None:
