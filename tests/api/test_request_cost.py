@@ -7,7 +7,6 @@ with 35,000 pods pending, every pending workload's pods replayed). Counted, not 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -37,11 +36,11 @@ def rows_read(table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def cost(request: Callable[[], Any]) -> tuple[int, int]:
+def cost(client: Any, path: str) -> tuple[int, int]:
     """(statements, pod rows read) of one request."""
     before = rows_read("scheduling_pod")
     with CaptureQueriesContext(connection) as queries:
-        response = request()
+        response = client.get(path)
     assert response.status_code == 200, response.content
     return len(queries), rows_read("scheduling_pod") - before
 
@@ -55,7 +54,7 @@ def test_another_tenants_30000_pending_pods_cost_a_tenants_quota_and_status_noth
     mine = onboard("team-a", quota={"nvidia.com/gpu": "8"})
     others = onboard("team-b", cluster_queue="team-a")
     assert submit(mine, {**copy.deepcopy(LLAMA), "name": "mine"}).status_code == 201
-    alone = {path: cost(lambda path=path: mine.client.get(path)) for path in ROUTES}
+    alone = {path: cost(mine.client, path) for path in ROUTES}
 
     template = PodTemplate(resources=Resources(cpu_milli=100, memory_mib=64))
     for k in range(OTHERS_PODS // 5000):
@@ -67,7 +66,7 @@ def test_another_tenants_30000_pending_pods_cost_a_tenants_quota_and_status_noth
         )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE scheduling_pod")  # what autovacuum would have done by now
-    crowded = {path: cost(lambda path=path: mine.client.get(path)) for path in ROUTES}
+    crowded = {path: cost(mine.client, path) for path in ROUTES}
 
     for path in ROUTES:
         statements, pods = crowded[path]
