@@ -144,12 +144,13 @@ def _put(changes: Changes, name: str, change: dict[str, Any]) -> None:
 
 
 class ClusterView(LiveView):
-    """Cluster page: every node with its topology and GPU holders and the totals (from the
-    outbox); the stranded count and per-node telemetry (sampled)."""
+    """Cluster page: every node with its topology and GPU holders, the totals and the topology's
+    domains with their free GPUs (from the outbox: a Topology comes with the queues); the
+    stranded count and per-node telemetry (sampled)."""
 
     name = "cluster"
     sample_every = 5.0
-    HANDLES = NODE_EVENTS
+    HANDLES = NODE_EVENTS | {QueuesChanged}
 
     def __init__(self, param: str = "") -> None:
         super().__init__(param)
@@ -160,11 +161,14 @@ class ClusterView(LiveView):
         self.cluster = ClusterCache()
 
     def build(self) -> State:
-        docs = cluster_docs.cluster_nodes()
+        levels = cluster_docs.topology_levels()
+        docs = cluster_docs.cluster_nodes(levels=levels)
         return {
             "nodes": docs.nodes,
             "topologies": docs.topologies,
             "summary": {"all": cluster_docs.cluster_summary(docs.nodes)},
+            "levels": {"all": cluster_docs.levels_doc(levels)},
+            "domains": cluster_docs.domain_free_gpus(docs.nodes),
         }
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
@@ -172,9 +176,13 @@ class ClusterView(LiveView):
             return None
         changes: Changes = {}
         nodes, topologies = state["nodes"], state["topologies"]
+        levels = cluster_docs.topology_levels()
         touched = _nodes_of(events)
+        if state["levels"]["all"]["labels"] != levels:  # every node's domain moves: all re-read
+            _put(changes, "levels", {"set": {"all": cluster_docs.levels_doc(levels)}})
+            touched |= set(nodes)
         if touched:
-            docs = cluster_docs.cluster_nodes(touched)
+            docs = cluster_docs.cluster_nodes(touched, levels)
             _put(changes, "nodes", diff(nodes, docs.nodes, touched))
             nodes = {name: doc for name, doc in nodes.items() if name not in touched}
             nodes.update(docs.nodes)
@@ -184,6 +192,7 @@ class ClusterView(LiveView):
             topologies = wanted
         summary = {"all": cluster_docs.cluster_summary(nodes)}
         _put(changes, "summary", diff(state["summary"], summary))
+        _put(changes, "domains", diff(state["domains"], cluster_docs.domain_free_gpus(nodes)))
         return changes
 
     def sample(self) -> State:
@@ -192,6 +201,9 @@ class ClusterView(LiveView):
             "telemetry": cluster_docs.cluster_telemetry(),
             "sources": cluster_docs.telemetry_sources(),
         }
+
+
+NO_LEVELS: list[str] = []  # the Node page shows no domain: a Topology does not move it
 
 
 class NodeView(LiveView):
@@ -204,14 +216,14 @@ class NodeView(LiveView):
     REREADS_ON_UNKNOWN = False  # an unknown type names no node
 
     def build(self) -> State:
-        docs = cluster_docs.cluster_nodes([self.param])
+        docs = cluster_docs.cluster_nodes([self.param], levels=NO_LEVELS)
         return {"node": docs.nodes, "topologies": docs.topologies}
 
     def changes(self, state: State, events: Sequence[EventRow]) -> Changes | None:
         if self.param not in _nodes_of(events):
             return None
         changes: Changes = {}
-        docs = cluster_docs.cluster_nodes([self.param])
+        docs = cluster_docs.cluster_nodes([self.param], levels=NO_LEVELS)
         _put(changes, "node", diff(state["node"], docs.nodes, [self.param]))
         _put(changes, "topologies", diff(state["topologies"], docs.topologies))
         return changes

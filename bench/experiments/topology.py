@@ -2,12 +2,14 @@
 the 2-block x 4-rack x 8 DGX H100 cluster of sim/specs/topology.yaml (its arrivals: gangs of 8
 and 4 whole servers that want one rack, smaller gangs and single servers).
 
-Two policies on the same arrivals and the same Kueue queues (a Topology of the spec's levels, one
-flavor naming it, a ClusterQueue and a LocalQueue per tenant, quota beyond the cluster):
+Three policies on the same arrivals and the same Kueue queues (a Topology of the spec's levels,
+one flavor naming it, a ClusterQueue and a LocalQueue per tenant, quota beyond the cluster):
 - `no-topology`: no pod set asks for anything across nodes (gangs placed all or nothing
   wherever the scheduler's per-node choice puts them);
 - `kueue-tas`: every gang asks `kueue.x-k8s.io/podset-required-topology` = the rack level, and
-  is placed inside one rack as Kueue TAS's BestFit chooses it (scheduling.core.domains).
+  is placed inside one rack as Kueue TAS's BestFit chooses it (scheduling.core.domains);
+- `gpusched`: the same requests, the rack chosen by gpusched's LeastFragmenting (the one whose
+  leftover still makes whole gangs, keeping whole racks and blocks free).
 
 Measured over the whole run: of the 64-GPU gangs (8 pods x 8 GPUs) and of all gangs that were
 bound, the share whose pods all landed in one rack (and in one block); the GPUs allocated
@@ -28,7 +30,9 @@ from django.db.models import Sum
 from bench.experiments import worlds
 from bench.experiments.fairness import percentile
 from bench.experiments.worlds import SimClock
-from scheduling.core.domains import DomainAsk, DomainMode
+from scheduling.core.domains import PLUGIN as DOMAINS_PLUGIN
+from scheduling.core.domains import DomainAsk, DomainFit, DomainMode
+from scheduling.core.profiles import Profile
 from scheduling.core.scheduler import Framework
 from scheduling.models import Allocation, Gpu, Pod, Workload
 from scheduling.profile_files import load_profile
@@ -38,7 +42,8 @@ from sim.runs import simulation_of
 from sim.spec import ClusterSpec
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
-POLICIES = ("no-topology", "kueue-tas")
+POLICIES = ("no-topology", "kueue-tas", "gpusched")
+FITS = {"kueue-tas": DomainFit.BEST_FIT, "gpusched": DomainFit.LEAST_FRAGMENTING}
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 BIG_GANG = (8, 8)  # pods, GPUs per pod: a 64-GPU gang
 
@@ -73,7 +78,8 @@ class TopologyResult:
 
 
 def with_requests(spec: ClusterSpec, policy: str) -> ClusterSpec:
-    """The spec with every gang shape asking for one rack (`kueue-tas`), or as it is."""
+    """The spec with every gang shape asking for one rack (`kueue-tas`, `gpusched`), or as it
+    is."""
     if policy == "no-topology":
         return spec
     ask = DomainAsk(DomainMode.REQUIRED, RACK)
@@ -85,6 +91,15 @@ def with_requests(spec: ClusterSpec, policy: str) -> ClusterSpec:
         for t in spec.tenants
     )
     return replace(spec, tenants=tenants)
+
+
+def with_fit(profile: Profile, policy: str) -> Profile:
+    """The profile with the policy's choice of domains (TopologyDomains' algorithm)."""
+    fit = FITS.get(policy)
+    if fit is None:
+        return profile
+    args = {**profile.plugin_args, DOMAINS_PLUGIN: {"algorithm": fit.value}}
+    return replace(profile, plugin_args=args)
 
 
 def queue_documents(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -146,7 +161,7 @@ def simulate(
     try:
         cluster.apply_queues(queue_documents(spec))
         scheduler = cluster.cycle(
-            Framework(load_profile("topology")),
+            Framework(with_fit(load_profile("topology"), policy)),
             clock=clock,
             lease_duration_s=10 * hours * 3600,
             cache=ClusterCache(monotonic=clock.monotonic),

@@ -1,5 +1,6 @@
 """Cluster page: every node with its topology and GPU holders, the totals, the stranded count and
-per-node telemetry."""
+per-node telemetry; where the nodes carry a Topology's levels (Kueue's block > rack > node), the
+domains they form with their free GPUs."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from django.utils import timezone
 
 from dashboard.selectors import Doc, iso
 from scheduling import profile_files
+from scheduling.core.domains import HOSTNAME_LABEL, level_noun
 from scheduling.core.scheduler import Framework
 from scheduling.core.stranded import stranded_gpus
 from scheduling.core.types import MILLI_PER_GPU, SharingMode
-from scheduling.models import Gpu, GpuAssignment, Node
+from scheduling.models import Gpu, GpuAssignment, Node, Topology
 from scheduling.worker import cluster_state
 from scheduling.worker.cache import ClusterCache
 from telemetry import selectors as telemetry
@@ -46,9 +48,32 @@ class NodeDocs:
     topologies: dict[str, Doc]
 
 
-def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
+def topology_levels() -> list[str]:
+    """The node labels the Cluster page groups nodes by, widest first: the levels above the node
+    (kubernetes.io/hostname is the node itself) of the first Topology, by name, whose levels some
+    node carries all of; [] (the page stays flat) when none does."""
+    for levels in Topology.objects.order_by("name").values_list("levels", flat=True):
+        above = [str(label) for label in levels if label != HOSTNAME_LABEL]
+        carried = Q()
+        for label in above:
+            carried &= Q(labels__has_key=label)
+        if above and Node.objects.filter(carried).exists():
+            return above
+    return []
+
+
+def levels_doc(levels: list[str]) -> Doc:
+    """The grouping's levels: their labels and how the page names them ("block", "rack")."""
+    return {"labels": levels, "nouns": [level_noun(label) for label in levels]}
+
+
+def cluster_nodes(
+    names: Collection[str] | None = None, levels: list[str] | None = None
+) -> NodeDocs:
     """Every node (or the named ones) as the Cluster page draws it: topology, CPU and memory in
-    use, and per GPU the milli in use and its holders (tenant, workload, pod, milli, MIG slot)."""
+    use, per GPU the milli in use and its holders (tenant, workload, pod, milli, MIG slot), and
+    its domain under `levels` (label values widest first; None without all of them)."""
+    levels = topology_levels() if levels is None else levels
     nodes = Node.objects.order_by("name")
     if names is not None:
         nodes = nodes.filter(name__in=list(names))
@@ -63,6 +88,7 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
             "memory_mib",
             "memory_used_mib",
             "topology",
+            "labels",
         )
     )
     # Each GPU with its active holders, one row per holder (or one with none): one query, not two.
@@ -129,7 +155,7 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
     ):
         docs[gpu_id]["released"] = int(released.timestamp())
     result = NodeDocs({}, {})
-    for node_id, name, cordoned, source, cpu, cpu_used, mem, mem_used, topology in rows:
+    for node_id, name, cordoned, source, cpu, cpu_used, mem, mem_used, topology, labels in rows:
         key = None
         if topology:
             key = topology_key(topology)
@@ -144,22 +170,67 @@ def cluster_nodes(names: Collection[str] | None = None) -> NodeDocs:
             "cpu": [cpu_used, cpu],
             "memory": [mem_used, mem],
             "gpus": gpus_of[node_id],
+            "domain": _domain_of(labels, levels),
         }
     return result
+
+
+def node_domain(name: str | None) -> list[list[str]] | None:
+    """Where a node sits in the page's grouping, widest level first: [["block", "b1"], ["rack",
+    "b1-r2"]]; None for no node, no grouping or a node without the levels' labels."""
+    levels = topology_levels() if name else []
+    labels = (
+        Node.objects.filter(name=name).values_list("labels", flat=True).first() if levels else None
+    )
+    path = _domain_of(labels or {}, levels)
+    if path is None:
+        return None
+    return [[level_noun(label), value] for label, value in zip(levels, path, strict=True)]
+
+
+def _domain_of(labels: Mapping[str, object], levels: list[str]) -> list[str] | None:
+    values = [labels.get(label) for label in levels]
+    if not levels or any(v is None for v in values):
+        return None
+    return [str(v) for v in values]
+
+
+def free_gpus(node: Doc) -> int:
+    """Whole GPUs nobody holds on a node doc (MIG GPUs are counted by their slices, never
+    whole): what the Cluster page calls free, in its totals and per domain."""
+    return sum(1 for gpu in node["gpus"] if gpu["sharing"] != SharingMode.MIG and gpu["used"] == 0)
+
+
+def domain_free_gpus(nodes: Mapping[str, Doc]) -> dict[str, Doc]:
+    """Each domain the node docs form (every prefix of their `domain`, keyed "b1", "b1/r1"):
+    its depth, nodes, GPUs and free GPUs on schedulable nodes (as the totals count them)."""
+    domains: dict[str, Doc] = {}
+    for node in nodes.values():
+        path = node.get("domain")
+        if not path:
+            continue
+        for depth in range(1, len(path) + 1):
+            key = "/".join(path[:depth])
+            doc = domains.setdefault(
+                key, {"depth": depth - 1, "name": path[depth - 1], "nodes": 0, "gpus": 0, "free": 0}
+            )
+            doc["nodes"] += 1
+            doc["gpus"] += len(node["gpus"])
+            doc["free"] += 0 if node["cordoned"] else free_gpus(node)
+    return domains
 
 
 def cluster_summary(nodes: Mapping[str, Doc]) -> Doc:
     """Totals for the Cluster page, computed from the node docs of `cluster_nodes()`."""
     total = used_milli = mig_gpus = free = cordoned_free = cordoned = 0
     for node in nodes.values():
-        free_here = 0
+        free_here = free_gpus(node)
         for gpu in node["gpus"]:
             total += 1
             if gpu["sharing"] == SharingMode.MIG:  # its slices, or none yet: never a whole GPU
                 mig_gpus += 1
                 continue
             used_milli += gpu["used"]
-            free_here += gpu["used"] == 0
         if node["cordoned"]:
             cordoned += 1
             cordoned_free += free_here

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Collection
 
 from dashboard.selectors import Doc, iso
+from dashboard.selectors.cluster import node_domain
 from scheduling.models import Node, PlacementDecision
 from scheduling.selectors import why_pending
 
@@ -45,7 +46,8 @@ def _decision_doc(row: PlacementDecision) -> Doc:
 
 def decision_detail(decision_id: int) -> Doc | None:
     """One decision with its full explanation (per node and plugin), the GPU set it chose read
-    against the node's topology, and for a pod not placed the per-node breakdown of why
+    against the node's topology, the node's domain (block, rack) when the nodes carry a
+    Topology's levels, and for a pod not placed the per-node breakdown of why
     (scheduling.selectors.why_pending, the read the REST API uses)."""
     row = (
         PlacementDecision.objects.filter(pk=decision_id)
@@ -59,6 +61,7 @@ def decision_detail(decision_id: int) -> Doc | None:
         **_decision_doc(row),
         "explanation": explanation,
         "gpu_set": _gpu_set(row.node, explanation.get("placement")),
+        "domain": node_domain(row.node),
         "why": why_pending.as_doc(why_pending.read(explanation.get("pending"))),
     }
 

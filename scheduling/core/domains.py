@@ -25,6 +25,16 @@ each slice inside its slice-level domain without a second pass.
 
 The answer is a count per node; within each node the GPU topology choice of the scheduler still
 applies (the shell restricts the gang to the nodes chosen here).
+
+Which fitting domain is chosen is the `DomainFit` (a profile's `pluginConfig` for
+TopologyDomains, `algorithm`): Kueue's `BestFit` above, or gpusched's `LeastFragmenting`, which
+weighs what each candidate leaves behind. Its cost of putting `n` units into a domain of room `r`
+is, for the domain and every domain above it, how many more units stop making a whole gang of a
+common size: sum over the sizes s of ((r - n) mod s) - (r mod s), the sizes being the powers of two
+up to the largest domain of that level were it empty (training gangs come in powers of two). An
+empty rack costs the most to break into, a rack whose leftover still makes whole gangs costs
+little, and the block's own term keeps whole blocks free; equal costs go to BestFit's choice. The
+same choice picks the racks and nodes on the way down.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scheduling.core.plugin_args import ArgReader, ProfileError
 from scheduling.core.status import Code, Status
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -49,6 +60,29 @@ class DomainMode(enum.StrEnum):
     REQUIRED = "required"
     PREFERRED = "preferred"
     UNCONSTRAINED = "unconstrained"
+
+
+class DomainFit(enum.StrEnum):
+    """How a domain is chosen among those that hold a pod set."""
+
+    BEST_FIT = "BestFit"  # Kueue TAS's default profile: the least room that fits
+    LEAST_FRAGMENTING = "LeastFragmenting"  # gpusched's: the least broken leftover, then BestFit
+
+
+DEFAULT_FIT = DomainFit.BEST_FIT
+
+
+def domain_fit(args: Mapping[str, object] | None) -> DomainFit:
+    """The `TopologyDomains` plugin arguments of a profile: `{algorithm: BestFit |
+    LeastFragmenting}`; ProfileError naming what is wrong."""
+    reader = ArgReader(PLUGIN, args)
+    name = reader.get("algorithm", str, DEFAULT_FIT.value)
+    reader.done()
+    try:
+        return DomainFit(name)
+    except ValueError:
+        known = ", ".join(f.value for f in DomainFit)
+        raise ProfileError(f"{PLUGIN}: unknown algorithm {name!r} (known: {known})") from None
 
 
 class DomainError(ValueError):
@@ -263,13 +297,51 @@ class _Domain:
     node: str = ""  # set on leaves (the nodes, under the lowest level)
     room: int = 0  # in units of the level: pods, or whole slices at and above the slice level
     free_gpus: int = 0
+    parent: _Domain | None = None
+    full: int = 0  # its room were it empty (each node as the roomiest node now), same units
+    sizes: tuple[int, ...] = ()  # the gang sizes its leftover is judged by (LeastFragmenting)
+    sliced: bool = False  # its room counts slices
+
+
+@dataclass(frozen=True, slots=True)
+class _Chooser:
+    """Which of the domains that hold `need` units is taken."""
+
+    fit: DomainFit
+
+    def __call__(self, ranked: list[_Domain], need: int) -> _Domain:
+        fitting = [d for d in ranked if d.room >= need]
+        if self.fit is DomainFit.BEST_FIT:
+            return _best_fit(fitting)
+        return min(fitting, key=lambda d: (_broken(d, need), d.room, d.values))
+
+
+def _waste(room: int, sizes: tuple[int, ...]) -> int:
+    return sum(room % s for s in sizes)
+
+
+def _broken(domain: _Domain, need: int) -> int:
+    """How many more units of `domain` and the domains above it (counted in the same units) stop
+    making whole gangs of their sizes when `need` of them are taken."""
+    cost = 0
+    at: _Domain | None = domain
+    while at is not None and at.sliced == domain.sliced:
+        cost += _waste(at.room - need, at.sizes) - _waste(at.room, at.sizes)
+        at = at.parent
+    return cost
 
 
 def place(
-    request: DomainRequest, nodes: Sequence[NodeRoom], shape: PodShape, count: int
+    request: DomainRequest,
+    nodes: Sequence[NodeRoom],
+    shape: PodShape,
+    count: int,
+    fit: DomainFit = DEFAULT_FIT,
 ) -> DomainPlacement | Status:
-    """Where `count` pods of `shape` go under `request`, or an UNSCHEDULABLE Status whose reason
-    names the level and what was short. Pure: `nodes` are not changed."""
+    """Where `count` pods of `shape` go under `request`, the domains chosen by `fit`, or an
+    UNSCHEDULABLE Status whose reason names the level and what was short. Pure: `nodes` are not
+    changed."""
+    choose = _Chooser(fit)
     if count <= 0:
         return DomainPlacement(request.topology.levels[request.level_index], (), {})
     slice_size = request.slice_size or 1
@@ -291,7 +363,7 @@ def place(
         ranked = _ranked(levels[level])
         need = units_at(level)
         if ranked and ranked[0].room >= need:
-            chosen = [_best_fit(ranked, need)]
+            chosen = [choose(ranked, need)]
             assigned = [need]
             break
         if request.mode is DomainMode.REQUIRED or not ranked:
@@ -299,7 +371,7 @@ def place(
         if level > 0 and request.mode is DomainMode.PREFERRED:
             level -= 1
             continue
-        spread = _spread(ranked, need)
+        spread = _spread(choose, ranked, need)
         if spread is None:
             return _short(request, level, ranked, count, shape, slice_size, spread=True)
         chosen, assigned = spread
@@ -307,7 +379,7 @@ def place(
 
     pods: dict[str, int] = {}
     for domain, units in zip(chosen, assigned, strict=True):
-        _descend(domain, units, level, slice_at, slice_size, pods)
+        _descend(choose, domain, units, level, slice_at, slice_size, pods)
     return DomainPlacement(
         request.topology.levels[level], tuple(sorted(d.values for d in chosen)), pods
     )
@@ -324,6 +396,7 @@ def _build(
     are outside the topology (as in Kueue)."""
     depth = len(topology.levels)
     by_values: list[dict[tuple[str, ...], _Domain]] = [{} for _ in range(depth)]
+    leaves: list[_Domain] = []
     for node in nodes:
         values = tuple(node.labels.get(label) for label in topology.levels)
         if any(v is None for v in values):
@@ -334,23 +407,37 @@ def _build(
             key = path[: level + 1]
             domain = by_values[level].get(key)
             if domain is None:
-                domain = by_values[level][key] = _Domain(key)
+                domain = by_values[level][key] = _Domain(key, parent=parent)
                 if parent is not None:
                     parent.children.append(domain)
             parent = domain
         assert parent is not None
         # Nodes hang under the lowest level (several may share its value when it is not the
         # hostname).
-        leaf = _Domain(path + (node.name,), node=node.name)
+        leaf = _Domain(path + (node.name,), node=node.name, parent=parent)
         leaf.room, leaf.free_gpus = node.pods_that_fit(shape), node.free_gpus
         parent.children.append(leaf)
+        leaves.append(leaf)
+    roomiest = max((leaf.room for leaf in leaves), default=0)
+    for leaf in leaves:
+        leaf.full, leaf.sizes = roomiest, _powers_of_two(roomiest)
     for level in reversed(range(depth)):
         for domain in by_values[level].values():
             domain.room = sum(c.room for c in domain.children)
+            domain.full = sum(c.full for c in domain.children)
             domain.free_gpus = sum(c.free_gpus for c in domain.children)
+            domain.sliced = slice_at is not None and level <= slice_at
             if level == slice_at:
                 domain.room //= slice_size
+                domain.full //= slice_size
+        sizes = _powers_of_two(max((d.full for d in by_values[level].values()), default=0))
+        for domain in by_values[level].values():
+            domain.sizes = sizes
     return [list(d.values()) for d in by_values]
+
+
+def _powers_of_two(up_to: int) -> tuple[int, ...]:
+    return tuple(1 << k for k in range(up_to.bit_length()) if 1 << k <= up_to)
 
 
 def _ranked(domains: list[_Domain]) -> list[_Domain]:
@@ -358,23 +445,24 @@ def _ranked(domains: list[_Domain]) -> list[_Domain]:
     return sorted(domains, key=lambda d: (-d.room, d.values))
 
 
-def _best_fit(ranked: list[_Domain], need: int) -> _Domain:
-    """Of the ranked domains that hold `need`, the one with the least room (the first of equals):
-    Kueue's findBestFitDomainIdx."""
-    fitting = [d for d in ranked if d.room >= need]
+def _best_fit(fitting: list[_Domain]) -> _Domain:
+    """Of the ranked domains that hold the set, the one with the least room (the first of
+    equals): Kueue's findBestFitDomainIdx."""
     least = min(d.room for d in fitting)
     return next(d for d in fitting if d.room == least)
 
 
-def _spread(ranked: list[_Domain], need: int) -> tuple[list[_Domain], list[int]] | None:
-    """Greedy over the ranked domains, most room first, the last one best-fit; None if all of
-    them together are short."""
+def _spread(
+    choose: _Chooser, ranked: list[_Domain], need: int
+) -> tuple[list[_Domain], list[int]] | None:
+    """Greedy over the ranked domains, most room first, the last one chosen among those that
+    hold the rest; None if all of them together are short."""
     chosen: list[_Domain] = []
     assigned: list[int] = []
     remaining = need
     pool = [d for d in ranked if d.room > 0]
     while remaining > 0 and pool:
-        domain = _best_fit(pool, remaining) if pool[0].room >= remaining else pool[0]
+        domain = choose(pool, remaining) if pool[0].room >= remaining else pool[0]
         take = min(domain.room, remaining)
         chosen.append(domain)
         assigned.append(take)
@@ -384,6 +472,7 @@ def _spread(ranked: list[_Domain], need: int) -> tuple[list[_Domain], list[int]]
 
 
 def _descend(
+    choose: _Chooser,
     domain: _Domain,
     units: int,
     level: int,
@@ -397,10 +486,10 @@ def _descend(
     if not domain.children:
         pods[domain.node] = pods.get(domain.node, 0) + units
         return
-    spread = _spread(_ranked(domain.children), units)
+    spread = _spread(choose, _ranked(domain.children), units)
     assert spread is not None, "a domain's room is the sum of its children's"
     for child, taken in zip(*spread, strict=True):
-        _descend(child, taken, level + 1, slice_at, slice_size, pods)
+        _descend(choose, child, taken, level + 1, slice_at, slice_size, pods)
 
 
 def _short(

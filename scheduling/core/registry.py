@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from scheduling.core import domains
 from scheduling.core.plugins import (
     best_fit,
     coscheduling,
@@ -48,6 +49,9 @@ REGISTRY: Mapping[str, PluginFactory] = {
     # Queues and gangs: PostFilter preemption and the all-or-nothing Permit.
     preemption.NAME: preemption.new,
     coscheduling.NAME: coscheduling.new,
+    # Not a plugin of an extension point: the batch's choice of topology domains across nodes
+    # for pod sets that ask for them (pluginConfig only: {algorithm: BestFit | LeastFragmenting}).
+    domains.PLUGIN: domains.domain_fit,
 }
 
 # Enabled in every profile unless disabled, like kube-scheduler's defaults: HEAD before the

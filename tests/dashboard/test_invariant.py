@@ -2,7 +2,9 @@
 applied every delta it was sent holds exactly what a fresh read of the database shows, after any
 sequence of service calls. Each seed drives a different random mix of submissions, scheduling
 cycles, starts, finishes, cancellations, cordons and new nodes; small windows make the decision
-feed and the pending list trim as they go."""
+feed and the pending list trim as they go. With queues, the nodes carry a rack and a block and a
+Topology of those levels may arrive mid-run (the Cluster page then groups them, free GPUs per
+domain)."""
 
 from __future__ import annotations
 
@@ -69,6 +71,17 @@ spec: {{clusterQueue: {queue}}}
     for team, queue in [("vision", "training"), ("nlp", "training"), ("research", "research")]
 )
 
+TOPOLOGY = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: default}
+spec:
+  levels:
+  - {nodeLabel: cloud.provider.com/topology-block}
+  - {nodeLabel: cloud.provider.com/topology-rack}
+  - {nodeLabel: kubernetes.io/hostname}
+"""
+
 POLICIES = [TopologyPolicy.NONE, TopologyPolicy.BEST_EFFORT, TopologyPolicy.SINGLE_NUMA_NODE]
 
 
@@ -81,10 +94,19 @@ class Script:
         self.worker = database_cycle(Framework(load_profile("topology")), identity="inv")
         self.submitted = 0
         self.extra_nodes = 0
+        self.steps = 0
 
     def setup(self) -> list[str]:
         names = [node.name for node in factories.nodes(2, "dgx-h100")]
         names += [node.name for node in factories.nodes(1, "pcie-8gpu-nvbridge")]
+        if self.queues:  # in racks r1, r1, r2 of block b1; the late nodes outside
+            for name, rack in zip(names, ["r1", "r1", "r2"], strict=True):
+                Node.objects.filter(name=name).update(
+                    labels={
+                        "cloud.provider.com/topology-block": "b1",
+                        "cloud.provider.com/topology-rack": rack,
+                    }
+                )
         for tenant in ("vision", "nlp", "research"):
             factories.tenant(tenant)
         if self.queues:
@@ -92,6 +114,10 @@ class Script:
         return names
 
     def step(self) -> str:
+        self.steps += 1
+        if self.queues and self.steps == 15:  # the Topology arrives mid-run
+            self.topology()
+            return "topology"
         action = self.rng.choices(
             ["submit", "schedule", "start", "finish", "cancel", "cordon", "node"],
             weights=[5, 4, 2, 2, 1, 1, 0.3],
@@ -136,6 +162,9 @@ class Script:
     def cordon(self) -> None:
         node = self.rng.choice(list(Node.objects.all()))
         services.node_set_cordoned(node=node, cordoned=not node.cordoned)
+
+    def topology(self) -> None:
+        services.queues_apply(config=parse_documents(list(yaml.safe_load_all(TOPOLOGY))))
 
     def node(self) -> None:
         self.extra_nodes += 1
@@ -197,3 +226,4 @@ async def test_snapshot_plus_deltas_is_a_fresh_snapshot(
         await client.socket.disconnect()
     if queues:
         assert set(clients["queues"].state["cluster_queues"]) == {"training", "research"}
+        assert set(clients["cluster"].state["domains"]) >= {"b1", "b1/r1", "b1/r2"}

@@ -1,4 +1,6 @@
-/* Cluster page: totals, the tenant legend and one card per node, kept live. */
+/* Cluster page: totals, the tenant legend and one card per node, kept live; where the nodes carry
+ * a Topology's levels, the cards are grouped by its domains (block > rack > node), each headed by
+ * its free GPUs (state.domains, one selector: dashboard/selectors/cluster.py domain_free_gpus). */
 (function () {
   "use strict";
 
@@ -62,6 +64,14 @@
     return Object.keys(state.nodes || {}).length <= EAGER || near.has(name);
   }
 
+  function levelsOf(state) {
+    return ((state.levels || {}).all || { labels: [], nouns: [] });
+  }
+
+  function domainKey(node, state) {
+    return levelsOf(state).labels.length && node.domain ? node.domain.join("/") : "";
+  }
+
   function cardHtml(node, state) {
     const topology = node.topology ? state.topologies[node.topology] : null;
     const telemetry = (state.telemetry || {})[node.name];
@@ -83,7 +93,7 @@
     const hidden = query && !search.includes(query) ? " hidden" : "";
     const draw = drawn(node.name, state);
     const diagram = draw ? GS.nodeSvg(node, topology, telemetry, { size: "card" }) : '<div class="topo-placeholder"></div>';
-    return `<article class="${classes.join(" ")}${hidden}" data-node="${GS.esc(node.name)}" data-search="${GS.esc(search)}" data-drawn="${draw ? 1 : 0}">
+    return `<article class="${classes.join(" ")}${hidden}" data-node="${GS.esc(node.name)}" data-domain="${GS.esc(domainKey(node, state))}" data-search="${GS.esc(search)}" data-drawn="${draw ? 1 : 0}">
       <header><a href="/nodes/${encodeURIComponent(node.name)}/">${GS.esc(node.name)}</a>
         <span class="model" title="${GS.esc(node.model)}">${GS.esc(GS.shortModel(node.model))}</span>
         <span class="badges">${badges(node, telemetry)}</span></header>
@@ -98,6 +108,50 @@
     return template.content.firstElementChild;
   }
 
+  function freeText(doc) {
+    return `${doc.free} free GPU${doc.free === 1 ? "" : "s"}`;
+  }
+
+  // The domains' sections, widest level first, each holding its narrower ones or (at the last
+  // level) its nodes' cards; nodes without the levels' labels go last, outside the topology.
+  function groupedHtml(state, names) {
+    const { nouns } = levelsOf(state);
+    const tree = new Map();
+    const outside = [];
+    for (const name of names) {
+      const path = state.nodes[name].domain;
+      if (!path) {
+        outside.push(name);
+        continue;
+      }
+      let level = tree;
+      path.forEach((value, depth) => {
+        if (!level.has(value)) level.set(value, depth === path.length - 1 ? [] : new Map());
+        level = level.get(value);
+      });
+      level.push(name);
+    }
+    const cardsOf = (list) => `<div class="nodes">${list.map((name) => cardHtml(state.nodes[name], state)).join("")}</div>`;
+    const section = (level, prefix, depth) => [...level.keys()].sort().map((value) => {
+      const key = prefix ? `${prefix}/${value}` : value;
+      const inner = level.get(value);
+      return `<section class="domain depth-${depth}" data-domain="${GS.esc(key)}" aria-label="${GS.esc(`${nouns[depth]} ${value}`)}">
+        <h2 class="domain-head"><span class="level">${GS.esc(nouns[depth])}</span> ${GS.esc(value)}
+          <span class="domain-free" data-free-of="${GS.esc(key)}"></span></h2>
+        ${Array.isArray(inner) ? cardsOf(inner) : section(inner, key, depth + 1)}</section>`;
+    }).join("");
+    const rest = outside.length ? `<section class="domain outside" data-domain=""><h2 class="domain-head">Outside the topology <span class="note">(without its levels' labels)</span></h2>${cardsOf(outside)}</section>` : "";
+    return section(tree, "", 0) + rest;
+  }
+
+  function renderDomains(state) {
+    const domains = state.domains || {};
+    for (const head of grid.querySelectorAll(".domain-free")) {
+      const doc = domains[head.dataset.freeOf];
+      head.textContent = doc ? `${freeText(doc)} · ${doc.nodes} node${doc.nodes === 1 ? "" : "s"}, ${doc.gpus} GPUs` : "";
+    }
+  }
+
   function renderAll(state) {
     const names = Object.keys(state.nodes || {}).sort();
     if (!names.length) {
@@ -106,15 +160,29 @@
       return;
     }
     observer.disconnect();
-    grid.innerHTML = names.map((name) => cardHtml(state.nodes[name], state)).join("");
+    const grouped = levelsOf(state).labels.length > 0;
+    grid.classList.toggle("grouped", grouped);
+    grid.innerHTML = grouped ? groupedHtml(state, names) : names.map((name) => cardHtml(state.nodes[name], state)).join("");
     cards.clear();
-    for (const card of grid.children) {
+    for (const card of grid.querySelectorAll("article.node-card")) {
       cards.set(card.dataset.node, card);
       observer.observe(card);
     }
+    renderDomains(state);
   }
 
   function renderNodes(state, names) {
+    // Grouped, a node that comes, goes or moves to another domain redraws the groups.
+    if (levelsOf(state).labels.length) {
+      for (const name of names) {
+        const node = (state.nodes || {})[name];
+        const old = cards.get(name);
+        if (!node || !old || old.dataset.domain !== domainKey(node, state)) {
+          renderAll(state);
+          return;
+        }
+      }
+    }
     for (const name of names) {
       const node = (state.nodes || {})[name];
       const old = cards.get(name);
@@ -194,12 +262,13 @@
   function render(state, touched) {
     current = state;
     if (!touched || touched.sources) renderSources(state);
-    if (!touched || touched.topologies) {
+    if (!touched || touched.topologies || touched.levels) {
       renderAll(state);
     } else {
       const names = new Set([...(touched.nodes || []), ...(touched.telemetry || [])]);
       renderNodes(state, names);
       if (touched.nodes) for (const name of touched.nodes) GS.flash(cards.get(name));
+      if (touched.domains) renderDomains(state);
     }
     renderStats(state);
     if (!touched || touched.nodes) renderLegend(state);

@@ -110,6 +110,7 @@
     const parts = [`<h2>${GS.esc(doc.pod)} ${outcome(doc)}</h2>
       <dl class="facts"><dt>Workload</dt><dd>${GS.esc(doc.workload)}</dd><dt>Tenant</dt><dd>${GS.chip(doc.tenant)}</dd>
       <dt>Node</dt><dd>${doc.node ? `<a href="/nodes/${encodeURIComponent(doc.node)}/">${GS.esc(doc.node)}</a>` : "none"}</dd>
+      ${doc.domain ? `<dt>Domain</dt><dd class="domain-path">${doc.domain.map(([level, value]) => `${GS.esc(level)} ${GS.esc(value)}`).join(" › ")}</dd>` : ""}
       <dt>Decided</dt><dd>${GS.time(doc.at)} (${GS.ago(doc.at)})</dd>
       <dt>Feasible</dt><dd>${ex.feasible ?? "?"} of ${ex.nodes ?? "?"} nodes</dd></dl>
       <div class="summary">${GS.esc(ex.summary || doc.summary)}</div>`];

@@ -1,7 +1,8 @@
 """Where in the topology across nodes a pod set may go, for the batch: its topology request
 (`PodRequest.domain_ask`) judged by its flavor's Topology (`PodRequest.domain_topology`) against
-the snapshot's free capacity (scheduling.core.domains.place, Kueue TAS's BestFit), as the node
-masks the batch tries the set in.
+the snapshot's free capacity (scheduling.core.domains.place, the profile's TopologyDomains
+algorithm: gpusched's LeastFragmenting or Kueue TAS's BestFit), as the node masks the batch tries
+the set in.
 
 The masks go tightest first: the nodes the placement chose, then every node of the domains it
 chose at the level it fitted at. The first keeps Kueue's choice of as few racks and nodes as
@@ -24,6 +25,7 @@ from scheduling.core.domains import (
     NodeRoom,
     PodShape,
     Topology,
+    domain_fit,
     place,
 )
 from scheduling.core.scheduler import Framework
@@ -53,7 +55,8 @@ def domain_masks(
     except DomainError as exc:
         return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc), plugin=PLUGIN)
     count = sum(1 for m in members if m.uid not in snapshot.pods)
-    placed = place(request, node_rooms(framework, snapshot, pod), pod_shape(pod), count)
+    fit = domain_fit(framework.profile.plugin_args.get(PLUGIN))
+    placed = place(request, node_rooms(framework, snapshot, pod), pod_shape(pod), count, fit)
     if isinstance(placed, Status):
         return placed
     chosen = np.array([name in placed.pods_per_node for name in snapshot.names], dtype=np.bool_)
