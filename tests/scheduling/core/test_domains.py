@@ -1,5 +1,5 @@
 """Topology across nodes (scheduling.core.domains): Kueue TAS's placement of a pod set into the
-domains of a Topology, its BestFit choice and its reasons."""
+domains of a Topology, its BestFit choice and gpusched's LeastFragmenting one, and its reasons."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from hypothesis import strategies as st
 
 from scheduling.core.domains import (
     DomainError,
+    DomainFit,
     DomainMode,
     DomainPlacement,
     DomainRequest,
     NodeRoom,
     PodShape,
     Topology,
+    domain_fit,
     place,
 )
+from scheduling.core.plugin_args import ProfileError
 from scheduling.core.status import Code, Status
 
 BLOCK, RACK, HOST = (
@@ -81,14 +84,37 @@ def test_preferred_climbs_to_the_block_then_spreads() -> None:
     assert isinstance(short, Status) and "together have room for 8 pods" in short.message()
 
 
-def test_slices_each_inside_one_rack() -> None:
+def test_least_fragmenting_leaves_a_rack_a_whole_gang_can_still_use() -> None:
+    # 3 pods: BestFit takes the rack of 6 and leaves 3 free nodes (a 2-node gang and a stray
+    # one); LeastFragmenting takes the rack of 7 and leaves 4 (a whole 4-node gang) and 6.
+    nodes = cluster({("b1", "r1"): [8] * 6 + [0] * 2, ("b1", "r2"): [8] * 7 + [0]})
+    request = DomainRequest(TAS, DomainMode.REQUIRED, RACK)
+    best = place(request, nodes, GPU8, 3, DomainFit.BEST_FIT)
+    ours = place(request, nodes, GPU8, 3, DomainFit.LEAST_FRAGMENTING)
+    assert isinstance(best, DomainPlacement) and isinstance(ours, DomainPlacement)
+    assert racks_of(best, nodes) == {"b1-r1"}
+    assert racks_of(ours, nodes) == {"b1-r2"}
+    assert sum(ours.pods_per_node.values()) == 3
+
+
+def test_the_algorithm_is_a_profile_argument() -> None:
+    assert domain_fit(None) is DomainFit.BEST_FIT
+    assert domain_fit({"algorithm": "LeastFragmenting"}) is DomainFit.LEAST_FRAGMENTING
+    with pytest.raises(ProfileError, match="unknown algorithm 'MostFree'"):
+        domain_fit({"algorithm": "MostFree"})
+    with pytest.raises(ProfileError, match="unknown argument 'profile'"):
+        domain_fit({"profile": "BestFit"})
+
+
+@pytest.mark.parametrize("fit", list(DomainFit))
+def test_slices_each_inside_one_rack(fit: DomainFit) -> None:
     # Two racks with room for 3 pods each: 4 slices of 1 fit, 2 slices of 2 fit, 1 slice of 4
     # does not.
     nodes = cluster({("b1", "r1"): [8] * 3, ("b1", "r2"): [8] * 3})
 
     def ask(size: int, count: int) -> DomainPlacement | Status:
         request = DomainRequest(TAS, DomainMode.REQUIRED, BLOCK, RACK, size)
-        return place(request, nodes, GPU8, count)
+        return place(request, nodes, GPU8, count, fit)
 
     two_by_two = ask(2, 4)
     assert isinstance(two_by_two, DomainPlacement)
@@ -131,28 +157,32 @@ def test_bad_topologies_and_requests_are_refused_by_name() -> None:
 racks = st.lists(st.lists(st.integers(0, 8), min_size=1, max_size=6), min_size=1, max_size=8)
 
 
+Case = tuple[list[NodeRoom], PodShape, int, DomainRequest, DomainFit]
+
+
 @st.composite
-def tas_cases(draw: st.DrawFn) -> tuple[list[NodeRoom], PodShape, int, DomainRequest]:
+def tas_cases(draw: st.DrawFn) -> Case:
     free = draw(racks)
     nodes = cluster({(f"b{k % 2}", f"r{k}"): gpus for k, gpus in enumerate(free)})
     shape = PodShape(gpus=draw(st.integers(1, 8)))
     count = draw(st.integers(1, 24))
     mode = draw(st.sampled_from(list(DomainMode)))
     level = draw(st.sampled_from([BLOCK, RACK, HOST]))
-    return nodes, shape, count, DomainRequest(TAS, mode, level)
+    slice_size = draw(st.sampled_from([0, 0, 1, 2]))
+    slice_level = HOST if slice_size and mode is not DomainMode.UNCONSTRAINED else ""
+    request = DomainRequest(TAS, mode, level, slice_level, slice_size if slice_level else 0)
+    return nodes, shape, count, request, draw(st.sampled_from(list(DomainFit)))
 
 
 @settings(max_examples=300, deadline=None)
 @given(case=tas_cases())
-def test_placements_never_over_commit_and_required_never_spans(
-    case: tuple[list[NodeRoom], PodShape, int, DomainRequest],
-) -> None:
-    nodes, shape, count, request = case
-    result = place(request, nodes, shape, count)
+def test_placements_never_over_commit_and_required_never_spans(case: Case) -> None:
+    nodes, shape, count, request, fit = case
+    result = place(request, nodes, shape, count, fit)
     if isinstance(result, Status):
         # Refused only when no single domain (required) or the whole topology holds it.
         fits = {n.name: n.pods_that_fit(shape) for n in nodes}
-        if request.mode is not DomainMode.REQUIRED:
+        if request.mode is not DomainMode.REQUIRED and not request.slice_level:
             assert sum(fits.values()) < count
         return
     by_name = {n.name: n for n in nodes}
@@ -170,19 +200,19 @@ def test_placements_never_over_commit_and_required_never_spans(
 
 @settings(max_examples=200, deadline=None)
 @given(case=tas_cases())
-def test_required_is_refused_only_when_no_domain_of_its_level_holds_the_set(
-    case: tuple[list[NodeRoom], PodShape, int, DomainRequest],
-) -> None:
-    nodes, shape, count, request = case
+def test_required_is_refused_only_when_no_domain_of_its_level_holds_the_set(case: Case) -> None:
+    nodes, shape, count, request, fit = case
     required = DomainRequest(TAS, DomainMode.REQUIRED, request.level or RACK)
     level = TAS.index(required.level)
     room: dict[tuple[str, ...], int] = {}
     for n in nodes:
         key = tuple(n.labels[label] for label in TAS.levels[: level + 1])
         room[key] = room.get(key, 0) + n.pods_that_fit(shape)
-    result = place(required, nodes, shape, count)
+    result = place(required, nodes, shape, count, fit)
+    # Both algorithms place exactly the sets that some domain holds: the choice never costs a fit.
     assert isinstance(result, DomainPlacement) == (max(room.values()) >= count)
     if isinstance(result, DomainPlacement):
-        # BestFit: no fitting domain has less room than the chosen one.
         chosen = result.domains[0]
-        assert room[chosen] == min(r for r in room.values() if r >= count)
+        assert room[chosen] >= count and len(result.domains) == 1
+        if fit is DomainFit.BEST_FIT:  # no fitting domain has less room than the chosen one
+            assert room[chosen] == min(r for r in room.values() if r >= count)
