@@ -69,3 +69,28 @@ def test_a_request_on_a_flavor_without_topology_waits_and_says_so() -> None:
         framework(), snapshot, gang("t", 2, DomainAsk(DomainMode.REQUIRED, RACK), None)
     )
     assert "names no Topology" in classify(outcome.failed[0])[1]
+
+
+def test_the_profile_chooses_the_algorithm() -> None:
+    """TopologyDomains' `algorithm`: BestFit takes the rack of 6 free nodes for 3 pods (3 left,
+    no whole 4-node gang); LeastFragmenting the rack of 7 (4 left: a whole 4-node gang)."""
+    nodes = rack_nodes("r1", 6) + rack_nodes("r2", 7)
+
+    def rack_for(algorithm: str) -> set[str]:
+        profile = f"""
+profiles:
+- schedulerName: t
+  plugins: {{multiPoint: {{enabled: [{{name: GPUTopology, weight: 5}}]}}}}
+  pluginConfig:
+  - {{name: TopologyDomains, args: {{algorithm: {algorithm}}}}}
+"""
+        outcome = schedule_batch(
+            framework(profile),
+            ClusterSnapshot(nodes),
+            gang("train", 3, DomainAsk(DomainMode.REQUIRED, RACK)),
+        )
+        (placed,) = outcome.gangs
+        return {d.node.split("-")[0] for d in placed if d.node}
+
+    assert rack_for("BestFit") == {"r1"}
+    assert rack_for("LeastFragmenting") == {"r2"}
