@@ -33,8 +33,9 @@ is, for the domain and every domain above it, how many more units stop making a 
 common size: sum over the sizes s of ((r - n) mod s) - (r mod s), the sizes being the powers of two
 up to the largest domain of that level were it empty (training gangs come in powers of two). An
 empty rack costs the most to break into, a rack whose leftover still makes whole gangs costs
-little, and the block's own term keeps whole blocks free; equal costs go to BestFit's choice. The
-same choice picks the racks and nodes on the way down.
+little (2 pods into a rack of 6 free nodes leave 4, a whole 4-node gang, where BestFit's rack of 4
+leaves 2); equal costs go to the block's own cost (keeping whole blocks free), then to BestFit's
+choice. The same choice picks the racks and nodes on the way down.
 """
 
 from __future__ import annotations
@@ -320,15 +321,16 @@ def _waste(room: int, sizes: tuple[int, ...]) -> int:
     return sum(room % s for s in sizes)
 
 
-def _broken(domain: _Domain, need: int) -> int:
-    """How many more units of `domain` and the domains above it (counted in the same units) stop
-    making whole gangs of their sizes when `need` of them are taken."""
-    cost = 0
+def _broken(domain: _Domain, need: int) -> tuple[int, ...]:
+    """How many more units stop making whole gangs of their sizes when `need` are taken: in
+    `domain` first, then in each domain above it (counted in the same units), so a wider level
+    only breaks ties of the narrower one (an empty rack is never broken into to spare a block)."""
+    cost: list[int] = []
     at: _Domain | None = domain
     while at is not None and at.sliced == domain.sliced:
-        cost += _waste(at.room - need, at.sizes) - _waste(at.room, at.sizes)
+        cost.append(_waste(at.room - need, at.sizes) - _waste(at.room, at.sizes))
         at = at.parent
-    return cost
+    return tuple(cost)
 
 
 def place(
