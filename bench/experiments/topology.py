@@ -7,7 +7,9 @@ one flavor naming it, a ClusterQueue and a LocalQueue per tenant, quota beyond t
 - `no-topology`: no pod set asks for anything across nodes (gangs placed all or nothing
   wherever the scheduler's per-node choice puts them);
 - `kueue-tas`: every gang asks `kueue.x-k8s.io/podset-required-topology` = the rack level, and
-  is placed inside one rack as Kueue TAS's BestFit chooses it (scheduling.core.domains);
+  is placed inside one rack as Kueue TAS's BestFit chooses it (scheduling.core.domains); single
+  pods are placed unconstrained by the same choice (Kueue's implicit TAS on a TAS-only
+  ClusterQueue);
 - `gpusched`: the same requests, the rack chosen by gpusched's LeastFragmenting (the one whose
   leftover still makes whole gangs, keeping whole racks and blocks free).
 
@@ -46,6 +48,10 @@ POLICIES = ("no-topology", "kueue-tas", "gpusched")
 FITS = {"kueue-tas": DomainFit.BEST_FIT, "gpusched": DomainFit.LEAST_FRAGMENTING}
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 BIG_GANG = (8, 8)  # pods, GPUs per pod: a 64-GPU gang
+# A pod set without annotations on a ClusterQueue whose flavors all have a Topology is placed by
+# TAS as if it asked `podset-unconstrained-topology: true` (Kueue's implicit TAS,
+# kubernetes-sigs/kueue#4519 and KEP-2724): the experiment writes it out.
+ANYWHERE = DomainAsk(DomainMode.UNCONSTRAINED)
 
 
 @dataclass
@@ -78,15 +84,17 @@ class TopologyResult:
 
 
 def with_requests(spec: ClusterSpec, policy: str) -> ClusterSpec:
-    """The spec with every gang shape asking for one rack (`kueue-tas`, `gpusched`), or as it
-    is."""
+    """The spec with every gang shape asking for one rack and every single pod placed
+    unconstrained by the policy's choice (`kueue-tas`, `gpusched`), or as it is."""
     if policy == "no-topology":
         return spec
-    ask = DomainAsk(DomainMode.REQUIRED, RACK)
+    rack = DomainAsk(DomainMode.REQUIRED, RACK)
     tenants = tuple(
         replace(
             t,
-            shapes=tuple(replace(s, pod_set_topology=ask) if s.pods > 1 else s for s in t.shapes),
+            shapes=tuple(
+                replace(s, pod_set_topology=rack if s.pods > 1 else ANYWHERE) for s in t.shapes
+            ),
         )
         for t in spec.tenants
     )
