@@ -28,14 +28,19 @@ applies (the shell restricts the gang to the nodes chosen here).
 
 Which fitting domain is chosen is the `DomainFit` (a profile's `pluginConfig` for
 TopologyDomains, `algorithm`): Kueue's `BestFit` above, or gpusched's `LeastFragmenting`, which
-weighs what each candidate leaves behind. Its cost of putting `n` units into a domain of room `r`
-is, for the domain and every domain above it, how many more units stop making a whole gang of a
-common size: sum over the sizes s of ((r - n) mod s) - (r mod s), the sizes being the powers of two
-up to the largest domain of that level were it empty (training gangs come in powers of two). An
-empty rack costs the most to break into, a rack whose leftover still makes whole gangs costs
-little (2 pods into a rack of 6 free nodes leave 4, a whole 4-node gang, where BestFit's rack of 4
-leaves 2); equal costs go to the block's own cost (keeping whole blocks free), then to BestFit's
-choice. The same choice picks the racks and nodes on the way down.
+also weighs what the domains above the candidate are left with. Among the fitting domains with the
+least room (BestFit's tightness), where BestFit takes the first by name, it takes the one whose
+rack (then block) loses the fewest units that still made whole gangs of a common size: putting `n`
+units into a domain of room `r` costs sum over the sizes s of ((r - n) mod s) - (r mod s), the
+sizes being the powers of two up to the largest domain of that level were it empty (training gangs
+come in powers of two). So a single pod goes to a free node of a rack already broken into, not of
+an empty rack that an 8-node gang needs whole, and a gang's rack is taken from the block whose
+leftover still makes whole racks. The same choice picks the racks and nodes on the way down.
+
+A first version put the candidate's own cost before its room (2 pods into a rack of 6 free nodes,
+leaving a whole 4-node gang, rather than into the rack of 4): on sim/specs/topology.yaml, where
+2-node gangs and single servers are the common shapes, it lost to BestFit on allocation and p95
+gang wait (docs/benchmarks.md), so tightness comes first.
 """
 
 from __future__ import annotations
@@ -314,19 +319,18 @@ class _Chooser:
         fitting = [d for d in ranked if d.room >= need]
         if self.fit is DomainFit.BEST_FIT:
             return _best_fit(fitting)
-        return min(fitting, key=lambda d: (_broken(d, need), d.room, d.values))
+        return min(fitting, key=lambda d: (d.room, _broken_above(d, need), d.values))
 
 
 def _waste(room: int, sizes: tuple[int, ...]) -> int:
     return sum(room % s for s in sizes)
 
 
-def _broken(domain: _Domain, need: int) -> tuple[int, ...]:
-    """How many more units stop making whole gangs of their sizes when `need` are taken: in
-    `domain` first, then in each domain above it (counted in the same units), so a wider level
-    only breaks ties of the narrower one (an empty rack is never broken into to spare a block)."""
+def _broken_above(domain: _Domain, need: int) -> tuple[int, ...]:
+    """How many more units stop making whole gangs of their sizes when `need` are taken, in
+    each domain above `domain` (counted in the same units), the nearest first."""
     cost: list[int] = []
-    at: _Domain | None = domain
+    at = domain.parent
     while at is not None and at.sliced == domain.sliced:
         cost.append(_waste(at.room - need, at.sizes) - _waste(at.room, at.sizes))
         at = at.parent

@@ -84,17 +84,33 @@ def test_preferred_climbs_to_the_block_then_spreads() -> None:
     assert isinstance(short, Status) and "together have room for 8 pods" in short.message()
 
 
-def test_least_fragmenting_leaves_a_rack_a_whole_gang_can_still_use() -> None:
-    # 3 pods: BestFit takes the rack of 6 and leaves 3 free nodes (a 2-node gang and a stray
-    # one); LeastFragmenting takes the rack of 7 and leaves 4 (a whole 4-node gang) and 6.
-    nodes = cluster({("b1", "r1"): [8] * 6 + [0] * 2, ("b1", "r2"): [8] * 7 + [0]})
-    request = DomainRequest(TAS, DomainMode.REQUIRED, RACK)
-    best = place(request, nodes, GPU8, 3, DomainFit.BEST_FIT)
-    ours = place(request, nodes, GPU8, 3, DomainFit.LEAST_FRAGMENTING)
+def test_least_fragmenting_keeps_an_empty_rack_whole() -> None:
+    # One 8-GPU pod anywhere: every free node is as tight as the next; BestFit takes the first by
+    # name, in the empty rack an 8-node gang needs whole; LeastFragmenting takes the last free
+    # node of a rack already broken into.
+    nodes = cluster(
+        {
+            ("b1", "r1"): [8] * 8,
+            ("b1", "r2"): [8] + [0] * 7,
+            ("b2", "r1"): [8] * 3 + [0] * 5,
+        }
+    )
+    request = DomainRequest(TAS, DomainMode.UNCONSTRAINED)
+    best = place(request, nodes, GPU8, 1, DomainFit.BEST_FIT)
+    ours = place(request, nodes, GPU8, 1, DomainFit.LEAST_FRAGMENTING)
     assert isinstance(best, DomainPlacement) and isinstance(ours, DomainPlacement)
     assert racks_of(best, nodes) == {"b1-r1"}
     assert racks_of(ours, nodes) == {"b1-r2"}
-    assert sum(ours.pods_per_node.values()) == 3
+
+
+def test_least_fragmenting_is_as_tight_as_best_fit() -> None:
+    # 3 pods: both take the rack of 6 free nodes, not the one of 7.
+    nodes = cluster({("b1", "r1"): [8] * 6 + [0] * 2, ("b1", "r2"): [8] * 7 + [0]})
+    request = DomainRequest(TAS, DomainMode.REQUIRED, RACK)
+    for fit in DomainFit:
+        placement = place(request, nodes, GPU8, 3, fit)
+        assert isinstance(placement, DomainPlacement)
+        assert racks_of(placement, nodes) == {"b1-r1"}, fit
 
 
 def test_the_algorithm_is_a_profile_argument() -> None:
@@ -214,5 +230,5 @@ def test_required_is_refused_only_when_no_domain_of_its_level_holds_the_set(case
     if isinstance(result, DomainPlacement):
         chosen = result.domains[0]
         assert room[chosen] >= count and len(result.domains) == 1
-        if fit is DomainFit.BEST_FIT:  # no fitting domain has less room than the chosen one
-            assert room[chosen] == min(r for r in room.values() if r >= count)
+        # Either way no fitting domain has less room than the chosen one.
+        assert room[chosen] == min(r for r in room.values() if r >= count)

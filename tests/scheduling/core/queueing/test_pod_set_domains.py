@@ -72,9 +72,10 @@ def test_a_request_on_a_flavor_without_topology_waits_and_says_so() -> None:
 
 
 def test_the_profile_chooses_the_algorithm() -> None:
-    """TopologyDomains' `algorithm`: BestFit takes the rack of 6 free nodes for 3 pods (3 left,
-    no whole 4-node gang); LeastFragmenting the rack of 7 (4 left: a whole 4-node gang)."""
-    nodes = rack_nodes("r1", 6) + rack_nodes("r2", 7)
+    """TopologyDomains' `algorithm`, for a pod placed unconstrained: BestFit takes the first free
+    node by name, in the empty rack r1; LeastFragmenting the free node of r2, a rack of one
+    node (already no whole gang of 2, 4 or 8 there)."""
+    nodes = rack_nodes("r1", 8) + rack_nodes("r2", 1)
 
     def rack_for(algorithm: str) -> set[str]:
         profile = f"""
@@ -84,13 +85,13 @@ profiles:
   pluginConfig:
   - {{name: TopologyDomains, args: {{algorithm: {algorithm}}}}}
 """
-        outcome = schedule_batch(
-            framework(profile),
-            ClusterSnapshot(nodes),
-            gang("train", 3, DomainAsk(DomainMode.REQUIRED, RACK)),
+        pod = replace(
+            make_pod("one").gpus(8).build(),
+            domain_ask=DomainAsk(DomainMode.UNCONSTRAINED),
+            domain_topology=TAS,
         )
-        (placed,) = outcome.gangs
-        return {d.node.split("-")[0] for d in placed if d.node}
+        outcome = schedule_batch(framework(profile), ClusterSnapshot(nodes), [pod])
+        return {d.node.split("-")[0] for d in outcome.placed if d.node}
 
     assert rack_for("BestFit") == {"r1"}
     assert rack_for("LeastFragmenting") == {"r2"}
