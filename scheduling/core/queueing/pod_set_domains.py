@@ -1,8 +1,8 @@
 """Where in the topology across nodes a pod set may go, for the batch: its topology request
 (`PodRequest.domain_ask`) judged by its flavor's Topology (`PodRequest.domain_topology`) against
 the snapshot's free capacity (scheduling.core.domains.place, the profile's TopologyDomains
-algorithm: gpusched's LeastFragmenting or Kueue TAS's BestFit), as the node masks the batch tries
-the set in.
+algorithm: gpusched's LeastFragmenting by default, or Kueue TAS's BestFit), as the node masks the
+batch tries the set in.
 
 The masks go tightest first: the nodes the placement chose, then every node of the domains it
 chose at the level it fitted at. The first keeps Kueue's choice of as few racks and nodes as

@@ -114,7 +114,8 @@ def test_least_fragmenting_is_as_tight_as_best_fit() -> None:
 
 
 def test_the_algorithm_is_a_profile_argument() -> None:
-    assert domain_fit(None) is DomainFit.BEST_FIT
+    assert domain_fit(None) is DomainFit.LEAST_FRAGMENTING  # the default
+    assert domain_fit({"algorithm": "BestFit"}) is DomainFit.BEST_FIT
     assert domain_fit({"algorithm": "LeastFragmenting"}) is DomainFit.LEAST_FRAGMENTING
     with pytest.raises(ProfileError, match="unknown algorithm 'MostFree'"):
         domain_fit({"algorithm": "MostFree"})
