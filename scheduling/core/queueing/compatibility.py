@@ -50,8 +50,9 @@ FEATURES: tuple[Feature, ...] = (
         "spec.topologyName",
         HONOURED,
         "pod sets admitted with the flavor are placed by the Topology's levels as Kueue's TAS "
-        "places them (required, preferred, unconstrained, slices; as tight as BestFit, its ties broken by what the racks and blocks keep whole), and inside each node "
-        "by the GPUs' own topology",
+        "places them (required, preferred, unconstrained, slices; as tight as BestFit, its ties "
+        "broken by what the racks and blocks keep whole), and inside each node by the GPUs' own "
+        "topology",
     ),
     # --- ClusterQueue
     Feature(
