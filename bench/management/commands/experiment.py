@@ -4,8 +4,10 @@
   (bench/experiments/fairshare.py), on the pure core, no database; with `--side database` or
   `--side kubernetes` through the shell's one cycle on a scratch database
   (bench/experiments/fairshare_sides.py);
-- `topology`: multi-node gangs with and without Kueue TAS's required rack on
-  sim/specs/topology.yaml (bench/experiments/topology.py), through `--side database` (the
+- `topology`: multi-node gangs without a topology request, with Kueue TAS's required rack
+  chosen by its BestFit, and with gpusched's LeastFragmenting choice (`--policies
+  no-topology,kueue-tas,gpusched`) on sim/specs/topology.yaml (bench/experiments/topology.py),
+  through `--side database` (the
   default) or `--side kubernetes` on a scratch database;
 - `overrequest`: request-only scheduling against gpusched's utilization-aware profile and reclaim
   (bench/experiments/overrequest.py), through the simulator, telemetry and scheduling
