@@ -313,7 +313,9 @@ class Extender:
             cluster = self.cluster()
             if node not in cluster.snapshot.index:
                 raise ExtenderError(f"node {node} is not known to gpusched yet")
-            kube_pod = KubePod.objects.filter(uid=uid).select_related("pod__workload__tenant")
+            kube_pod = KubePod.objects.filter(uid=uid).select_related(
+                "pod__workload__tenant", "pod__constraints"
+            )
             mirrored = kube_pod.first()
             if mirrored is None:
                 pod_doc = self.api.read_pod(namespace, name)

@@ -93,8 +93,9 @@ def pod_manifest(
         annotations[ANNOTATION_POLICY] = pod.topology_policy
     if pod.topology_scope:
         annotations[ANNOTATION_SCOPE] = pod.topology_scope
-    if pod.gpu_models:
-        annotations[ANNOTATION_MODELS] = ",".join(pod.gpu_models)
+    constraints = pod.constraints
+    if constraints.gpu_models:
+        annotations[ANNOTATION_MODELS] = ",".join(constraints.gpu_models)
     annotations.update(more_annotations or {})
     quantities = resource_requests.write(pod_resources.resources_of(pod))
     limits = {r: v for r, v in quantities.items() if r not in resource_requests.REQUESTED}
@@ -120,8 +121,8 @@ def pod_manifest(
         "spec": {
             "schedulerName": scheduler_name,
             "restartPolicy": "Never",
-            "nodeSelector": {**pod.node_selector, **(workload.node_selector or {})} or None,
-            "tolerations": [*pod.tolerations, *(workload.tolerations or [])] or None,
+            "nodeSelector": {**constraints.node_selector, **(workload.node_selector or {})} or None,
+            "tolerations": [*constraints.tolerations, *(workload.tolerations or [])] or None,
             "containers": [
                 {
                     "name": "main",
@@ -152,7 +153,7 @@ class Materializer:
                 workload__origin=Workload.Origin.SUBMITTED,
                 workload__state__in=Workload.ACTIVE_STATES,
             )
-            .select_related("workload__tenant")
+            .select_related("workload__tenant", "constraints")
             .order_by("id")
         )
         created = 0

@@ -104,7 +104,7 @@ class PodMirror:
         mirrored = {
             kp.uid: kp
             for kp in KubePod.objects.filter(uid__in=[info.uid for info, _, _ in infos])
-            .select_related("pod__workload__tenant")
+            .select_related("pod__workload__tenant", "pod__constraints")
             .order_by("id")
         }
         held_on = dict(

@@ -252,7 +252,7 @@ def workload_mirror_admitted(*, info: PodInfo, workload_classes: bool = True) ->
             maximum_execution_time_s=info.active_deadline_s,
         )
         services.workloads_admit(workloads=[workload], now=workload.created_at)
-        pod = workload.pods.select_related("workload__tenant").get()
+        pod = workload.pods.select_related("workload__tenant", "constraints").get()
         _link_one(pod, info, owned=False)
     return pod
 

@@ -113,16 +113,7 @@ class Arrivals:
 # Columns of a holder's rows that _holder and _charge_contention never read.
 _HOLDERS_UNUSED = (
     "allocation__numa_cpu_milli",
-    *(
-        f"allocation__pod__{name}"
-        for name in (
-            "gpu_models",
-            "extended_resources",
-            "node_selector",
-            "tolerations",
-            "pending_explanation",
-        )
-    ),
+    *(f"allocation__pod__{name}" for name in ("extended_resources", "pending_explanation")),
     *(
         f"allocation__pod__workload__{name}"
         for name in ("pod_sets", "flavors", "quota_usage", "node_selector", "tolerations")

@@ -34,7 +34,7 @@ from scheduling.models.queues import (
     ResourceFlavor,
     Topology,
 )
-from scheduling.models.workloads import PlacementDecision, Pod, Workload
+from scheduling.models.workloads import PlacementDecision, Pod, PodConstraints, Workload
 
 __all__ = [
     "AdmissionFairSharingSettings",
@@ -51,6 +51,7 @@ __all__ = [
     "NodeNuma",
     "PlacementDecision",
     "Pod",
+    "PodConstraints",
     "PriorityClass",
     "QueueSource",
     "ResourceFlavor",

@@ -113,6 +113,23 @@ class Workload(models.Model):
         return f"{self.tenant.name}/{self.name}"
 
 
+class PodConstraints(models.Model):
+    """What the filters read of a pod besides its resources (its node selector, tolerations and
+    allowed GPU models), stored once per distinct content and referenced by its pods: a pod set's
+    pods share one row, however many there are (a REST submit of 5,000 pods with maximal
+    selectors stored 134 MB when each pod had its own copy). Keyed by a digest of the content,
+    so pods mirrored from Kubernetes, where each pod may differ, share a row whenever they agree
+    (services.pod_constraints_ids). Never changed once written."""
+
+    digest = models.CharField(max_length=64, unique=True)  # sha256 of the canonical JSON
+    node_selector = models.JSONField(default=dict)
+    tolerations = models.JSONField(default=list)
+    gpu_models = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return self.digest[:12]
+
+
 class Pod(models.Model):
     class Phase(models.TextChoices):
         PENDING = "Pending"  # waiting for a node
@@ -141,7 +158,6 @@ class Pod(models.Model):
     gpu_milli = models.PositiveSmallIntegerField(default=0)
     mig_profile = models.CharField(max_length=32, blank=True, default="")
     mig_count = models.PositiveSmallIntegerField(default=0)
-    gpu_models = models.JSONField(default=list)
     # Extended resources per pod (`example.com/credits`: whole units), counted against quota.
     extended_resources = models.JSONField(default=dict, blank=True)
     topology_policy = models.CharField(  # "": the pod named none (the profile's default holds)
@@ -153,8 +169,7 @@ class Pod(models.Model):
     topology_scope = models.CharField(
         max_length=8, blank=True, default="", choices=[(s.value, s.value) for s in TopologyScope]
     )
-    node_selector = models.JSONField(default=dict)
-    tolerations = models.JSONField(default=list)
+    constraints = models.ForeignKey(PodConstraints, on_delete=models.PROTECT, related_name="pods")
     topology_request = models.JSONField(default=dict, blank=True)  # domains.DomainAsk.json()
     gang_min_count = models.PositiveIntegerField(
         default=0

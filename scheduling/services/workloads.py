@@ -20,6 +20,7 @@ from scheduling.core.types import (
 from scheduling.models import (
     Allocation,
     Pod,
+    PodConstraints,
     PriorityClass,
     Tenant,
     Workload,
@@ -124,14 +125,14 @@ def workloads_submit(*, specs: Sequence[WorkloadSpec]) -> list[Workload]:
                 raise ServiceError(f"workload {name!r} already exists for tenant {tenant.name}")
         classes = _priority_classes(specs)
         workloads = insert_rows([_workload_row(spec, classes[_class_key(spec)]) for spec in specs])
-        insert_rows(
-            [
-                _pod_row(workload, pod_set, name, template)
-                for workload, spec in zip(workloads, specs, strict=True)
-                for pod_set in spec.pod_sets
-                for name, template in pod_set.pods(workload.name)
-            ]
-        )
+        pods = [
+            (workload, pod_set, name, template)
+            for workload, spec in zip(workloads, specs, strict=True)
+            for pod_set in spec.pod_sets
+            for name, template in pod_set.pods(workload.name)
+        ]
+        constraints = _Constraints([template for *_, template in pods])
+        insert_rows([_pod_row(*pod, constraints) for pod in pods])
         events.publish(*(workload_event(w) for w in workloads))
     return workloads
 
@@ -202,11 +203,10 @@ def priority_class_named(name: str, kind: str = "") -> PriorityClass | None:
 def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
     """More pods for a workload's pod set (a pod group whose later members were just created)."""
     with transaction.atomic():
+        members = pod_set.pods(workload.name)
+        constraints = _Constraints([template for _, template in members])
         pods = insert_rows(
-            [
-                _pod_row(workload, pod_set, name, template)
-                for name, template in pod_set.pods(workload.name)
-            ]
+            [_pod_row(workload, pod_set, name, template, constraints) for name, template in members]
         )
         doc = [dict(s) for s in workload.pod_sets]
         for entry in doc:
@@ -218,7 +218,48 @@ def workload_extend(*, workload: Workload, pod_set: PodSetSpec) -> list[Pod]:
     return pods
 
 
-def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate) -> Pod:
+class _Constraints:
+    """The PodConstraints row of each template of one write, by the template's identity: a pod
+    set's pods share their template, so its digest is taken once, not once a pod."""
+
+    def __init__(self, templates: Sequence[PodTemplate]) -> None:
+        distinct = {id(t): t for t in templates}
+        self.digests = {key: t.constraints_digest for key, t in distinct.items()}
+        self.ids = pod_constraints_ids(
+            {self.digests[key]: t for key, t in distinct.items()}.values()
+        )
+
+    def id_of(self, template: PodTemplate) -> int:
+        return self.ids[self.digests[id(template)]]
+
+
+def pod_constraints_ids(templates: Iterable[PodTemplate]) -> dict[str, int]:
+    """The PodConstraints row of each template's constraints, by digest: found, or written once
+    (a concurrent writer of the same content wins the unique digest and its row is used)."""
+    rows = {
+        t.constraints_digest: PodConstraints(
+            digest=t.constraints_digest,
+            node_selector=dict(t.node_selector),
+            tolerations=[dict(x) for x in t.tolerations],
+            gpu_models=list(t.gpu_models),
+        )
+        for t in templates
+    }
+    found = dict(PodConstraints.objects.filter(digest__in=list(rows)).values_list("digest", "id"))
+    missing = [row for digest, row in rows.items() if digest not in found]
+    if missing:
+        PodConstraints.objects.bulk_create(missing, ignore_conflicts=True)
+        found |= dict(
+            PodConstraints.objects.filter(digest__in=[row.digest for row in missing]).values_list(
+                "digest", "id"
+            )
+        )
+    return found
+
+
+def _pod_row(
+    workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate, constraints: _Constraints
+) -> Pod:
     return Pod(
         workload=workload,
         name=name,
@@ -226,11 +267,9 @@ def _pod_row(workload: Workload, pod_set: PodSetSpec, name: str, t: PodTemplate)
         priority=workload.priority,
         service_class=workload.service_class,
         **pod_resources.row_fields(t.resources),
-        gpu_models=list(t.gpu_models),
         topology_policy=t.topology_policy.value if t.topology_policy else "",
         topology_scope=t.topology_scope.value if t.topology_scope else "",
-        node_selector=dict(t.node_selector),
-        tolerations=list(t.tolerations),
+        constraints_id=constraints.id_of(t),
         gang_min_count=pod_set.min_count or 0,
         topology_request=pod_set.topology.json() if pod_set.topology else {},
     )

@@ -272,11 +272,11 @@ def pod_request(pod: Pod) -> PodRequest:
 # _request's order; the last two are its workload's flavors'.
 _CONSTRAINTS = (
     "service_class",
-    "gpu_models",
+    "constraints__gpu_models",
     "topology_policy",
     "topology_scope",
-    "node_selector",
-    "tolerations",
+    "constraints__node_selector",
+    "constraints__tolerations",
     "workload__node_selector",
     "workload__tolerations",
 )
@@ -419,12 +419,14 @@ def batch_pods() -> QuerySet[Pod]:
     template of the workload) and quota usage. Each workload, with its
     tenant, is read once for all its pods in the batch (a second query), not joined to every
     pod row: a batch holds whole workloads of up to hundreds of pods, and building a workload
-    (its JSON columns, its dates) per pod was most of what was left of the read."""
+    (its JSON columns, its dates) per pod was most of what was left of the read. Their
+    constraints likewise: one object per distinct row, shared by the pods of a pod set."""
     return Pod.objects.prefetch_related(
         Prefetch(
             "workload",
             queryset=Workload.objects.select_related("tenant").defer("pod_sets", "quota_usage"),
-        )
+        ),
+        "constraints",
     )
 
 

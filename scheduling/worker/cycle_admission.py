@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
@@ -25,6 +26,8 @@ from scheduling.worker.cycle_evictions import Evictions
 from scheduling.worker.cycle_report import CycleReport
 from scheduling.worker.load_feed import LoadFeed
 from scheduling.worker.side import ClusterSide, Waiting
+
+REPORT_CHUNK = 2000  # pods of waiting workloads told why at a time
 
 
 @dataclass(frozen=True)
@@ -130,17 +133,20 @@ class Admission:
             if q is None
         ]
         changed = services.workloads_waiting(updates=updates)
-        # Their pods are never tried while their workload waits for quota: they are told why here.
-        waiting = Pod.objects.filter(workload__in=changed, phase=Pod.Phase.PENDING).select_related(
-            "workload__tenant"
+        # Their pods are never tried while their workload waits for quota: they are told why here,
+        # a chunk of bare pods at a time, so a workload of thousands costs no more memory than a
+        # chunk of them.
+        told = {w.pk: f"{w.pending_reason}: {w.reason}" for w in changed}
+        waiting = (
+            Pod.objects.filter(workload_id__in=list(told), phase=Pod.Phase.PENDING)
+            .only("uid", "workload_id")
+            .order_by("id")
+            .iterator(chunk_size=REPORT_CHUNK)
         )
-        report.reported += self.side.report(
-            [
-                Waiting(pod, f"{pod.workload.pending_reason}: {pod.workload.reason}")
-                for pod in waiting
-            ],
-            now,
-        )
+        while chunk := list(islice(waiting, REPORT_CHUNK)):
+            report.reported += self.side.report(
+                [Waiting(pod, told[pod.workload_id]) for pod in chunk], now
+            )
         return admitted, len(evicted) + dropped
 
     def _pods_ready_timeouts(self, now: datetime, report: CycleReport) -> int:

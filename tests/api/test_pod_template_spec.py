@@ -59,9 +59,9 @@ def test_a_pod_template_spec_is_read_like_the_short_form(team_a, cluster) -> Non
     # cpu: max(8 + 0.5, the init container's 16) as the kubelet counts it; memory 64Gi + 1Gi.
     assert (pod.cpu_milli, pod.memory_mib, pod.gpus) == (16_000, 65 * 1024, 4)
     assert pod.topology_policy == "single-numa-node"
-    assert pod.gpu_models == ["NVIDIA-H100-80GB-HBM3"]
-    assert pod.node_selector == {"topology.kubernetes.io/zone": "a"}
-    assert pod.tolerations[0]["key"] == "dedicated"
+    assert pod.constraints.gpu_models == ["NVIDIA-H100-80GB-HBM3"]
+    assert pod.constraints.node_selector == {"topology.kubernetes.io/zone": "a"}
+    assert pod.constraints.tolerations[0]["key"] == "dedicated"
     assert pod.gang_min_count == 2
     stored = response.json()["podSets"][0]["template"]
     assert stored["topology"] == {"policy": "single-numa-node"}
