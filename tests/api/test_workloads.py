@@ -33,7 +33,9 @@ def test_submit_the_issue_example(team_a, cluster) -> None:
     assert [p.name for p in pods] == ["llama-ft-workers-0", "llama-ft-workers-1"]
     pod = pods[0]
     assert (pod.cpu_milli, pod.memory_mib, pod.gpus) == (8000, 64 * 1024, 4)
-    assert pod.constraints.gpu_models == ["NVIDIA-H100-80GB-HBM3"]  # "H100" resolved to the node's model
+    assert pod.constraints.gpu_models == [
+        "NVIDIA-H100-80GB-HBM3"
+    ]  # "H100" resolved to the node's model
     assert pod.topology_policy == "single-numa-node"
     assert pod.gang_min_count == 2
 

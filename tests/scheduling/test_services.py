@@ -7,7 +7,17 @@ from django.utils import timezone
 from scheduling import events, services
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import Resources
-from scheduling.models import Allocation, Event, Gpu, GpuAssignment, Lease, Node, Pod, Workload
+from scheduling.models import (
+    Allocation,
+    Event,
+    Gpu,
+    GpuAssignment,
+    Lease,
+    Node,
+    Pod,
+    PodConstraints,
+    Workload,
+)
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker import cluster_state
@@ -279,3 +289,35 @@ def test_workloads_submitted_together_are_each_what_one_submit_makes_all_or_none
             specs=[services.WorkloadSpec(owner, name, [spec]) for name in ("d", "b")]
         )
     assert not Workload.objects.filter(name="d").exists()
+
+
+def test_pods_share_their_constraints_row_by_content_whoever_made_them() -> None:
+    """Pods mirrored from Kubernetes come one template each (they may differ): equal contents
+    share one PodConstraints row, in one submit and across submits; a different one has its own."""
+    owner = factories.tenant()
+
+    def member(name: str, zone: str) -> tuple[str, PodTemplate]:
+        return name, PodTemplate(
+            resources=Resources(cpu_milli=100),
+            node_selector={"zone": zone},
+            tolerations=({"key": "dedicated", "operator": "Exists"},),
+        )
+
+    members = (member("p-0", "a"), member("p-1", "a"), member("p-2", "b"))
+    first = services.workload_submit(
+        tenant=owner,
+        name="group",
+        pod_sets=[
+            services.PodSetSpec(name="main", count=3, template=PodTemplate(), members=members)
+        ],
+    )
+    rows = dict(first.pods.values_list("name", "constraints__node_selector"))
+    assert rows == {"p-0": {"zone": "a"}, "p-1": {"zone": "a"}, "p-2": {"zone": "b"}}
+    assert PodConstraints.objects.count() == 2
+    again = services.workload_submit(
+        tenant=owner,
+        name="again",
+        pod_sets=[services.PodSetSpec(name="main", count=1, template=members[0][1])],
+    )
+    assert again.pods.get().constraints_id == first.pods.get(name="p-0").constraints_id
+    assert PodConstraints.objects.count() == 2
