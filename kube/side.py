@@ -99,6 +99,7 @@ class KubernetesSide:
 
     name = "kubernetes"
     evictions_free_at_once = False
+    tells_pods = True
 
     def __post_init__(self) -> None:
         self.nodes = Informer(

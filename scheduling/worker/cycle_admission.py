@@ -133,9 +133,14 @@ class Admission:
             if q is None
         ]
         changed = services.workloads_waiting(updates=updates)
-        # Their pods are never tried while their workload waits for quota: they are told why here,
-        # a chunk of bare pods at a time, so a workload of thousands costs no more memory than a
-        # chunk of them.
+        if self.side.tells_pods:
+            report.reported += self._tell_pods(changed, now)
+        return admitted, len(evicted) + dropped
+
+    def _tell_pods(self, changed: Sequence[Workload], now: datetime) -> int:
+        """The pods of workloads whose reason changed are never tried while their workload waits
+        for quota: they are told why here, a chunk of bare pods at a time, so a workload of
+        thousands costs no more memory than a chunk of them."""
         told = {w.pk: f"{w.pending_reason}: {w.reason}" for w in changed}
         waiting = (
             Pod.objects.filter(workload_id__in=list(told), phase=Pod.Phase.PENDING)
@@ -143,11 +148,12 @@ class Admission:
             .order_by("id")
             .iterator(chunk_size=REPORT_CHUNK)
         )
+        reported = 0
         while chunk := list(islice(waiting, REPORT_CHUNK)):
-            report.reported += self.side.report(
+            reported += self.side.report(
                 [Waiting(pod, told[pod.workload_id]) for pod in chunk], now
             )
-        return admitted, len(evicted) + dropped
+        return reported
 
     def _pods_ready_timeouts(self, now: datetime, report: CycleReport) -> int:
         """Admitted workloads with pods still waiting for a node past the timeout give their

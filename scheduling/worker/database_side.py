@@ -29,6 +29,7 @@ LEASE_NAME = "gpusched-scheduler"
 class DatabaseSide:
     name = "database"
     evictions_free_at_once = True
+    tells_pods = False
     queues_admit = True
 
     def sync(self, now: datetime) -> SideSync:

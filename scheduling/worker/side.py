@@ -92,6 +92,9 @@ class ClusterSide(Protocol):
     # Whether an evicted pod is gone at once (its capacity free within the same batch) or
     # terminates first.
     evictions_free_at_once: bool
+    # Whether `report` tells pods anything (Kubernetes: events and conditions); the database
+    # side's reasons are its records, so pods of waiting workloads are not even read for it.
+    tells_pods: bool
 
     @property
     def queues_admit(self) -> bool:

@@ -102,5 +102,6 @@ def test_twenty_over_quota_workloads_of_5000_pods_leave_the_scheduler_small_and_
         rss = peak_rss(scheduler.pid)
     finally:
         stop(scheduler)
+    print(f"bound {took:.1f} s after submit; scheduler's peak RSS {rss / 2**20:.0f} MiB")
     assert took <= BIND_BOUND_S
     assert rss < MEMORY_BOUND, f"peak RSS {rss / 2**20:.0f} MiB"
