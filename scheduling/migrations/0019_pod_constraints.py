@@ -1,5 +1,6 @@
 """A pod's node selector, tolerations and GPU models move to PodConstraints, one row per distinct
-content, referenced by the pods (issue 33): existing pods keep what they had, deduplicated."""
+content, referenced by the pods (issue 33): existing pods keep what they had, deduplicated (and
+get their own copies back if it is reversed)."""
 
 from typing import Any
 
@@ -40,6 +41,17 @@ def share_constraints(apps: Any, schema_editor: Any) -> None:
             pod_model.objects.filter(pk__in=pks).update(constraints_id=ids[digest])
 
 
+def restore_columns(apps: Any, schema_editor: Any) -> None:
+    """Backwards: each pod its own copy again."""
+    pod_model = apps.get_model("scheduling", "Pod")
+    for row in apps.get_model("scheduling", "PodConstraints").objects.iterator():
+        pod_model.objects.filter(constraints_id=row.pk).update(
+            node_selector=row.node_selector,
+            tolerations=row.tolerations,
+            gpu_models=row.gpu_models,
+        )
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("scheduling", "0018_cluster_queue_default_runtime"),
@@ -71,7 +83,7 @@ class Migration(migrations.Migration):
                 to="scheduling.podconstraints",
             ),
         ),
-        migrations.RunPython(share_constraints, migrations.RunPython.noop, elidable=True),
+        migrations.RunPython(share_constraints, restore_columns, elidable=True),
         migrations.AlterField(
             model_name="pod",
             name="constraints",
