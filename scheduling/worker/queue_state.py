@@ -334,8 +334,10 @@ def pod_set_shapes(workload_ids: Iterable[int]) -> dict[int, tuple[tuple[str, Po
         .values_list("first", flat=True)
     )
     out: dict[int, list[tuple[str, PodRequest]]] = defaultdict(list)
-    for pod in Pod.objects.filter(pk__in=list(first)).select_related(
-        "workload__tenant", "constraints"
+    for pod in (
+        Pod.objects.filter(pk__in=list(first))
+        .select_related("workload__tenant", "constraints")
+        .defer("workload__pod_sets")  # the templates as submitted, with every pod set's row
     ):
         out[pod.workload_id].append((pod.pod_set, pod_request(pod)))
     return {wid: tuple(sorted(sets, key=lambda s: s[0])) for wid, sets in out.items()}

@@ -11,7 +11,7 @@ from kube.times import parse_time
 from kube.translate import PodInfo, pod_info
 from scheduling import services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.models import Pod, Workload
+from scheduling.models import Pod, PodConstraints, Workload
 from scheduling.worker import runtime_selectors
 from tests.kube import objects
 
@@ -81,6 +81,25 @@ def test_a_burst_of_pods_is_mirrored_at_once_each_as_it_would_be_alone() -> None
     assert by_uid["uid-elsewhere"].workload.name == "train"
     assert by_uid["uid-elsewhere"].workload.tenant.namespace == "vision"
     assert {pod.gpus for pod in pods} == {2}
+
+
+def test_mirrored_pods_share_a_constraints_row_when_theirs_agree() -> None:
+    """On Kubernetes each pod of a group may differ: their node selectors and tolerations are
+    stored once per distinct content (PodConstraints), not once per pod."""
+
+    def member(k: int, zone: str) -> PodInfo:
+        doc = objects.pod(f"group-{k}", gpus=1, node_selector={"zone": zone})
+        doc["metadata"]["uid"] = f"uid-{k}"
+        doc["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+        return pod_info(doc)
+
+    members = [member(0, "a"), member(1, "a"), member(2, "b"), member(3, "a")]
+    pods = kube_services.workload_mirror(name="group", members=members, min_count=4)
+
+    zone = {pod.name: pod.constraints.node_selector["zone"] for pod in pods}
+    assert zone == {"group-0": "a", "group-1": "a", "group-2": "b", "group-3": "a"}
+    assert PodConstraints.objects.count() == 2
+    assert len({pod.constraints_id for pod in pods if zone[pod.name] == "a"}) == 1
 
 
 def test_a_burst_with_an_unknown_priority_class_is_refused_whole() -> None:
