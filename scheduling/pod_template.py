@@ -37,7 +37,7 @@ def constraints_digest(
 ) -> str:
     """The key of a pod's constraints as stored (models.PodConstraints): sha256 of their canonical
     JSON (selector keys sorted, tolerations and models in their order). Stable: rows written by
-    earlier versions (migration 0019) are found again by it."""
+    earlier versions (migration 0020) are found again by it."""
     doc = {
         "gpu_models": list(gpu_models),
         "node_selector": dict(node_selector),

@@ -54,7 +54,7 @@ def restore_columns(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0018_cluster_queue_default_runtime"),
+        ("scheduling", "0019_workload_origin_job"),
     ]
 
     operations = [
