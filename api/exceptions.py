@@ -28,6 +28,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 logger = logging.getLogger(__name__)
 
 INVALID_INPUT = "Invalid input."
+# The code of a field's error that refuses a well-formed value for what it asks (a quantity
+# beyond any cluster found while a pod spec is read): a 422 when every error of a request has it.
+REFUSED = "refused"
 DATABASE_RETRY_AFTER_S = 5
 
 
@@ -136,6 +139,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         fields = flatten_errors(exc.detail)
         message = _message(fields)
         extra["fields"] = fields
+        codes = flatten_errors(exc.get_codes()).values()
+        if all(code == REFUSED for field_codes in codes for code in field_codes):
+            response.status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     elif isinstance(exc.detail, Mapping | list):
         message = INVALID_INPUT
         extra["fields"] = flatten_errors(exc.detail)

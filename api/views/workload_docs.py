@@ -14,7 +14,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from api import selectors
-from api.exceptions import InvalidInput
+from api.exceptions import REFUSED, InvalidInput
 from api.fields import (
     LabelKeyField,
     LabelMapField,
@@ -177,7 +177,8 @@ def short_form(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[
     try:
         requests = effective_requests(spec)
     except TranslationError as exc:
-        raise serializers.ValidationError({"spec": [str(exc)]}) from None
+        # The quantities' form was checked with the spec's fields: what is left is their value.
+        raise serializers.ValidationError({"spec": [str(exc)]}, code=REFUSED) from None
     out: dict[str, Any] = {
         "resources": {"requests": {r: _quantity_text(r, v) for r, v in requests.items()}}
     }

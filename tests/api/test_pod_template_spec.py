@@ -106,6 +106,25 @@ def test_bad_pod_template_specs_name_the_field(team_a, cluster, template, field)
     assert field in response.json()["extra"]["fields"], response.json()
 
 
+@pytest.mark.parametrize(
+    ("resource", "value", "words"),
+    [
+        ("cpu", 1.7976931348623155e308, "more than any cluster has"),
+        ("memory", 4.153865380856625e-88, "below any resource's smallest unit"),
+        ("pods", 2.6744754112032416e16, "a count takes a plain number"),
+    ],
+)
+def test_a_well_formed_quantity_refused_for_its_value_is_a_422(
+    team_a, cluster, resource: str, value: float, words: str
+) -> None:
+    """The schema lets any number >= 0 through, as in the short form: its value is refused with
+    a 422, never a 400 (tests/api/test_schema.py holds the server to that)."""
+    spec = {"containers": [{"name": "c", "resources": {"requests": {resource: value}}}]}
+    response = submit(team_a, kueue_shaped({"spec": spec}))
+    assert response.status_code == 422, response.json()
+    assert words in " ".join(response.json()["extra"]["fields"]["podSets[0].template.spec"])
+
+
 def test_a_pod_template_spec_no_node_could_host_is_refused(team_a, cluster) -> None:
     spec = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "16"}}}]}
     response = submit(team_a, kueue_shaped({"spec": spec}))
