@@ -88,12 +88,9 @@ def keyset_page(
     return rows, str(getattr(rows[-1], field)) if more and rows else None
 
 
-class PositionPageQuerySerializer(PageQuerySerializer):
-    """Lists in an order of their own (a queue's): the cursor is the last position seen."""
-
-    cursor = serializers.RegexField(
-        r"^[0-9]{1,18}$", required=False, help_text="nextCursor of the previous page"
-    )
+class PositionPageQuerySerializer(IdPageQuerySerializer):
+    """Lists in an order of their own (a queue's): the cursor is the last position seen, a
+    number of the same form as an id."""
 
 
 class QualifiedNamePageQuerySerializer(PageQuerySerializer):
