@@ -13,6 +13,11 @@ Two policies on the same simulated cluster and the same jobs:
   starts over), made topology-aware for gangs: an admitted gang whose queue is within its quota
   but whose pods do not fit evicts the fewest jobs of borrowing queues that free the nodes it
   needs (scheduling.core.queueing.gang_reclaim);
+  A gang whose reservation cannot complete within the horizon moves movable work (the Philly
+  jobs are batch DNN training, taken as checkpoint-friendly: a moved job resumes where it was,
+  after `RESTORE_S`) off the fewest servers, only when every moved job fits elsewhere at once
+  (scheduling.core.queueing.consolidation); the moved jobs are requeued and placed again, and
+  keep their first start (their wait) and the work done;
 - `gpusched-no-reclaim`: the same without preemption (an ablation: borrowers keep what they took
   until their jobs end).
 
@@ -35,6 +40,7 @@ Measures, over the jobs that arrive in the window:
 - `gpu_allocation`: time-averaged allocated GPUs / cluster GPUs, from the first arrival to the last
   arrival of the window; `gpu_utilization`: the same weighted by each tenant's (synthetic, seeded)
   utilization, as the simulator does for Philly tenants;
+- `moves`: jobs moved by consolidation;
 - `gangs_started`, and `gangs_partially_started` (a gang with some but not all pods placed, at any
   moment): must be 0; `big_gangs_started` and `big_gang_wait_p95_s`: the same for gangs of at
   least 32 GPUs (their p95 wait; one not started by the end counts its wait so far);
@@ -65,6 +71,8 @@ from scheduling.core.queueing.batch import Eviction, schedule_batch
 from scheduling.core.queueing.config import (
     ResourceFlavor,
 )
+from scheduling.core.queueing.consolidation import REASON as CONSOLIDATED
+from scheduling.core.queueing.consolidation import consolidation_victims
 from scheduling.core.queueing.forecast import Queues
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import AdmittedWorkload
@@ -80,6 +88,7 @@ GPU_MODEL = "Tesla-P100-PCIE-16GB"
 BIG_GANG_GPUS = 32
 ETA_EVERY_S = 600.0  # estimated starts are computed this often (not per job)
 RESERVATION_HORIZON_S = 6 * 3600.0
+RESTORE_S = 300.0  # a moved (checkpointed) job's restart: an assumption, not a measured figure
 Progress = Callable[[str, float], None]  # (policy, fraction of the window simulated)
 
 
@@ -92,6 +101,10 @@ class _JobState:
     placements: list[Decision] = field(default_factory=list)
     admitted: bool = False
     epoch: int = 0  # bumps on preemption so stale end events are ignored
+    # Kept across moves (consolidation), reset by a preemption: the first start (what its wait
+    # ends at) and the work done before the latest move.
+    first_started_at: float | None = None
+    done_s: float = 0.0
 
 
 @dataclass
@@ -113,6 +126,7 @@ class PolicyResult:
     jobs: int
     jobs_started: int
     preemptions: int
+    moves: int
     tenants: dict[str, dict[str, float]]
     simulated_s: float
     wall_s: float
@@ -138,6 +152,7 @@ class PolicyResult:
             "jobs": self.jobs,
             "jobs_started": self.jobs_started,
             "preemptions": self.preemptions,
+            "moves": self.moves,
             "simulated_s": round(self.simulated_s, 1),
             "wall_s": round(self.wall_s, 2),
             "tenants": self.tenants,
@@ -174,6 +189,7 @@ def simulate(
     unplaced: list[str] = []
     ends: list[tuple[float, int, str]] = []  # (end time, epoch, job key)
     preemptions = 0
+    moves = 0
     gangs_seen: set[str] = set()  # gang jobs started at least once
     partial = 0
     etas: dict[str, tuple[float, float] | None] = {}  # the first estimated (p50, p90) start
@@ -201,8 +217,9 @@ def simulate(
         state = states[key]
         if state.started_at is None:
             return None
-        total = runtimes.total(key, _shape(state.job), q, t - state.started_at, long_run=True)
-        return None if total is None else state.started_at + total
+        ran = t - state.started_at + state.done_s
+        total = runtimes.total(key, _shape(state.job), q, ran, long_run=True)
+        return None if total is None else t - ran + total
 
     def fair_order() -> FairOrder:
         """The queues' dominant shares now (DRS), as the admission cycle ranks them."""
@@ -254,6 +271,16 @@ def simulate(
         whole = tuple(snapshot.pods.held[d.pod.uid] for key in jobs for d in states[key].placements)
         return Eviction(whole, "reclaim within cohort", members[0])
 
+    def consolidate(members: Sequence[PodRequest]) -> Eviction | None:
+        """Move running jobs off the servers a gang needs, when its reservation cannot complete
+        within the horizon (every Philly job is batch, and may move)."""
+        if not reclaims:
+            return None
+        victims = consolidation_victims(framework, snapshot, members, lambda held: True)
+        if not victims:
+            return None
+        return Eviction(tuple(victims), CONSOLIDATED, members[0])
+
     def requeue(key: str) -> None:
         admitted.pop(key, None)
         vjob = states[key].job
@@ -286,7 +313,7 @@ def simulate(
             running_gpus[state.job.tenant] -= state.job.gpus
             admitted.pop(key, None)
             state.ends_at = t
-            runtimes.finished(_shape(state.job), t - state.started_at, t)
+            runtimes.finished(_shape(state.job), t - state.started_at + state.done_s, t)
 
         # 2. Arrivals.
         arrived: list[str] = []
@@ -337,13 +364,22 @@ def simulate(
             )
             pods = [pod for key in unplaced for pod in _pods(states[key].job)]
             outcome = schedule_batch(
-                framework, snapshot, pods, reclaim_gang=reclaim, backfill=backfill_policy(order)
+                framework,
+                snapshot,
+                pods,
+                reclaim_gang=reclaim,
+                backfill=backfill_policy(order),
+                consolidate_gang=consolidate,
             )
             released += len(outcome.released)
             for eviction in outcome.evictions:  # the batch forgot the victims already
                 for key in dict.fromkeys(_job_of(v.pod) for v in eviction.victims):
-                    preemptions += 1
-                    _requeue(states[key], running_gpus, waiting_gpus)
+                    if eviction.reason == CONSOLIDATED:
+                        moves += 1
+                        _move(states[key], t, running_gpus, waiting_gpus)
+                    else:
+                        preemptions += 1
+                        _requeue(states[key], running_gpus, waiting_gpus)
                     requeue(key)
             placed: dict[str, list[Decision]] = defaultdict(list)
             for decision in outcome.placed:
@@ -357,7 +393,12 @@ def simulate(
                 state.placements = decisions
                 state.started_at = t
                 state.epoch += 1
-                heapq.heappush(ends, (t + state.job.duration_s, state.epoch, key))
+                left = state.job.duration_s
+                if state.first_started_at is None:
+                    state.first_started_at = t
+                else:
+                    left += RESTORE_S - state.done_s
+                heapq.heappush(ends, (t + left, state.epoch, key))
                 running_gpus[state.job.tenant] += state.job.gpus
                 waiting_gpus[state.job.tenant] -= state.job.gpus
             unplaced = [key for key in unplaced if key not in placed]
@@ -399,22 +440,23 @@ def simulate(
     waits: dict[str, list[float]] = defaultdict(list)
     started = 0
     for state in states.values():
-        if state.started_at is not None:
+        if state.first_started_at is not None:
             started += 1
-            waits[state.job.tenant].append(state.started_at - state.job.arrival_s)
+            waits[state.job.tenant].append(state.first_started_at - state.job.arrival_s)
         else:
             waits[state.job.tenant].append(max(t, window_end) - state.job.arrival_s)
     ratios = [meter.ratio(t) for t in tenants if meter.ratio_time[t] > 0]
     big_waits = [
-        (s.started_at if s.started_at is not None else max(t, window_end)) - s.job.arrival_s
+        (s.first_started_at if s.first_started_at is not None else max(t, window_end))
+        - s.job.arrival_s
         for s in states.values()
         if s.job.pods > 1 and s.job.gpus >= BIG_GANG_GPUS
     ]
     accuracy = eta_accuracy(
         {
-            key: Started(s.job.arrival_s, s.started_at)
+            key: Started(s.job.arrival_s, s.first_started_at)
             for key, s in states.items()
-            if s.started_at is not None
+            if s.first_started_at is not None
         },
         etas,
     )
@@ -438,6 +480,7 @@ def simulate(
         jobs=len(states),
         jobs_started=started,
         preemptions=preemptions,
+        moves=moves,
         tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,
@@ -493,5 +536,22 @@ def _requeue(state: _JobState, running_gpus: dict[str, int], waiting_gpus: dict[
         waiting_gpus[state.job.tenant] += state.job.gpus
     state.placements = []
     state.started_at = None
+    state.first_started_at = None
+    state.done_s = 0.0
     state.admitted = False
     state.epoch += 1  # its pending end event is void; it starts over
+
+
+def _move(
+    state: _JobState, now: float, running_gpus: dict[str, int], waiting_gpus: dict[str, int]
+) -> None:
+    """A job moved by consolidation (its pods already forgotten in the snapshot): it waits to
+    be placed again, keeping its first start and the work it has done (it checkpoints)."""
+    assert state.started_at is not None
+    state.done_s += now - state.started_at
+    running_gpus[state.job.tenant] -= state.job.gpus
+    waiting_gpus[state.job.tenant] += state.job.gpus
+    state.placements = []
+    state.started_at = None
+    state.admitted = False
+    state.epoch += 1  # its pending end event is void: a new one comes when it restarts

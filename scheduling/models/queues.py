@@ -66,6 +66,8 @@ class ClusterQueue(models.Model):
     deleted_from_source_at = models.DateTimeField(null=True, blank=True)
     # Annotation gpusched.io/default-runtime, seconds: run-time prior of its workloads (issue 37)
     default_runtime_s = models.FloatField(null=True, blank=True)
+    # Annotation gpusched.io/consolidation: Allowed, or Never (kept out of consolidation, issue 37)
+    consolidation = models.CharField(max_length=16, default="Allowed")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

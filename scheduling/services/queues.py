@@ -406,6 +406,7 @@ def cluster_queue_fields(cq: ClusterQueueSpec) -> dict[str, Any]:
         "stop_policy": cq.stop_policy.value,
         "when_can_borrow": cq.when_can_borrow.value,
         "default_runtime_s": cq.default_runtime_s,
+        "consolidation": cq.consolidation.value,
         "namespace_selector": [
             [operator, sorted(values)] for operator, values in cq.namespace_selector.requirements
         ],

@@ -20,7 +20,9 @@ the core and the services.
  5. Take a batch of pending pods the side can place, in the profile's queue order, whole gangs.
  6. Snapshot: nodes, GPUs and allocations, kept current from the outbox, with DCGM's load.
  7. Schedule the batch into the snapshot (scheduling.core.queueing.batch): gangs all or nothing;
-    preemption and gang reclaim return eviction intents; nothing is written meanwhile.
+    preemption, gang reclaim and consolidation (a gang whose reservation cannot complete within
+    the horizon moves movable work off the nodes it needs) return eviction intents; nothing is
+    written meanwhile.
  8. Evict on the side, then commit what it accepted. The side is asked first because it may
     refuse (a disruption budget), and a refused eviction must leave no trace in the database.
  9. Commit the placements in the database: its constraints refuse any over-commit.
@@ -72,7 +74,7 @@ from scheduling.worker import cluster_state, node_actions, queue_state
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cluster_state import ClusterState
 from scheduling.worker.cycle_admission import Admission
-from scheduling.worker.cycle_evictions import Evictions, gang_reclaim
+from scheduling.worker.cycle_evictions import Evictions, gang_consolidation, gang_reclaim
 from scheduling.worker.cycle_report import CycleReport
 from scheduling.worker.estimates import StartEstimator
 from scheduling.worker.load_feed import LoadFeed
@@ -239,6 +241,9 @@ class SchedulingCycle:
             evictions_free_at_once=self.side.evictions_free_at_once,
             reclaim_gang=lambda members: gang_reclaim(self.framework, members, cluster, by_uid),
             backfill=self._backfill(cluster, list(requests.values()), now, by_uid),
+            consolidate_gang=lambda members: gang_consolidation(
+                self.framework, members, cluster, by_uid
+            ),
         )
         report.schedule_s = time.perf_counter() - started
         report.reserved = len(outcome.reservations)

@@ -1,6 +1,7 @@
 """Evictions for the scheduling cycle (scheduling.worker.cycle): whole workloads evicted through the
-side, then in the database (phase 8, and what admission and reclaim evict), and the eviction a
-gang may ask for to make room within its cohort (phase 7, reads only).
+side, then in the database (phase 8, and what admission and reclaim evict), and the evictions a
+gang may ask for (phase 7, reads only): to make room within its cohort, or, when its reservation
+cannot complete within the horizon, to move movable work off the nodes it needs (consolidation).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from scheduling import services
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.batch import Eviction
+from scheduling.core.queueing.config import ConsolidationPolicy
+from scheduling.core.queueing.consolidation import REASON as CONSOLIDATED
+from scheduling.core.queueing.consolidation import consolidation_victims
 from scheduling.core.queueing.gang_reclaim import gang_victims
 from scheduling.core.queueing.preemption import may_preempt
 from scheduling.core.scheduler import Framework
@@ -169,3 +173,36 @@ def gang_reclaim(
         f"(reclaim within cohort {own.cohort})"
     )
     return Eviction(tuple(sorted(whole.values(), key=lambda h: h.sequence)), reason, members[0])
+
+
+def gang_consolidation(
+    framework: Framework,
+    members: Sequence[PodRequest],
+    cluster: ClusterState,
+    by_uid: dict[str, Pod],
+) -> Eviction | None:
+    """Consolidation for a gang whose reservation cannot complete within the horizon: the
+    movable pods to move off the fewest nodes so that it fits, each placeable elsewhere
+    (scheduling.core.queueing.consolidation). A cluster queue annotated
+    gpusched.io/consolidation: Never takes no part: its gangs move nothing, its pods never move."""
+    workload = by_uid[members[0].uid].workload
+    never = ConsolidationPolicy.NEVER.value
+    own = workload.cluster_queue
+    if own is not None and own.consolidation == never:
+        return None
+    kept = {
+        str(uid)
+        for uid in Pod.objects.filter(
+            uid__in=list(cluster.held), workload__cluster_queue__consolidation=never
+        ).values_list("uid", flat=True)
+    }
+    victims = consolidation_victims(
+        framework, cluster.snapshot, members, lambda held: held.pod.uid not in kept
+    )
+    if not victims:
+        return None
+    reason = (
+        f"{CONSOLIDATED}: moved to make room for gang {workload.tenant.name}/{workload.name}, "
+        "whose reservation could not complete within its horizon"
+    )
+    return Eviction(tuple(victims), reason, members[0])

@@ -22,6 +22,7 @@ from scheduling.core.queueing.config import (
     AdmissionFairSharing,
     AdmissionMode,
     BorrowWithinCohortPolicy,
+    ConsolidationPolicy,
     FlavorQuotas,
     FungibilityPolicy,
     NamespaceSelector,
@@ -165,6 +166,7 @@ def cluster_queue_spec(row: ClusterQueue) -> ClusterQueueSpec:
         ),
         when_can_borrow=FungibilityPolicy(row.when_can_borrow),
         default_runtime_s=row.default_runtime_s,
+        consolidation=ConsolidationPolicy(row.consolidation),
     )
 
 

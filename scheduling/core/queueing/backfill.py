@@ -203,6 +203,9 @@ class Reserver:
         self.made: dict[str, Reservation] = {}
         self.released: list[ReleasedReservation] = []
         self.seen: set[str] = set()
+        # Owners whose reservation cannot complete within the horizon (released in this batch,
+        # or lately): what consolidation may help (scheduling.core.queueing.consolidation).
+        self.beyond_horizon: set[str] = set()
         self._holds: dict[str, _Hold] = {}
         self._carried: set[str] = set()
         self._nothing: BoolArray = np.zeros(len(snapshot), dtype=np.bool_)  # read, never written
@@ -277,6 +280,7 @@ class Reserver:
         if len(self.made) >= self.policy.max_reservations:
             return
         if now - book.released_at.get(key, -np.inf) < horizon:
+            self.beyond_horizon.add(key)
             return  # released lately: waits like anyone else for a while
         candidates = hosts(decision) & ~self._blocked()
         found = plan(
@@ -302,6 +306,7 @@ class Reserver:
             reason = f"held for {(now - since) / 3600:.1f} h without starting"
         if reason:
             self._release(key, reason)
+            self.beyond_horizon.add(key)
             return
         assert found is not None
         complete_at, nodes = found

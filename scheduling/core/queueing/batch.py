@@ -16,7 +16,9 @@ pods are gone at once (the database side), the victims are forgotten in the snap
 is tried again within the batch; where they terminate first (Kubernetes: a grace period), they
 keep what they hold, are marked terminating so nobody picks them again, and the pod waits
 nominated to the node, as kube-scheduler's preemptor does. A gang that cannot be placed may be
-helped the same way by the caller's `reclaim_gang` hook, which only chooses victims.
+helped the same way by the caller's `reclaim_gang` hook, which only chooses victims; and a gang
+whose reservation cannot complete within the horizon by the `consolidate_gang` hook, which moves
+movable work off the nodes it needs (scheduling.core.queueing.consolidation), the same way.
 
 With a `BackfillPolicy`, a gang or large pod that cannot be placed reserves the nodes where it
 would fit soonest, and pods behind it use those nodes only if predicted to finish before it needs
@@ -119,6 +121,7 @@ def schedule_batch(
     evictions_free_at_once: bool = True,
     reclaim_gang: GangReclaimHook | None = None,
     backfill: BackfillPolicy | None = None,
+    consolidate_gang: GangReclaimHook | None = None,
 ) -> BatchOutcome:
     reserver = Reserver(snapshot, backfill) if backfill is not None else None
     batch = _Batch(framework, snapshot, evictions_free_at_once, reserver)
@@ -136,7 +139,7 @@ def schedule_batch(
             end = k
             while end < len(ordered) and _same_gang(ordered[end], pod):
                 end += 1
-            batch.gang(ordered[k:end], reclaim_gang)
+            batch.gang(ordered[k:end], reclaim_gang, consolidate_gang)
             k = end
     finally:
         snapshot.reservation_blocked = np.zeros(len(snapshot), dtype=np.bool_)
@@ -251,33 +254,50 @@ class _Batch:
         if self.reserver is not None:
             self.reserver.started(decision.pod)
 
-    def gang(self, members: Sequence[PodRequest], reclaim: GangReclaimHook | None) -> None:
+    def gang(
+        self,
+        members: Sequence[PodRequest],
+        reclaim: GangReclaimHook | None,
+        consolidate: GangReclaimHook | None = None,
+    ) -> None:
         self._respect_reservations(members[0])
         attempt = self._try_in_domains(members)
         if attempt is None:
             return  # its topology request cannot be placed now: told why
         if not attempt.complete and reclaim is not None:
-            eviction = reclaim(members)
-            if eviction is not None and all(
-                v.pod.uid not in self.placed_here for v in eviction.victims
-            ):
-                self.outcome.evictions.append(eviction)
-                self.outcome.preemptions += 1
-                if self.at_once:
-                    self._forget(eviction.victims)
-                    attempt = self._try_in_domains(members) or attempt
-                else:
-                    self._mark_terminating(eviction.victims)
-        if attempt.complete:
-            self.placed_here.update(d.pod.uid for d in attempt.reserved)
-            if self.reserver is not None:
-                self.reserver.started(members[0])
-        elif self.reserver is not None and attempt.failed:
+            attempt = self._evict_for(members, reclaim(members), attempt)
+        if not attempt.complete and self.reserver is not None and attempt.failed:
             gang = members[0].gang
             assert gang is not None
             missing = gang.min_count - attempt.already
             self.reserver.failed(members, missing, attempt.failed[0])
+            if consolidate is not None and gang.name in self.reserver.beyond_horizon:
+                attempt = self._evict_for(members, consolidate(members), attempt)
+        if attempt.complete:
+            self.placed_here.update(d.pod.uid for d in attempt.reserved)
+            if self.reserver is not None:
+                self.reserver.started(members[0])
         _settle_gang(self.snapshot, members, attempt, self.outcome)
+
+    def _evict_for(
+        self, members: Sequence[PodRequest], eviction: Eviction | None, attempt: _GangAttempt
+    ) -> _GangAttempt:
+        """Carry out what a gang's hook chose (none of it placed in this batch): where evicted
+        pods are gone at once, the gang is tried again now; else they terminate first."""
+        if (
+            eviction is None
+            or not eviction.victims
+            or any(v.pod.uid in self.placed_here for v in eviction.victims)
+        ):
+            return attempt
+        self.outcome.evictions.append(eviction)
+        self.outcome.preemptions += 1
+        if not self.at_once:
+            self._mark_terminating(eviction.victims)
+            return attempt
+        self._forget(eviction.victims)
+        self._respect_reservations(members[0])
+        return self._try_in_domains(members) or attempt
 
     def _try_in_domains(self, members: Sequence[PodRequest]) -> _GangAttempt | None:
         """The gang tried inside the topology domains its request asks for (tightest mask

@@ -71,6 +71,15 @@ class StopPolicy(enum.StrEnum):
     HOLD_AND_DRAIN = "HoldAndDrain"
 
 
+class ConsolidationPolicy(enum.StrEnum):
+    """gpusched's annotation gpusched.io/consolidation on a ClusterQueue: whether its workloads
+    take part in consolidation (scheduling.core.queueing.consolidation). `Never`: its running
+    work is never moved to make room, and its gangs never move others' work."""
+
+    ALLOWED = "Allowed"
+    NEVER = "Never"
+
+
 class AdmissionMode(enum.StrEnum):
     """ClusterQueue.spec.admissionScope.admissionMode (admission fair sharing)."""
 
@@ -179,6 +188,8 @@ class ClusterQueue:
     # The annotation gpusched.io/default-runtime (a duration), seconds: the run time estimated
     # starts assume for its workloads before a similar one has finished (issue 37); None: none.
     default_runtime_s: float | None = None
+    # The annotation gpusched.io/consolidation (issue 37): Never keeps the queue out of it.
+    consolidation: ConsolidationPolicy = ConsolidationPolicy.ALLOWED
 
     @property
     def covered(self) -> frozenset[str]:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from scheduling.core import quantity as quantities
 from scheduling.core.queueing.config import (
     NAMESPACE_NAME_LABEL,
+    ConsolidationPolicy,
     NamespaceSelector,
     QueueConfigError,
 )
@@ -33,6 +34,7 @@ E = TypeVar("E", bound=enum.StrEnum)
 
 
 DEFAULT_RUNTIME_ANNOTATION = "gpusched.io/default-runtime"
+CONSOLIDATION_ANNOTATION = "gpusched.io/consolidation"
 
 
 def taint(raw: object, path: str) -> Taint:
@@ -198,10 +200,22 @@ def default_runtime(top: dict[str, Any], where: str) -> float | None:
     """gpusched's annotation on a ClusterQueue: the run time its workloads are assumed to take
     until similar ones have finished (a Go duration, more than 0)."""
     path = f"{where}.metadata.annotations[{DEFAULT_RUNTIME_ANNOTATION!r}]"
-    annotations = mapping(
-        (top.get("metadata") or {}).get("annotations") or {}, f"{where}.metadata.annotations"
-    )
+    annotations = _annotations(top, where)
     seconds = duration(annotations.get(DEFAULT_RUNTIME_ANNOTATION), path)
     if seconds is not None and seconds <= 0:
         raise QueueConfigError(f"{path}: must be a duration longer than 0, got 0")
     return seconds
+
+
+def consolidation(top: dict[str, Any], where: str) -> ConsolidationPolicy:
+    """gpusched's annotation on a ClusterQueue: whether it takes part in consolidation (Allowed,
+    the default, or Never)."""
+    value = _annotations(top, where).get(CONSOLIDATION_ANNOTATION)
+    path = f"{where}.metadata.annotations[{CONSOLIDATION_ANNOTATION!r}]"
+    return enum_value(ConsolidationPolicy, value or ConsolidationPolicy.ALLOWED.value, path)
+
+
+def _annotations(top: dict[str, Any], where: str) -> dict[str, Any]:
+    return mapping(
+        (top.get("metadata") or {}).get("annotations") or {}, f"{where}.metadata.annotations"
+    )

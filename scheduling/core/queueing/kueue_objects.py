@@ -4,7 +4,11 @@
 
     apiVersion: kueue.x-k8s.io/v1beta2
     kind: ClusterQueue
-    metadata: {name: vision, annotations: {gpusched.io/default-runtime: 45m}}   # gpusched's
+    metadata:
+      name: vision
+      annotations:                              # gpusched's own
+        gpusched.io/default-runtime: 45m        # run time assumed before similar work ended
+        gpusched.io/consolidation: Never        # or Allowed (default): consolidation
     spec:
       cohortName: demo
       queueingStrategy: BestEffortFIFO          # or StrictFIFO
@@ -64,6 +68,7 @@ from scheduling.core.queueing.config import (
     WithinClusterQueue,
 )
 from scheduling.core.queueing.kueue_fields import (
+    consolidation,
     default_runtime,
     dns_name,
     duration,
@@ -323,6 +328,7 @@ def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
         ),
         when_can_borrow=_fungibility(spec.get("flavorFungibility"), f"{path}.flavorFungibility"),
         default_runtime_s=default_runtime(top, where),
+        consolidation=consolidation(top, where),
     )
 
 
