@@ -569,3 +569,16 @@ def node_drain(*, node: Node, actor: str) -> tuple[Node, list[Workload]]:
             detail={"evicted": sorted(f"{w.tenant.namespace}/{w.name}" for w in gone)},
         )
     return node, gone
+
+
+def cluster_queue_consolidation_set(*, name: str, policy: str, actor: str) -> dict[str, Any]:
+    """Turn consolidation on (Allowed) or off (Never) for a ClusterQueue, audited as `actor`'s
+    (scheduling.services.cluster_queue_consolidation_set); returns what changed."""
+    try:
+        return services.cluster_queue_consolidation_set(
+            name=name, policy=queue_config.ConsolidationPolicy(policy), actor=actor
+        )
+    except services.FieldErrors as exc:
+        raise InvalidInput(exc.fields) from exc
+    except services.ServiceError as exc:
+        raise Conflict(str(exc)) from exc

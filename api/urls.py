@@ -59,6 +59,11 @@ urlpatterns = [
     ),
     path("admin/localqueues", queues.AdminLocalQueueListApi.as_view(), name="admin-local-queues"),
     path("admin/clusterqueues", queues.ClusterQueueListApi.as_view(), name="admin-cluster-queues"),
+    path(
+        "admin/clusterqueues/<str:name>/consolidation",
+        queues.ClusterQueueConsolidationApi.as_view(),
+        name="admin-cluster-queue-consolidation",
+    ),
     path("admin/cohorts", queues.CohortListApi.as_view(), name="admin-cohorts"),
     path("admin/nodes", nodes.NodeListApi.as_view(), name="admin-nodes"),
     path("admin/nodes/<str:name>", nodes.NodeDetailApi.as_view(), name="admin-node"),

@@ -13,6 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import selectors
+from api import services as api_services
+from api.fields import StrictSerializer
 from api.permissions import IsAdmin, IsTenant
 from api.views.common import (
     AdminApi,
@@ -275,6 +277,12 @@ class ClusterQueueListApi(AdminApi):
                 "by LocalQueue usage)"
             )
             stopPolicy = serializers.CharField()
+            consolidation = serializers.ChoiceField(
+                choices=["Allowed", "Never"],
+                help_text="the annotation gpusched.io/consolidation: Never keeps the queue out of "
+                "consolidation (its running work is never moved to make room for a gang whose "
+                "reservation cannot complete, and its gangs never move others' work)",
+            )
             deletedFromClusterAt = serializers.DateTimeField(
                 allow_null=True,
                 help_text="when the Kubernetes cluster it is mirrored from deleted it while it "
@@ -359,6 +367,7 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
         "dominantResource": status.dominant_resource if status is not None else "",
         "admissionMode": cq.admission_mode,
         "stopPolicy": cq.stop_policy,
+        "consolidation": cq.consolidation,
         "deletedFromClusterAt": cq.deleted_from_source_at,
         "cohortPath": list(status.cohort_path) if status is not None else [],
         "flavorsUsage": [
@@ -380,6 +389,37 @@ def _cluster_queue_doc(cq: Any, status: Any, local_queues: list[str]) -> dict[st
             for flavor, resources in usage
         ],
     }
+
+
+class ClusterQueueConsolidationApi(AdminApi):
+    class InputSerializer(StrictSerializer):
+        consolidation = serializers.ChoiceField(
+            choices=["Allowed", "Never"],
+            help_text="Never: the queue's running work is never moved to make room for a gang, "
+            "and its gangs never move others' work (the annotation gpusched.io/consolidation)",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        clusterQueue = serializers.CharField()
+        consolidation = serializers.DictField(
+            child=serializers.CharField(), help_text="{from, to}; empty when nothing changed"
+        )
+
+    @extend_schema(
+        operation_id="admin_cluster_queue_consolidation_update",
+        summary="Turn consolidation on or off for a ClusterQueue, audited",
+        request=InputSerializer,
+        responses=documented(OutputSerializer, 400, 403, 409, 413, 422),
+    )
+    def put(self, request: Request, name: str) -> Response:
+        serializer = ClusterQueueConsolidationApi.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        changed = api_services.cluster_queue_consolidation_set(
+            name=name,
+            policy=serializer.validated_data["consolidation"],
+            actor=request.user.get_username(),
+        )
+        return Response(ClusterQueueConsolidationApi.OutputSerializer(changed).data)
 
 
 class CohortListApi(AdminApi):

@@ -26,6 +26,7 @@ from bench.experiments.fairshare import BIG_GANG_GPUS, GPU_MODEL, PolicyResult, 
 from bench.experiments.philly import POLICIES, Trace, queue_documents
 from bench.experiments.worlds import SimClock
 from scheduling import services
+from scheduling.core.queueing.consolidation import REASON as CONSOLIDATED
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -191,7 +192,9 @@ def simulate(
                 progress(policy, min(1.0, t / window_end))
         end = max(t, window_end)
         meter.advance(end, sample.running, sample.waiting)
-        preemptions = Event.objects.filter(type="workload.evicted").count()
+        evicted = Event.objects.filter(type="workload.evicted")
+        moves = evicted.filter(payload__reason__startswith=CONSOLIDATED).count()
+        preemptions = evicted.count() - moves
         released = Event.objects.filter(type="workload.reservation_released").count()
     finally:
         cluster.close()
@@ -224,6 +227,7 @@ def simulate(
         jobs=len(jobs),
         jobs_started=len(started_at),
         preemptions=preemptions,
+        moves=moves,
         tenants=meter.tenants(waits),
         simulated_s=t,
         wall_s=time.perf_counter() - started_wall,

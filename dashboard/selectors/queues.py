@@ -41,6 +41,7 @@ def cluster_queues() -> dict[str, Doc]:
             "dominant_resource": status.dominant_resource,
             "admission_mode": status.admission_mode,
             "stop_policy": status.stop_policy,
+            "consolidation": status.consolidation,
             # Deleted from the cluster, kept terminating while it holds admitted workloads.
             "deleted_from_cluster_at": iso(deleted.get(status.name)),
             "cohort_path": list(status.cohort_path),

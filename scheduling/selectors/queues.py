@@ -16,6 +16,7 @@ from scheduling.core.queueing import ordering
 from scheduling.core.queueing.admission import QueuedWorkload
 from scheduling.core.queueing.config import (
     AdmissionMode,
+    ConsolidationPolicy,
     StopPolicy,
 )
 from scheduling.core.queueing.preemption import AdmittedWorkload
@@ -62,6 +63,7 @@ class ClusterQueueStatus:
     dominant_resource: str
     admission_mode: str = AdmissionMode.NONE.value
     stop_policy: str = StopPolicy.NONE.value
+    consolidation: str = ConsolidationPolicy.ALLOWED.value
     cohort_path: tuple[str, ...] = ()  # its cohort, then each ancestor up to the root
 
 
@@ -104,6 +106,7 @@ def cluster_queue_status() -> list[ClusterQueueStatus]:
                 dominant_resource=dominant,
                 admission_mode=cq.admission_mode.value,
                 stop_policy=cq.stop_policy.value,
+                consolidation=cq.consolidation.value,
                 cohort_path=tuple(book.cohort_chain(name)),
             )
         )

@@ -50,6 +50,7 @@ from scheduling.services.queue_sources import (
 )
 from scheduling.services.queues import (
     WorkloadAdmission,
+    cluster_queue_consolidation_set,
     cluster_queue_fields,
     cluster_queue_limits_set,
     cluster_queue_quota_set,
@@ -86,6 +87,7 @@ __all__ = [
     "assignments_reconcile",
     "cluster_queue_fields",
     "cluster_queue_limits_set",
+    "cluster_queue_consolidation_set",
     "cluster_queue_quota_set",
     "decisions_prune",
     "explanation",

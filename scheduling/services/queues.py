@@ -13,7 +13,8 @@ from django.db import transaction
 
 from scheduling import events
 from scheduling.core.queueing.config import ClusterQueue as ClusterQueueSpec
-from scheduling.core.queueing.config import QueueConfig, ResourceGroup
+from scheduling.core.queueing.config import ConsolidationPolicy, QueueConfig, ResourceGroup
+from scheduling.core.queueing.kueue_fields import CONSOLIDATION_ANNOTATION
 from scheduling.core.queueing.resources import format_quantity
 from scheduling.models import (
     AdmissionFairSharingSettings,
@@ -178,6 +179,37 @@ def cluster_queue_quota_set(
         detail: dict[str, Any] = {"clusterQueue": name, "flavor": chosen, "nominalQuota": changed}
         if changed:
             _quota_changed(row, groups, detail, actor=actor)
+    return detail
+
+
+def cluster_queue_consolidation_set(
+    *, name: str, policy: ConsolidationPolicy, actor: str
+) -> dict[str, Any]:
+    """Turn consolidation on (Allowed) or off (Never) for ClusterQueue `name`, as its annotation
+    gpusched.io/consolidation says in applyqueues' YAML. Refused while the queues are mirrored
+    from a cluster (its next apply would undo it), naming the kubectl command that sets the
+    annotation there. The change, its QueuesChanged and the audit record commit together;
+    nothing is written when nothing changes. Returns what changed."""
+    with transaction.atomic():
+        row = ClusterQueue.objects.select_for_update().filter(name=name).first()
+        if row is None:
+            raise FieldErrors({"clusterQueue": [f"ClusterQueue {name!r} does not exist"]})
+        source = queue_selectors.queue_source().kind
+        if source != QueueSource.Kind.DATABASE:
+            raise ServiceError(
+                f"the queues come from the Kubernetes cluster ({source}): its next apply would "
+                "undo a change made here; change the ClusterQueue there: kubectl annotate "
+                f"clusterqueue {name} {CONSOLIDATION_ANNOTATION}={policy.value} --overwrite"
+            )
+        detail: dict[str, Any] = {"clusterQueue": name, "consolidation": {}}
+        if row.consolidation != policy.value:
+            detail["consolidation"] = {"from": row.consolidation, "to": policy.value}
+            row.consolidation = policy.value
+            row.save(update_fields=["consolidation", "updated_at"])
+            events.publish(events.QueuesChanged(cluster_queues=[row.name]))
+            admin_action_record(
+                actor=actor, action="clusterqueue.consolidation", target=name, detail=detail
+            )
     return detail
 
 

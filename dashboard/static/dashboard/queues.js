@@ -39,8 +39,9 @@
       const held = cq.stop_policy && cq.stop_policy !== "None" ? ` <span class="badge warn">${GS.esc(cq.stop_policy)}</span>` : "";
       const terminating = ` <span class="badge bad" title="Deleted from the cluster at ${GS.esc(cq.deleted_from_cluster_at)}; kept, admitting nothing, until its admitted workloads are gone">terminating: gone from the cluster</span>`;
       const stopped = cq.deleted_from_cluster_at ? terminating : held;
+      const pinned = cq.consolidation === "Never" ? ' <span class="badge muted" title="gpusched.io/consolidation: Never: its running work is never moved to make room for a gang, and its gangs never move others\' work">no consolidation</span>' : "";
       const cohort = (cq.cohort_path || []).length ? (cq.cohort_path || []).map(GS.esc).join(" › ") : "—";
-      return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
+      return `<tr><td><strong>${GS.esc(cq.name)}</strong>${fair}${stopped}${pinned}<div class="note">${GS.esc(cq.strategy)}</div></td><td>${cohort}</td><td>${flavors}</td>
         <td class="num">${cq.pending}</td><td class="num">${cq.admitted}</td><td class="num">${share}</td></tr>`;
     });
     cqs.innerHTML = `<table class="grid"><thead><tr><th>Cluster queue</th><th>Cohort</th><th>Use vs nominal quota, per flavor</th><th class="num" title="Workloads not admitted yet">Waiting for quota</th><th class="num" title="Workloads holding quota, running or not">Admitted</th><th class="num" title="Kueue's weighted dominant resource share">Fair share</th></tr></thead><tbody>${rows.join("")}</tbody></table>

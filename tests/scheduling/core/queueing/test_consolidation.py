@@ -3,6 +3,7 @@ off the fewest nodes, only when every moved pod fits elsewhere; never an online 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -131,7 +132,7 @@ def test_the_batch_consolidates_only_when_the_reservation_cannot_complete() -> N
     fw = framework()
     calls: list[str] = []
 
-    def consolidate(members: list[PodRequest]) -> Eviction | None:
+    def consolidate(members: Sequence[PodRequest]) -> Eviction | None:
         calls.append(members[0].uid)
         victims = consolidation_victims(fw, snapshot, members, lambda h: True)
         return Eviction(tuple(victims), REASON, members[0]) if victims else None
