@@ -9,9 +9,9 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from scheduling import services
+from scheduling import events, services
 from scheduling.core.queueing.kueue_objects import parse_documents
-from scheduling.models import Pod, QueueSource, Workload
+from scheduling.models import Event, Pod, QueueSource, Workload
 from tests.api.conftest import LLAMA, onboard, run_scheduler, submit
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +202,33 @@ def test_the_cluster_queues_say_where_the_queues_come_from_and_why_they_are_refu
     assert source["kind"] == "cluster" and source["error"].startswith("clusterqueues[0]")
     assert source["appliedAt"] and source["errorSince"]
     assert source["notes"] == ["LocalQueue a/b left out"]
+
+
+def test_an_admin_turns_consolidation_off_for_a_cluster_queue_and_sees_it(admin) -> None:
+    onboard("team-a", quota={"nvidia.com/gpu": "8"})
+    url = "/api/v1/admin/clusterqueues/team-a/consolidation"
+
+    def shown() -> str:
+        (cq,) = admin.get("/api/v1/admin/clusterqueues").json()["items"]
+        return cq["consolidation"]
+
+    assert shown() == "Allowed"
+    response = admin.put(url, {"consolidation": "Never"}, format="json")
+    assert response.status_code == 200
+    assert response.json()["consolidation"] == {"from": "Allowed", "to": "Never"}
+    assert shown() == "Never"
+    (acted,) = Event.objects.filter(
+        type=events.AdminActed.TYPE, payload__action="clusterqueue.consolidation"
+    )
+    assert acted.payload["target"] == "team-a" and acted.payload["actor"] == "admin"
+    assert admin.put(url, {"consolidation": "Sometimes"}, format="json").status_code == 400
+    missing = admin.put(url.replace("team-a", "nope"), {"consolidation": "Never"}, format="json")
+    assert missing.status_code == 422
+    # Mirrored from a cluster, the change belongs there: refused, naming the kubectl command.
+    services.queue_source_record(kind=QueueSource.Kind.CLUSTER, now=timezone.now(), applied=True)
+    refused = admin.put(url, {"consolidation": "Allowed"}, format="json")
+    assert refused.status_code == 409
+    assert "kubectl annotate clusterqueue team-a gpusched.io/consolidation=Allowed" in str(
+        refused.json()
+    )
+    assert shown() == "Never"

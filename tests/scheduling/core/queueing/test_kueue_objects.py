@@ -13,6 +13,8 @@ import yaml
 from scheduling.core.queueing import compatibility
 from scheduling.core.queueing.config import (
     AdmissionMode,
+    ClusterQueue,
+    ConsolidationPolicy,
     FungibilityPolicy,
     PriorityKind,
     QueueConfigError,
@@ -500,3 +502,17 @@ def test_a_default_run_time_that_is_no_duration_is_refused_naming_the_annotation
 ) -> None:
     with pytest.raises(QueueConfigError, match="gpusched.io/default-runtime"):
         parse_documents(cluster_queue_annotated(value))
+
+
+def test_a_cluster_queue_annotated_never_takes_no_part_in_consolidation() -> None:
+    """gpusched.io/consolidation (issue 37): Allowed by default, Never turns it off."""
+
+    def queue(annotations: dict[str, str]) -> ClusterQueue:
+        doc = {"kind": "ClusterQueue", "metadata": {"name": "q", "annotations": annotations}}
+        (parsed,) = parse_documents([{**doc, "spec": {}}]).cluster_queues
+        return parsed
+
+    assert queue({}).consolidation is ConsolidationPolicy.ALLOWED
+    assert queue({"gpusched.io/consolidation": "Never"}).consolidation is ConsolidationPolicy.NEVER
+    with pytest.raises(QueueConfigError, match="gpusched.io/consolidation"):
+        queue({"gpusched.io/consolidation": "Sometimes"})
