@@ -207,6 +207,14 @@ def default_runtime(top: dict[str, Any], where: str) -> float | None:
     return seconds
 
 
+def annotated(top: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ClusterQueue's fields from gpusched's own annotations."""
+    return {
+        "default_runtime_s": default_runtime(top, where),
+        "consolidation": consolidation(top, where),
+    }
+
+
 def consolidation(top: dict[str, Any], where: str) -> ConsolidationPolicy:
     """gpusched's annotation on a ClusterQueue: whether it takes part in consolidation (Allowed,
     the default, or Never)."""

@@ -4,11 +4,7 @@
 
     apiVersion: kueue.x-k8s.io/v1beta2
     kind: ClusterQueue
-    metadata:
-      name: vision
-      annotations:                              # gpusched's own
-        gpusched.io/default-runtime: 45m        # run time assumed before similar work ended
-        gpusched.io/consolidation: Never        # or Allowed (default): consolidation
+    metadata: {name: vision, annotations: {gpusched.io/default-runtime: 45m}}   # gpusched's
     spec:
       cohortName: demo
       queueingStrategy: BestEffortFIFO          # or StrictFIFO
@@ -68,8 +64,7 @@ from scheduling.core.queueing.config import (
     WithinClusterQueue,
 )
 from scheduling.core.queueing.kueue_fields import (
-    consolidation,
-    default_runtime,
+    annotated,
     dns_name,
     duration,
     enum_value,
@@ -327,8 +322,7 @@ def _cluster_queue(top: dict[str, Any], where: str) -> ClusterQueue:
             spec.get("namespaceSelector"), f"{path}.namespaceSelector"
         ),
         when_can_borrow=_fungibility(spec.get("flavorFungibility"), f"{path}.flavorFungibility"),
-        default_runtime_s=default_runtime(top, where),
-        consolidation=consolidation(top, where),
+        **annotated(top, where),  # gpusched's own: default run time, consolidation
     )
 
 
