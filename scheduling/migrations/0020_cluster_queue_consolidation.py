@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0018_cluster_queue_default_runtime"),
+        ("scheduling", "0019_workload_origin_job"),
     ]
 
     operations = [
