@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0019_workload_origin_job"),
+        ("scheduling", "0020_pod_constraints"),
     ]
 
     operations = [
