@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import threading
 import time
-import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +28,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from kubernetes import client, watch
 
+from bench.forked_kube import ForkedCluster, forked_cluster
+from bench.loopback import process_cpu_seconds
 from sim.cluster import synthetic_pools
 from sim.kubernetes.launch import SimulatedCluster, SpeedClock
 from sim.spec import ClusterSpec
@@ -37,51 +37,14 @@ from sim.spec import ClusterSpec
 NAMESPACE = "bench"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _build(nodes: int) -> Callable[[int], SimulatedCluster]:
+    def build(port: int) -> SimulatedCluster:
+        spec = ClusterSpec(pools=tuple(synthetic_pools(nodes, "mixed")))
+        simulated = SimulatedCluster.from_spec(spec, clock=SpeedClock(1.0), port=port)
+        simulated.kube.add_namespace(NAMESPACE)
+        return simulated
 
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _serve(nodes: int, port: int) -> int:
-    """Fork the simulated cluster; the child serves until SIGTERM."""
-    pid = os.fork()
-    if pid:
-        return pid
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    spec = ClusterSpec(pools=tuple(synthetic_pools(nodes, "mixed")))
-    simulated = SimulatedCluster.from_spec(spec, clock=SpeedClock(1.0), port=port).start()
-    simulated.kube.add_namespace(NAMESPACE)
-    while not stop.wait(0.2):
-        simulated.run_once()
-    simulated.close()
-    os._exit(0)
-
-
-def _wait_ready(port: int, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("the simulated API server did not come up")
-
-
-def _api(port: int) -> client.ApiClient:
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    configuration.connection_pool_maxsize = 4
-    return client.ApiClient(configuration)
+    return build
 
 
 class Command(BaseCommand):
@@ -95,21 +58,15 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        port = _free_port()
-        child = _serve(options["nodes"], port)
-        try:
-            _wait_ready(port)
-            result = self._measure(port, child, **options)
-        finally:
-            os.kill(child, signal.SIGTERM)
-            os.waitpid(child, 0)
+        with forked_cluster(_build(options["nodes"]), kubelets_every_s=0.2) as server:
+            result = self._measure(server, **options)
         text = json.dumps(result, indent=None if options["json"] else 2)
         self.stdout.write(text)
 
-    def _measure(self, port: int, child: int, **options: Any) -> dict[str, Any]:
+    def _measure(self, server: ForkedCluster, **options: Any) -> dict[str, Any]:
         pods, clients = options["pods"], options["clients"]
         # Raw responses (`_preload_content=False`), which the client's typed signatures do not say.
-        apis: list[Any] = [client.CoreV1Api(_api(port)) for _ in range(clients)]
+        apis: list[Any] = [client.CoreV1Api(server.api_client(pool=4)) for _ in range(clients)]
         listing = json.loads(apis[0].list_node(_preload_content=False).data)
         nodes = [n["metadata"]["name"] for n in listing["items"]]
         names = [f"p-{k:06d}" for k in range(pods)]
@@ -163,14 +120,14 @@ class Command(BaseCommand):
             done = threading.Barrier(options["watchers"] + 1)
             for index in range(options["watchers"]):
                 threading.Thread(
-                    target=_watch, args=(port, version, pods, seen[index], done), daemon=True
+                    target=_watch, args=(server, version, pods, seen[index], done), daemon=True
                 ).start()
             time.sleep(0.5)  # the watches are open
-            cpu_before = _cpu_s(child)
+            cpu_before = process_cpu_seconds(server.pid) or 0.0
             started = time.perf_counter()
             list(pool.map(bind, range(pods)))
             bind_s = time.perf_counter() - started
-            cpu_s = _cpu_s(child) - cpu_before
+            cpu_s = (process_cpu_seconds(server.pid) or 0.0) - cpu_before
             bound_at = time.perf_counter()
             done.wait(timeout=300)
             lag_s = time.perf_counter() - bound_at
@@ -191,8 +148,10 @@ class Command(BaseCommand):
         }
 
 
-def _watch(port: int, version: str, pods: int, seen: set[str], done: threading.Barrier) -> None:
-    api = client.CoreV1Api(_api(port))
+def _watch(
+    server: ForkedCluster, version: str, pods: int, seen: set[str], done: threading.Barrier
+) -> None:
+    api = client.CoreV1Api(server.api_client(pool=4))
     stream = watch.Watch()
     for event in stream.stream(
         api.list_namespaced_pod,

@@ -6,22 +6,28 @@ SQLite by default, PostgreSQL when set) and a synthetic cluster, then times
 
 - `--side database`: the nodes registered and the pods submitted through the services;
 - `--side kubernetes`: the nodes and the pods (schedulerName gpusched, as users create them) in
-  the simulated Kubernetes API; the timed cycles mirror them into the database and bind each
-  through the Binding API with the official client: pods bound per second against the API server.
+  the simulated Kubernetes API, served by a forked child process (as a real API server runs
+  beside the scheduler); the timed cycles mirror them into the database and bind each through
+  the Binding API with the official client: pods bound per second against the API server.
+
+Besides pods per second and each phase's seconds: this process's CPU milliseconds per pod bound
+(`cpu_ms_per_pod`, every thread of it) and the first sync (`first_sync_s`: listing and mirroring
+every node and pod, on the Kubernetes side).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager as ContextManager
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from bench.forked_kube import ForkedCluster, forked_cluster
 from kube.api import KubeApi
 from kube.side import kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
@@ -68,7 +74,8 @@ class Command(BaseCommand):
         pools = synthetic_pools(options["nodes"], options["topology"])
         pods = list(synthetic_pods(options["pods"], seed=1))
         if options["side"] == "kubernetes":
-            with kubernetes_cluster(ClusterSpec(pools=tuple(pools)), pods) as api:
+            with kubernetes_cluster(ClusterSpec(pools=tuple(pools)), pods) as server:
+                api = KubeApi(server.api_client(), reporting_instance="bench")
                 worker = kubernetes_cycle(
                     api,
                     framework,
@@ -106,9 +113,14 @@ class Command(BaseCommand):
 
     def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:
         """Every cycle until all pods are bound or wait, with the seconds of each phase; what
-        no phase holds (`other_s`: the cycle's own bookkeeping and this loop) is reported too."""
+        no phase holds (`other_s`: the cycle's own bookkeeping and this loop) is reported too.
+        `first_sync_s`: from the start until the first cycle that found the side synced had
+        synced (the lists, and the first mirroring of every node and pod); `cpu_ms_per_pod`: this
+        process's CPU time (user + system, every thread) over the loop, per pod bound."""
         phases = [*(f"{phase}_s" for phase in PHASES), "estimate_s"]
         totals: dict[str, float] = {"cycles": 0, **dict.fromkeys(phases, 0.0)}
+        first_sync_s: float | None = None
+        cpu_started = time.process_time()
         started = time.perf_counter()
         while True:
             report = worker.run_once()
@@ -117,6 +129,8 @@ class Command(BaseCommand):
                 totals[key] += getattr(report, key)
             if not report.synced:
                 continue  # informers still listing
+            if first_sync_s is None:
+                first_sync_s = totals["sync_s"]
             if (
                 not report.attempted
                 and not report.admitted
@@ -126,6 +140,7 @@ class Command(BaseCommand):
             if not report.more and not Pod.objects.filter(phase="Pending", last_reason="").exists():
                 break
         seconds = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu_started
         bound = Pod.objects.filter(phase="Bound").count()
         totals["other_s"] = seconds - sum(totals[key] for key in phases)
         return {
@@ -136,23 +151,28 @@ class Command(BaseCommand):
             "waiting": options["pods"] - bound,
             "seconds": round(seconds, 3),
             "pods_per_s": round(bound / seconds, 1),
+            "cpu_ms_per_pod": round(cpu_s * 1000 / max(bound, 1), 3),
+            "first_sync_s": round(first_sync_s or 0.0, 3),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
             **{k: round(v, 3) if isinstance(v, float) else v for k, v in totals.items()},
         }
 
 
-@contextmanager
-def kubernetes_cluster(spec: ClusterSpec, pods: list[PodRequest]) -> Iterator[KubeApi]:
+def kubernetes_cluster(spec: ClusterSpec, pods: list[PodRequest]) -> ContextManager[ForkedCluster]:
     """The simulated Kubernetes with the spec's nodes and the pods pending for gpusched (written
-    straight into its store: what users created before the timing starts)."""
-    cluster = SimulatedCluster.from_spec(spec, clock=lambda: datetime.now(UTC), watch_linger_s=0.0)
-    cluster.kube.add_namespace("bench")
-    for k, pod in enumerate(pods):
-        cluster.kube.put("pods", pod_object(f"bench-{k:06d}", pod))
-    cluster.start()
-    try:
-        yield KubeApi(cluster.kube.api_client(), reporting_instance="bench")
-    finally:
-        cluster.close()
+    straight into its store: what users created before the timing starts), served by a forked
+    child (bench.forked_kube), without kubelets: bound pods stay bound."""
+
+    def build(port: int) -> SimulatedCluster:
+        cluster = SimulatedCluster.from_spec(
+            spec, clock=lambda: datetime.now(UTC), port=port, watch_linger_s=0.0
+        )
+        cluster.kube.add_namespace("bench")
+        for k, pod in enumerate(pods):
+            cluster.kube.put("pods", pod_object(f"bench-{k:06d}", pod))
+        return cluster
+
+    return forked_cluster(build)
 
 
 def pod_object(name: str, pod: PodRequest) -> dict[str, Any]:
