@@ -45,8 +45,10 @@ POD_SET = "pods"
 OWN_PODS = (Workload.Origin.SUBMITTED, Workload.Origin.JOB)
 
 
-def node_apply(*, spec: NodeSpec) -> Node:
-    return services.node_register(spec=spec, source=Node.Source.KUBERNETES)
+def nodes_apply(*, specs: Sequence[NodeSpec]) -> int:
+    """The cluster's nodes as listed or changed, in one transaction (a first list of thousands
+    of nodes goes in by a few bulk inserts: scheduling.services.nodes_register)."""
+    return services.nodes_register(specs=specs, source=Node.Source.KUBERNETES)
 
 
 def node_gone(*, name: str) -> None:

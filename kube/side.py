@@ -281,6 +281,7 @@ class KubernetesSide:
             for name in known.values_list("name", flat=True):
                 if name not in current:
                     changes[name] = ({"metadata": {"name": name}}, True)
+        applied: list[NodeSpec] = []
         for name, (obj, deleted) in sorted(changes.items()):
             if deleted:
                 kube_services.node_gone(name=name)
@@ -301,9 +302,11 @@ class KubernetesSide:
                 self._warn_once(f"node:{warning}", "%s", warning)
             self.topology_warnings.observe(obj, facts, now)
             if self._registered.get(name) != facts.spec:
-                kube_services.node_apply(spec=facts.spec)
-                self._registered[name] = facts.spec
-                counts["nodes_applied"] = counts.get("nodes_applied", 0) + 1
+                applied.append(facts.spec)
+        if applied:
+            kube_services.nodes_apply(specs=applied)
+            self._registered.update((spec.name, spec) for spec in applied)
+            counts["nodes_applied"] = counts.get("nodes_applied", 0) + len(applied)
 
     # --- 5. placeable ---------------------------------------------------------------------------
 

@@ -36,7 +36,12 @@ from scheduling.services.lifecycle import (
     pods_vacate,
 )
 from scheduling.services.node_actions import node_action_answered, node_action_request
-from scheduling.services.nodes import node_register, node_set_cordoned, nodes_quarantine
+from scheduling.services.nodes import (
+    node_register,
+    node_set_cordoned,
+    nodes_quarantine,
+    nodes_register,
+)
 from scheduling.services.observed import (
     ObservedResult,
     ReconcileResult,
@@ -96,6 +101,7 @@ __all__ = [
     "lease_release",
     "local_queue_usage_sample",
     "node_register",
+    "nodes_register",
     "node_set_cordoned",
     "node_action_answered",
     "node_action_request",

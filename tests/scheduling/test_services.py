@@ -1,3 +1,4 @@
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -21,6 +22,7 @@ from scheduling.models import (
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
 from scheduling.worker import cluster_state
+from sim.cluster import build_nodes, synthetic_pools
 from tests.scheduling import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -321,3 +323,41 @@ def test_pods_share_their_constraints_row_by_content_whoever_made_them() -> None
     )
     assert again.pods.get().constraints_id == first.pods.get(name="p-0").constraints_id
     assert PodConstraints.objects.count() == 2
+
+
+def test_nodes_registered_together_are_what_registering_each_makes() -> None:
+    specs = build_nodes(synthetic_pools(6, "mixed"))
+    for spec in specs:
+        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
+    one_by_one = node_rows()
+    Node.objects.all().delete()
+    Event.objects.all().delete()
+
+    services.node_register(spec=specs[0], source=Node.Source.SIMULATOR)
+    assert services.nodes_register(specs=specs, source=Node.Source.SIMULATOR) == 5
+    assert node_rows() == one_by_one
+    changes = [e.node for _, e in events.read_after(0) if isinstance(e, events.NodeChanged)]
+    assert sorted(changes) == sorted([specs[0].name, *(s.name for s in specs)])
+
+    halved = dataclasses.replace(specs[0], cpu_milli=specs[0].cpu_milli // 2)
+    assert services.nodes_register(specs=[halved], source=Node.Source.SIMULATOR) == 0
+    assert Node.objects.get(name=halved.name).cpu_milli == halved.cpu_milli
+
+
+def node_rows() -> list[tuple[object, ...]]:
+    """Each node with its GPUs and NUMA nodes, without ids."""
+    return [
+        (
+            node.name,
+            node.source,
+            node.labels,
+            node.taints,
+            node.cpu_milli,
+            node.memory_mib,
+            node.cordoned,
+            node.topology,
+            list(node.gpus.order_by("index").values_list("index", "uuid", "model", "sharing")),
+            list(node.numa.order_by("index").values_list("index", "cpu_milli")),
+        )
+        for node in Node.objects.order_by("name")
+    ]

@@ -141,8 +141,7 @@ class Command(BaseCommand):
         existing = Node.objects.count()
         started = time.perf_counter()
         if existing == 0:
-            for spec in build_nodes(synthetic_pools(options["nodes"], "mixed")):
-                services.node_apply(spec=spec)
+            services.nodes_apply(specs=build_nodes(synthetic_pools(options["nodes"], "mixed")))
         elif existing != options["nodes"]:  # a previous run's cluster of the same size is reused
             raise CommandError(f"the database has {existing} nodes: use a scratch database")
         register_s = time.perf_counter() - started
