@@ -28,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from bench.forked_kube import ForkedCluster, forked_cluster
-from kube.api import KubeApi
+from kube.api import CONNECTIONS, KubeApi
 from kube.side import kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
@@ -75,7 +75,7 @@ class Command(BaseCommand):
         pods = list(synthetic_pods(options["pods"], seed=1))
         if options["side"] == "kubernetes":
             with kubernetes_cluster(ClusterSpec(pools=tuple(pools)), pods) as server:
-                api = KubeApi(server.api_client(), reporting_instance="bench")
+                api = KubeApi(server.api_client(pool=CONNECTIONS), reporting_instance="bench")
                 worker = kubernetes_cycle(
                     api,
                     framework,
