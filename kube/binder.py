@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -95,11 +96,14 @@ class Binder:
         self.still_leading = still_leading
         self.pods = pods  # the informer's current pods by namespace/name
         self.node_spec = node_spec
+        self._pool: ThreadPoolExecutor | None = None
 
-    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
-        """Bindings (and their claims and `Scheduled` events) go out several at a time, as
-        kube-scheduler's binding cycles run beside each other; what the API server refuses is
-        handled here after (the database is written from this thread only)."""
+    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> InFlight:
+        """Bindings (and their claims and `Scheduled` events) go out several at a time on the
+        binder's pool, as kube-scheduler's binding cycles run beside its scheduling cycle: the
+        caller goes on meanwhile (the placements committed and assumed in its snapshot) and
+        calls `wait()` for what the API server refused, handled there (the database is written
+        from the caller's thread only)."""
         links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[p for p, _ in placed])}
         current = self.pods()
         held: dict[int, tuple[int, ...]] = {}  # pod pk -> GPUs its claims hold, where not chosen
@@ -144,8 +148,22 @@ class Binder:
                 )
             return outcome
 
-        with ThreadPoolExecutor(max_workers=BIND_CONCURRENCY) as pool:
-            outcomes = list(pool.map(make_real, placed))
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(BIND_CONCURRENCY, thread_name_prefix="binder")
+        futures = [self._pool.submit(make_real, item) for item in placed]
+        return InFlight(self, list(placed), futures, links, held, now)
+
+    def answered(
+        self,
+        placed: Sequence[tuple[Pod, Decision]],
+        outcomes: Sequence[BindOutcome | None],
+        links: Mapping[int, KubePod],
+        held: Mapping[int, tuple[int, ...]],
+        now: datetime,
+    ) -> list[BindRefused]:
+        """What the API server answered, into the database: the refused pods back to the queue,
+        the GPUs of claims that hold others than chosen recorded; LeaseLost when leadership was
+        lost before some were sent."""
         refused: list[BindRefused] = []
         lost = [pod for (pod, _), outcome in zip(placed, outcomes, strict=True) if outcome is None]
         for (pod, decision), outcome in zip(placed, outcomes, strict=True):
@@ -176,3 +194,19 @@ class Binder:
                 services.pod_requeue(pod=pod, reason="lease lost", now=now)
             raise LeaseLost(f"{self.identity} stopped leading before binding {lost[0].name}")
         return refused
+
+
+@dataclass
+class InFlight:
+    """Bindings on the binder's pool (kube.side's `bind`)."""
+
+    binder: Binder
+    placed: list[tuple[Pod, Decision]]
+    futures: list[Future[BindOutcome | None]]
+    links: dict[int, KubePod]
+    held: dict[int, tuple[int, ...]]  # filled in by the pool's threads
+    now: datetime
+
+    def wait(self) -> list[BindRefused]:
+        outcomes = [future.result() for future in self.futures]
+        return self.binder.answered(self.placed, outcomes, self.links, self.held, self.now)

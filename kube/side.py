@@ -52,7 +52,7 @@ from scheduling.models import Node, Pod, Workload
 from scheduling.worker.cache import ClusterCache
 from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.side import (
-    BindRefused,
+    Binding,
     NodeAnswer,
     PodEviction,
     SideSync,
@@ -342,7 +342,7 @@ class KubernetesSide:
     def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
         return NodeAnswer(*self.api.set_unschedulable(node, cordoned))
 
-    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
+    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> Binding:
         return self.binder.bind(placed, now)
 
     def report(self, waiting: Sequence[Waiting], now: datetime) -> int:

@@ -80,7 +80,7 @@ from scheduling.worker.estimates import StartEstimator
 from scheduling.worker.load_feed import LoadFeed
 from scheduling.worker.reclaim import ReclaimFeed
 from scheduling.worker.runtime_feed import RuntimeFeed
-from scheduling.worker.side import ClusterSide, Elector, Waiting
+from scheduling.worker.side import Answered, Binding, ClusterSide, Elector, Waiting
 
 logger = logging.getLogger(__name__)
 
@@ -258,18 +258,20 @@ class SchedulingCycle:
         gangs = [[(by_uid[d.pod.uid], d) for d in group] for group in outcome.gangs]
 
         # 9-10. Commit, then make real: single pods in chunks, each gang in one go; past the
-        # deadline, what is left waits for the next cycle.
+        # deadline, what is left waits for the next cycle. What the side makes real is in flight
+        # while the next chunk commits and step 11 runs (the placements assumed in the snapshot
+        # meanwhile), and answered before the cycle ends.
         units = [
             (placed[k : k + self.commit_size], False)
             for k in range(0, len(placed), self.commit_size)
         ]
         units += [(members, True) for members in gangs]
+        in_flight: list[tuple[_InFlight, bool]] = []
         for k, (unit, gang) in enumerate(units):
             if k and self._past_due():
                 self._defer([pod for rest, _ in units[k:] for pod in rest], cluster, report)
                 break
-            if self._commit(cluster, unit, report, now, all_or_nothing=gang) and gang:
-                report.gangs_bound += 1
+            in_flight.append((self._commit(cluster, unit, report, now, all_or_nothing=gang), gang))
             heartbeat()
         report.commit_s = time.perf_counter() - started
 
@@ -287,6 +289,20 @@ class SchedulingCycle:
             [Waiting(pod, pod.last_reason, pod.nominated_node) for pod, _ in failed], now
         )
         report.waiting_s = time.perf_counter() - started
+
+        # 10. The side's answers: what it refused is forgotten, the rest held. Every chunk is
+        # answered (its refusals requeued) before the first error, a lost lease say, is raised.
+        started = time.perf_counter()
+        errors: list[Exception] = []
+        for binding, gang in in_flight:
+            try:
+                if self._answered(cluster, binding, report) and gang:
+                    report.gangs_bound += 1
+            except Exception as exc:
+                errors.append(exc)
+        report.commit_s += time.perf_counter() - started
+        if errors:
+            raise errors[0]
         report.attempted = len(pods)
         report.unschedulable = len(failed)
         report.more = report.over_deadline or len(pods) >= self.batch_size
@@ -421,11 +437,11 @@ class SchedulingCycle:
         now: datetime,
         *,
         all_or_nothing: bool = False,
-    ) -> bool:
-        """Commit in the database, then make real on the side; whatever either refuses is
-        forgotten (the seeds' Unreserve). True when everything was bound."""
+    ) -> _InFlight:
+        """Commit in the database, then start making real on the side; what the database
+        refuses is forgotten at once (the seeds' Unreserve)."""
         if not placed:
-            return True
+            return _InFlight(placed, Answered(), set())
         result = services.placements_commit(
             cluster=cluster,
             placed=placed,
@@ -437,17 +453,26 @@ class SchedulingCycle:
         committed = [(pod, d) for pod, d in placed if pod.pk not in refused]
         for pod, reason in result.conflicts:
             logger.warning("bind of %s refused: %s", pod.name, reason)
-        rejected = self.side.bind(committed, now)
-        report.conflicts += len(result.conflicts) + sum(r.conflict for r in rejected)
-        report.requeued += len(rejected)
-        report.bound += len(committed) - len(rejected)
-        gone = refused | {r.pod.pk for r in rejected}
+        report.conflicts += len(result.conflicts)
         for pod, decision in placed:
+            if pod.pk in refused:
+                self.framework.forget(decision, cluster.snapshot)
+        return _InFlight(committed, self.side.bind(committed, now), refused)
+
+    def _answered(self, cluster: ClusterState, binding: _InFlight, report: CycleReport) -> bool:
+        """What the side refused is forgotten, the rest held. True when everything was bound
+        (the database refused nothing of it either)."""
+        rejected = binding.binding.wait()
+        report.conflicts += sum(r.conflict for r in rejected)
+        report.requeued += len(rejected)
+        report.bound += len(binding.committed) - len(rejected)
+        gone = {r.pod.pk for r in rejected}
+        for pod, decision in binding.committed:
             if pod.pk in gone:
                 self.framework.forget(decision, cluster.snapshot)
             elif decision.placement is not None:
                 self.cache.bound(decision.pod, decision.placement)
-        return not gone
+        return not gone and not binding.refused
 
     # --- 11. reasons ----------------------------------------------------------------------------
 
@@ -466,6 +491,15 @@ class SchedulingCycle:
             if current is None or rank.get(code, 3) < rank.get(current[1], 3):
                 best[pod.workload_id] = (pod.workload, code, message)
         services.workloads_waiting(updates=list(best.values()))
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A chunk committed in the database, which the side is making real."""
+
+    committed: list[tuple[Pod, Decision]]
+    binding: Binding
+    refused: set[int]  # pks of the pods the database refused
 
 
 def _fair_order(by_uid: dict[str, Pod]) -> FairOrder:

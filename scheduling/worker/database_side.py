@@ -14,7 +14,7 @@ from scheduling.core.scheduler import Decision, Framework
 from scheduling.models import Pod
 from scheduling.worker.cycle import SchedulingCycle, default_identity
 from scheduling.worker.side import (
-    BindRefused,
+    Answered,
     Leadership,
     NodeAnswer,
     PodEviction,
@@ -49,8 +49,8 @@ class DatabaseSide:
     def cordon(self, node: str, cordoned: bool) -> NodeAnswer:
         return NodeAnswer(200, cordoned)  # the database is the cluster: the admin's write is it
 
-    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
-        return []
+    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> Answered:
+        return Answered()  # committed is real
 
     def report(self, waiting: Sequence[Waiting], now: datetime) -> int:
         return 0  # the database records (decisions, reasons) are all there is to tell

@@ -78,6 +78,24 @@ class BindRefused:
     conflict: bool = False  # someone else placed the pod meanwhile (Kubernetes: 409)
 
 
+class Binding(Protocol):
+    """Committed placements a side is making real."""
+
+    def wait(self) -> list[BindRefused]:
+        """Once the cluster answered for each: the ones it refused."""
+        ...
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A binding the side answered at once."""
+
+    refused: list[BindRefused] = field(default_factory=list)
+
+    def wait(self) -> list[BindRefused]:
+        return self.refused
+
+
 @dataclass(frozen=True)
 class Waiting:
     """A pod that did not get a node this cycle, and what to tell its owner."""
@@ -126,8 +144,10 @@ class ClusterSide(Protocol):
         """Cordon or uncordon the node in the cluster, and read it back."""
         ...
 
-    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> list[BindRefused]:
-        """Make committed placements real; returns the ones the cluster refused."""
+    def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> Binding:
+        """Start making committed placements real (Kubernetes: Bindings in flight while the
+        cycle goes on, the placements assumed in its snapshot); the cycle waits for the answers
+        before it ends."""
         ...
 
     def report(self, waiting: Sequence[Waiting], now: datetime) -> int:
