@@ -125,7 +125,10 @@ class Informer:
         self.watches += 1
         try:
             for event in self._watch.stream(
-                self.list_func,
+                # Without a return type to find on it, the client hands each event over as the
+                # JSON it parsed (`raw_object`, all this reads) rather than also building the
+                # object's model classes from it: most of a watch's CPU time.
+                lambda *args, **kwargs: self.list_func(*args, **kwargs),
                 resource_version=self.resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.watch_timeout_s,
