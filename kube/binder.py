@@ -8,7 +8,9 @@
   the chosen GPU ids as annotations, and a `Scheduled` event. A refused claim write or bind (409:
   bound or allocated elsewhere meanwhile; 404: deleted) goes back to the queue. Where a pod's
   claims hold other GPUs than the placement's (a claim allocated before), the claims are the
-  truth: the allocation's GPU ids are moved to them.
+  truth: the allocation's GPU ids are moved to them. The pods of a chunk go out on the binder's
+  threads while the cycle goes on (`InFlight`); their answers are taken, and written to the
+  database, on the cycle's thread before it ends.
 """
 
 from __future__ import annotations
