@@ -41,7 +41,7 @@ import numpy.typing as npt
 from scheduling.core.pod_index import HeldPod
 from scheduling.core.scheduler import Decision
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import PodRequest, ServiceClass
+from scheduling.core.types import MILLI_PER_GPU, PodRequest, ServiceClass
 
 BoolArray = npt.NDArray[np.bool_]
 DEFAULT_HORIZON_S = 6 * 3600.0
@@ -130,58 +130,94 @@ def plan(
     now: float,
     prefer: Iterable[str] = (),
     unknown_end: float | None = None,
+    gone_now: Callable[[HeldPod], bool] | None = None,
 ) -> tuple[float, tuple[str, ...]] | None:
     """The earliest predicted moment the candidate nodes hold `missing` pods of `gpus_per_pod`
-    free GPUs, and the fewest nodes that do then (None: the known ends never free enough). A pod
-    with no predicted end is taken to end at `unknown_end` (None: never)."""
+    whole free GPUs, and the fewest nodes that do then, those that got there first (None: the
+    known ends never free enough). A GPU is whole and free once everything on it has ended,
+    shares included; a pod with no predicted end is taken to end at `unknown_end` (None: never),
+    one `gone_now` says is gone (a victim the owner preempts) at once."""
     if gpus_per_pod <= 0 or missing <= 0:
         return None
-    rows = [int(i) for i in np.flatnonzero(candidates)]
-    free = {i: int(snapshot.full_free_count[i]) for i in rows}
-    releases: list[tuple[float, int, int]] = []
-    for row in rows:
-        for held in snapshot.pods.on_node[row].values():
-            if not held.pod.gpus:
-                continue
-            end = ends_at(held)
-            end = unknown_end if end is None else end
-            if end is not None:
-                releases.append((max(now, end), row, held.pod.gpus))
-    releases.sort()
-    reached = dict.fromkeys(free, now)
-    at = now
-    k = 0
-    while True:
-        if sum(f // gpus_per_pod for f in free.values()) >= missing:
-            break
-        if k >= len(releases):
-            return None
-        at = releases[k][0]
-        while k < len(releases) and releases[k][0] <= at:
-            _, node, gpus = releases[k]
-            before = free[node] // gpus_per_pod
-            free[node] += gpus
-            if free[node] // gpus_per_pod > before:
-                reached[node] = at
-            k += 1
+    free_at = {
+        int(row): gpu_free_times(snapshot, int(row), ends_at, now, unknown_end, gone_now)
+        for row in np.flatnonzero(candidates)
+    }
+    moments = sorted({t for times in free_at.values() for t in times if t < np.inf})
+    at = next(
+        (
+            t
+            for t in moments
+            if sum(_slots(ts, t, gpus_per_pod) for ts in free_at.values()) >= missing
+        ),
+        None,
+    )
+    if at is None:
+        return None
+    slots = {row: _slots(ts, at, gpus_per_pod) for row, ts in free_at.items()}
+    # when each node came to hold its slots: the last GPU they need freed then
+    reached = {row: sorted(free_at[row])[n * gpus_per_pod - 1] for row, n in slots.items() if n}
     preferred = set(prefer)
     order = sorted(
-        (i for i in free if free[i] >= gpus_per_pod),
+        reached,
         key=lambda i: (
-            -min(free[i] // gpus_per_pod, missing),
+            -min(slots[i], missing),
             reached[i],
             snapshot.names[i] not in preferred,
             snapshot.names[i],
         ),
     )
     chosen: list[str] = []
-    slots = 0
+    count = 0
     for row in order:
         chosen.append(snapshot.names[row])
-        slots += free[row] // gpus_per_pod
-        if slots >= missing:
+        count += slots[row]
+        if count >= missing:
             break
     return at, tuple(chosen)
+
+
+def gpu_free_times(
+    snapshot: ClusterSnapshot,
+    row: int,
+    ends_at: Callable[[HeldPod], float | None],
+    now: float,
+    unknown_end: float | None = None,
+    gone_now: Callable[[HeldPod], bool] | None = None,
+) -> list[float]:
+    """When each GPU of the node is predicted whole and free: now if it is, else when the last
+    pod on it ends (inf: never, or not a whole GPU). Shares lent out of a GPU's idle part do not
+    keep it from its owner (reclaim takes them back)."""
+    free = snapshot.gpu_free[row].tolist()
+    times = [now if milli == MILLI_PER_GPU else np.inf for milli in free]
+    last: dict[int, float] = {}
+    for held in snapshot.pods.on_node[row].values():
+        if held.placement.reclaimed or not held.placement.gpu_indices:
+            continue
+        if gone_now is not None and gone_now(held):
+            end: float | None = now
+        else:
+            end = ends_at(held)
+            end = unknown_end if end is None else max(now, end)
+        for gpu in held.placement.gpu_indices:
+            last[gpu] = max(last.get(gpu, now), np.inf if end is None else end)
+    for gpu, end in last.items():
+        times[gpu] = end
+    return [t for t, milli in zip(times, free, strict=True) if milli >= 0]
+
+
+def _preempted_by(held: PodRequest, owner: PodRequest) -> bool:
+    """An opportunistic pod the owner may preempt: gone as soon as the owner needs its GPUs
+    (what a reservation holds is never kept from the owner by one: see `blocked_for`)."""
+    return (
+        held.service_class is ServiceClass.OPPORTUNISTIC
+        and owner.can_preempt
+        and held.priority < owner.priority
+    )
+
+
+def _slots(free_at: Sequence[float], at: float, gpus_per_pod: int) -> int:
+    return sum(1 for t in free_at if t <= at) // gpus_per_pod
 
 
 @dataclass
@@ -292,6 +328,7 @@ class Reserver:
             now,
             book.nodes.get(key, ()),
             unknown_end=now + horizon,
+            gone_now=lambda held: _preempted_by(held.pod, pod),
         )
         since = book.since.get(key, now)
         reason = ""
