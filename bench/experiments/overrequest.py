@@ -17,6 +17,8 @@ Measured over the window after a warm-up (every pod that arrived in it counts):
 - `online_slowed`: online pods that lost time on an over-subscribed GPU (the simulator's
   contention model), `online_evictions` (online workloads evicted for any reason),
   `opportunistic_evictions` (workloads evicted from lent capacity);
+- `whole_server_pods`: the pods that ask for a whole 8-GPU server, submitted and started in
+  the whole run (issue 37: every one that can fit must start);
 - `dcgm_utilization`: the cluster's mean GPU busy as the telemetry rollups recorded it;
 - `warning_events`: the Warning events the cluster recorded, by reason (Kubernetes side; the
   embedded simulator writes none). An `InvalidSimulationAnnotation` one means a kubelet ignored
@@ -56,6 +58,7 @@ from telemetry.models import GpuMinute
 
 POLICIES = {"request-only": ("topology", False), "gpusched": ("gpusched", True)}
 HONEST_TENANT = "vision"  # the spec's tenant that uses what it requests
+WHOLE_SERVER_GPUS = 8  # the spec's servers are DGX A100s
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 
 logger = logging.getLogger(__name__)
@@ -77,6 +80,7 @@ class PolicyResult:
     online_slowed: int = 0
     online_evictions: int = 0
     opportunistic_evictions: int = 0
+    whole_server_pods: dict[str, int] = field(default_factory=dict)
     dcgm_utilization: float = 0.0
     warning_events: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -95,6 +99,7 @@ class PolicyResult:
             "online_slowed": self.online_slowed,
             "online_evictions": self.online_evictions,
             "opportunistic_evictions": self.opportunistic_evictions,
+            "whole_server_pods": self.whole_server_pods,
             "dcgm_utilization": round(self.dcgm_utilization, 4),
             "warning_events": self.warning_events,
             "wall_s": round(self.wall_s, 1),
@@ -167,6 +172,7 @@ def _measure(
     work: dict[str, float] = defaultdict(float)
     finished: dict[str, int] = defaultdict(int)
     online_tenants: set[str] = set()
+    whole = {"submitted": 0, "started": 0}
     for pod in Pod.objects.select_related("workload__tenant", "sim"):
         tenant, run = pod.workload.tenant.name, simulation_of(pod)
         online = pod.workload.service_class == ServiceClass.ONLINE.value
@@ -181,6 +187,9 @@ def _measure(
             gpus = pod.gpus + pod.gpu_milli / 1000
             work[tenant] += (run.duration_s if run else 0.0) * gpus * profile.mean / 3600
             finished[tenant] += 1
+        if pod.gpus == WHOLE_SERVER_GPUS:
+            whole["submitted"] += 1
+            whole["started"] += pod.started_at is not None
         arrival = run.arrival_s if run is not None and run.arrival_s is not None else 0.0
         if arrival < first_s:
             continue
@@ -191,6 +200,7 @@ def _measure(
         if online:
             result.online_pods += 1
             result.online_slowed += f"{pod.workload.tenant.namespace}/{pod.name}" in slowed
+    result.whole_server_pods = whole
     result.gpu_work_by_tenant = dict(sorted(work.items()))
     result.gpu_work_per_hour = sum(work.values()) / result.window_h
     result.finished_by_tenant = dict(sorted(finished.items()))
