@@ -14,7 +14,7 @@ from scheduling.core.queueing.backfill import BackfillPolicy, FairOrder, Reserva
 from scheduling.core.queueing.batch import schedule_batch
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import GangRef, PodRequest
+from scheduling.core.types import GangRef, PodRequest, ServiceClass
 from tests.builders import make_node, make_pod
 from tests.scheduling.core.helpers import framework
 
@@ -336,3 +336,90 @@ def test_a_reservation_holds_its_nodes_against_every_pod_that_would_delay_it(
             own = (pod.gang.name if pod.gang else pod.uid) == r.key
             ahead = order.rank(pod) < order.rank(owner)
             assert own or ahead or runtime[pod.uid] <= r.complete_at
+
+
+# What a node may hold while an 8-GPU pod waits: whole-GPU batch pods, and shares of a GPU that
+# are batch, online or opportunistic (the last a victim of the waiting pod's priority).
+HOLDERS = st.tuples(
+    st.sampled_from(["gpus-1", "gpus-2", "gpus-4", "batch-500", "online-250", "opportunistic-500"]),
+    st.floats(min_value=1, max_value=5000),
+)
+
+
+def holder(name: str, kind: str, node: str) -> PodRequest:
+    shape, size = kind.split("-")
+    pod = make_pod(name).selector(slot=node).priority(0 if shape == "opportunistic" else 100)
+    if shape == "gpus":
+        return pod.gpus(int(size)).build()
+    service_class = ServiceClass(shape) if shape != "batch" else ServiceClass.BATCH
+    return replace(pod.share(int(size)).build(), service_class=service_class)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.lists(
+        st.tuples(st.tuples(st.sampled_from([1, 2]), st.floats(1, 5000)), st.lists(HOLDERS)),
+        min_size=2,
+        max_size=4,
+    )
+)
+def test_a_reservation_lands_on_the_node_predicted_to_free_first(
+    nodes: list[tuple[tuple[int, float], list[tuple[str, float]]]],
+) -> None:
+    """Property (issue 37): an 8-GPU pod that fits nowhere (and may not preempt pods of its own
+    priority) reserves the node whose holders are
+    predicted to end first, counting GPU shares (a GPU is whole once all its shares end) and not
+    waiting for opportunistic pods it may preempt; it completes when that node is empty."""
+    fw = framework()
+    names = [f"n{k}" for k in range(len(nodes))]
+    snapshot = ClusterSnapshot(
+        [make_node(n).topology("dgx-h100").labels(slot=n).build() for n in names]
+    )
+    ends: dict[str, float] = {}
+    for node, ((first_gpus, first_end), others) in zip(names, nodes, strict=True):
+        pods = [holder(f"{node}-first", f"gpus-{first_gpus}", node)]
+        pods += [holder(f"{node}-{k}", kind, node) for k, (kind, _) in enumerate(others)]
+        ends.update(zip([p.uid for p in pods], [first_end, *(e for _, e in others)], strict=True))
+        for pod in pods:
+            fw.schedule_one(pod, snapshot)  # placed (and held) where it fits, else dropped
+    empty_at = {
+        node: max(
+            ends[h.pod.uid]
+            for h in snapshot.pods.on_node[snapshot.index[node]].values()
+            if h.pod.service_class is not ServiceClass.OPPORTUNISTIC
+        )
+        for node in names
+    }
+    policy = BackfillPolicy(
+        now=0.0, ends_at=lambda h: ends[h.pod.uid], runtime_s=lambda pod: None, horizon_s=1e5
+    )
+    big = make_pod("big").gpus(8).priority(100).build()
+    outcome = schedule_batch(fw, snapshot, [big], backfill=policy)
+    (reservation,) = outcome.reservations
+    assert reservation.complete_at == min(empty_at.values())
+    (node,) = reservation.nodes
+    assert empty_at[node] == reservation.complete_at
+
+
+def test_the_reservation_skips_a_node_that_another_8_gpu_pod_holds_longer() -> None:
+    """The over-request run's case (issue 37): one node runs an 8-GPU pod for another hour; the
+    other holds 1-GPU pods ending in 10 minutes and research shares that never end on their own.
+    The waiting 8-GPU pod reserves the second node (it used to reserve the first: GPU shares
+    were never counted as freeing)."""
+    fw = framework()
+    snapshot = ClusterSnapshot(
+        [make_node(n).topology("dgx-h100").labels(slot=n).build() for n in ("a", "b")]
+    )
+    other = holder("other-8", "gpus-8", "a")
+    small = [holder(f"small-{k}", "gpus-1", "b") for k in range(6)]
+    sweeps = [holder(f"sweep-{k}", "opportunistic-500", "b") for k in range(4)]
+    for pod in [other, *small, *sweeps]:
+        assert fw.schedule_one(pod, snapshot).placement is not None
+    ends = {other.uid: 3600.0, **{p.uid: 600.0 for p in small}}
+    policy = BackfillPolicy(
+        now=0.0, ends_at=lambda h: ends.get(h.pod.uid), runtime_s=lambda pod: None
+    )
+    big = make_pod("big").gpus(8).priority(100).build()
+    (reservation,) = schedule_batch(fw, snapshot, [big], backfill=policy).reservations
+    assert reservation.nodes == ("b",)
+    assert reservation.complete_at == 600.0
