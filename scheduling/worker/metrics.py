@@ -60,6 +60,18 @@ cycles_over_deadline = Counter(
     "next cycle, which starts at once.",
     registry=registry,
 )
+reservations_held = Gauge(
+    "gpusched_reservations_held",
+    "Gangs and large pods holding the nodes predicted to free first for them (after the "
+    "leader's latest scheduling pass).",
+    registry=registry,
+)
+reservations_released = Counter(
+    "gpusched_reservations_released",
+    "Reservations given up because they could not complete within their horizon (each with a "
+    "ReservationReleased event giving the reason).",
+    registry=registry,
+)
 leader = Gauge(
     "gpusched_scheduler_leader",
     "1 while this process holds the scheduler lease.",
@@ -130,6 +142,8 @@ def _record_leader_work(report: CycleReport) -> None:
     gangs_bound.inc(report.gangs_bound)
     workloads_admitted.inc(report.admitted)
     reservations_reconciled.inc(report.reconciled)
+    reservations_held.set(report.reserved)
+    reservations_released.inc(report.reservations_released)
     record_eviction(PREEMPTION, report.preempted)
     record_eviction(RECLAIM, report.reclaimed)
     deferred_pods.inc(report.deferred)

@@ -18,6 +18,7 @@ from scheduling.core.types import Resources
 from scheduling.models import Event, Pod, Workload
 from scheduling.pod_template import PodTemplate
 from scheduling.profile_files import load_profile
+from scheduling.worker import metrics
 from scheduling.worker.cycle import SchedulingCycle
 from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
@@ -77,18 +78,29 @@ def test_the_head_gang_starts_within_bounded_cycles_on_one_8_gpu_node() -> None:
     assert sum(placed(f"small-{j}") for j in range(6)) == 2
 
 
-def test_a_reservation_past_its_horizon_is_released_with_an_event() -> None:
+def released() -> float:
+    return metrics.registry.get_sample_value("gpusched_reservations_released_total") or 0.0
+
+
+def test_a_reservation_past_its_horizon_is_released_with_an_event_and_counted() -> None:
     start = timezone.now()
     cycle, old = busy_node(start)
     cycle.reservation_horizon_s = 60.0
     submit("train", gpus=2, pods=2)
     submit("small", gpus=1)
     cycle.clock = lambda: start + timedelta(seconds=30)
-    assert cycle.run_once().reserved == 1
+    report = cycle.run_once()
+    assert report.reserved == 1
+    metrics.record_cycle(report)
+    assert metrics.registry.get_sample_value("gpusched_reservations_held") == 1
+    released_before = released()
     services.pods_finish(pods=[old[0]], now=start + timedelta(seconds=100))
     cycle.clock = lambda: start + timedelta(seconds=100)  # held 70 s > 60 s
     report = cycle.run_once()
     assert report.reservations_released == 1 and report.reserved == 0
+    metrics.record_cycle(report)
+    assert metrics.registry.get_sample_value("gpusched_reservations_held") == 0
+    assert released() == released_before + 1
     assert placed("small") == 1  # the GPU freed goes to whoever fits
     (row,) = Event.objects.filter(type=events.ReservationReleased.TYPE)
     assert row.payload["name"] == "train" and "without starting" in row.payload["reason"]
