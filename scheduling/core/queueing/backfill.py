@@ -143,20 +143,21 @@ def plan(
         int(row): gpu_free_times(snapshot, int(row), ends_at, now, unknown_end, gone_now)
         for row in np.flatnonzero(candidates)
     }
-    moments = sorted({t for times in free_at.values() for t in times if t < np.inf})
-    at = next(
-        (
-            t
-            for t in moments
-            if sum(_slots(ts, t, gpus_per_pod) for ts in free_at.values()) >= missing
-        ),
-        None,
-    )
+    # Sweep the GPUs' free times in order until the nodes hold enough pods' worth of them.
+    freed = sorted((t, row) for row, times in free_at.items() for t in times if t < np.inf)
+    count = dict.fromkeys(free_at, 0)
+    total, at = 0, None
+    for k, (t, row) in enumerate(freed):
+        count[row] += 1
+        total += count[row] % gpus_per_pod == 0
+        if total >= missing and (k + 1 == len(freed) or freed[k + 1][0] > t):
+            at = t
+            break
     if at is None:
         return None
-    slots = {row: _slots(ts, at, gpus_per_pod) for row, ts in free_at.items()}
+    slots = {row: n // gpus_per_pod for row, n in count.items() if n >= gpus_per_pod}
     # when each node came to hold its slots: the last GPU they need freed then
-    reached = {row: sorted(free_at[row])[n * gpus_per_pod - 1] for row, n in slots.items() if n}
+    reached = {row: sorted(free_at[row])[n * gpus_per_pod - 1] for row, n in slots.items()}
     preferred = set(prefer)
     order = sorted(
         reached,
@@ -168,11 +169,11 @@ def plan(
         ),
     )
     chosen: list[str] = []
-    count = 0
+    held = 0
     for row in order:
         chosen.append(snapshot.names[row])
-        count += slots[row]
-        if count >= missing:
+        held += slots[row]
+        if held >= missing:
             break
     return at, tuple(chosen)
 
@@ -214,10 +215,6 @@ def _preempted_by(held: PodRequest, owner: PodRequest) -> bool:
         and owner.can_preempt
         and held.priority < owner.priority
     )
-
-
-def _slots(free_at: Sequence[float], at: float, gpus_per_pod: int) -> int:
-    return sum(1 for t in free_at if t <= at) // gpus_per_pod
 
 
 @dataclass
