@@ -5,7 +5,10 @@ Volcano's reserve action).
 When a gang (or a pod of at least `large_pod_gpus` GPUs) at the head of the batch cannot be placed,
 the nodes where its pods would fit soonest, by the predicted ends of what they hold, are reserved
 for it: `complete_at` is the predicted moment they hold enough free GPUs for all of its missing
-pods. Other pods may use a reserved node only if they are predicted (p90) to finish before
+pods. The plan goes GPU by GPU: a GPU is whole and free once the last pod on it has ended, GPU
+shares included, and an opportunistic pod the owner may preempt counts as gone already (counting
+whole-GPU pods alone, a node with any share on it never freed, and an 8-GPU pod's reservation
+could only go to a node that another 8-GPU pod held: issue 37). Other pods may use a reserved node only if they are predicted (p90) to finish before
 `complete_at` (backfill); pods with no prediction may not. The reservation is recomputed every
 batch from what is known then, so it follows the predictions as they change.
 
