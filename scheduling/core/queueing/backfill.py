@@ -8,8 +8,9 @@ for it: `complete_at` is the predicted moment they hold enough free GPUs for all
 pods. The plan goes GPU by GPU: a GPU is whole and free once the last pod on it has ended, GPU
 shares included, and an opportunistic pod the owner may preempt counts as gone already (counting
 whole-GPU pods alone, a node with any share on it never freed, and an 8-GPU pod's reservation
-could only go to a node that another 8-GPU pod held: issue 37). Other pods may use a reserved node only if they are predicted (p90) to finish before
-`complete_at` (backfill); pods with no prediction may not. The reservation is recomputed every
+could only go to a node that another 8-GPU pod held: issue 37). Other pods may use a reserved
+node only if they are predicted (p90) to finish before `complete_at` (backfill); pods with no
+prediction may not. The reservation is recomputed every
 batch from what is known then, so it follows the predictions as they change.
 
 With a fair-share order (`FairOrder`: each pod's queue and each queue's dominant share, as DRS
