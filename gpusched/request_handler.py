@@ -14,12 +14,20 @@ tailer step that needed 9 ms of CPU took 80 ms, and every delta waited for it (d
 A request beyond the limit waits on the loop for a free thread, which costs nothing while it waits.
 The probes (/healthz, /readyz) do not wait: a replica busy with tenants is alive and ready, and a
 probe that timed out in the queue would have kubelet restart it or take it out of service.
+
+Why callers take turns: in one line, a tenant that sends a hundred requests at once would have every
+other caller wait behind all of them. A freed thread goes to the caller (an API token, a session,
+else an address) whose turn it is, and a caller with more requests waiting goes to the back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import weakref
+from collections import deque
+from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,7 +40,7 @@ PROBES = frozenset({"/healthz", "/readyz"})
 class RequestHandler(ASGIHandler):
     def __init__(self) -> None:
         self.threads = settings.WEB_REQUEST_THREADS
-        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FairSlots] = (
             weakref.WeakKeyDictionary()
         )
         super().__init__()
@@ -44,14 +52,75 @@ class RequestHandler(ASGIHandler):
         respond = sync_to_async(self.get_response, thread_sensitive=True)
         if request.path in PROBES:
             return await respond(request)
-        async with self._slots_of_this_loop():
+        async with self._slots_of_this_loop().slot(caller_of(request)):
             return await respond(request)
 
-    def _slots_of_this_loop(self) -> asyncio.Semaphore:
-        # One per event loop: an asyncio semaphore belongs to the loop that first waits on it (a
-        # server has one loop; tests start several).
+    def _slots_of_this_loop(self) -> FairSlots:
+        # One per event loop: its futures belong to the loop that made them (a server has one
+        # loop; tests start several).
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:
-            slots = self._slots[loop] = asyncio.Semaphore(self.threads)
+            slots = self._slots[loop] = FairSlots(self.threads)
         return slots
+
+
+def caller_of(request: HttpRequest) -> str:
+    """Who a request is, to take turns by: its credentials (an API token, a session cookie), else
+    the address it came from. Only a digest is kept."""
+    credential = request.headers.get("Authorization") or request.COOKIES.get(
+        settings.SESSION_COOKIE_NAME
+    )
+    who = f"credential {credential}" if credential else f"address {request.META.get('REMOTE_ADDR')}"
+    return hashlib.blake2b(who.encode(), digest_size=16).hexdigest()
+
+
+class FairSlots:
+    """At most `size` holders at once. A freed slot goes to the first caller in turn order (the
+    order callers started waiting), which then moves to the back if it has more requests waiting:
+    callers take turns, each caller's own requests in the order they came."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        # A dict keeps insertion order: the turn order.
+        self.waiting: dict[str, deque[asyncio.Future[None]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, caller: str) -> AsyncIterator[None]:
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiting.setdefault(caller, deque()).append(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._hand_on()  # given a slot, then cancelled before it could run
+                else:
+                    self._forget(caller, turn)
+                raise
+        try:
+            yield
+        finally:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        if not self.waiting:
+            self.free += 1
+            return
+        caller = next(iter(self.waiting))
+        turns = self.waiting.pop(caller)
+        turn = turns.popleft()
+        if turns:
+            self.waiting[caller] = turns  # to the back
+        turn.set_result(None)
+
+    def _forget(self, caller: str, turn: asyncio.Future[None]) -> None:
+        turns = self.waiting.get(caller)
+        if turns is None:
+            return
+        with contextlib.suppress(ValueError):
+            turns.remove(turn)
+        if not turns:
+            del self.waiting[caller]

@@ -30,6 +30,7 @@ class Calls:
         self.running = 0
         self.most_running = 0
         self.gate = threading.Event()
+        self.served: list[str] = []
 
     def saw(self, where: str) -> None:
         with self.lock:
@@ -64,6 +65,12 @@ def slow(request: HttpRequest) -> HttpResponse:
     return HttpResponse("slow")
 
 
+def whose(request: HttpRequest) -> HttpResponse:
+    with calls.lock:
+        calls.served.append(request.headers["Authorization"])
+    return HttpResponse("whose")
+
+
 async def on_the_loop(request: HttpRequest) -> HttpResponse:
     asyncio.get_running_loop()  # raises off the loop
     calls.saw("async view")
@@ -73,6 +80,7 @@ async def on_the_loop(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("quick", quick),
     path("slow", slow),
+    path("whose", whose),
     path("async", on_the_loop),
     path("healthz", healthz),
 ]
@@ -91,9 +99,14 @@ def handler() -> Iterator[RequestHandler]:
     calls.gate.set()
 
 
-async def get(handler: RequestHandler, where: str, timeout: float = 5.0) -> dict[str, Any]:
+async def get(
+    handler: RequestHandler, where: str, timeout: float = 5.0, token: str | None = None
+) -> dict[str, Any]:
     """The response, once the handler has finished with the request (its body file closed)."""
-    request = HttpCommunicator(handler, "GET", where, headers=[(b"host", b"localhost")])
+    headers = [(b"host", b"localhost")]
+    if token:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+    request = HttpCommunicator(handler, "GET", where, headers=headers)
     response = await request.get_response(timeout=timeout)
     await request.wait(timeout=timeout)
     return response
@@ -134,6 +147,46 @@ async def test_at_most_the_configured_requests_run_at_once_and_the_rest_wait_the
     answered = await asyncio.gather(*replies)
     assert [a["status"] for a in answered] == [200] * 5
     assert calls.most_running == 2
+
+
+async def test_callers_take_turns_so_one_callers_burst_does_not_hold_up_the_others(
+    handler: RequestHandler,
+) -> None:
+    with override_settings(WEB_REQUEST_THREADS=1):
+        one = RequestHandler()  # one at a time: the order served is the order of turns
+    busy = asyncio.ensure_future(get(one, "/slow", timeout=10, token="a"))
+    await until(lambda: calls.running == 1)
+    slots = one._slots_of_this_loop()
+
+    def waiting() -> int:
+        return sum(len(turns) for turns in slots.waiting.values())
+
+    burst = []
+    for queued, token in enumerate(["a", "a", "a", "b"], start=1):
+        burst.append(asyncio.ensure_future(get(one, "/whose", timeout=10, token=token)))
+        await until(lambda queued=queued: waiting() == queued)  # type: ignore[misc]
+    calls.gate.set()
+    await asyncio.gather(busy, *burst)
+    # In one line b would come last; taking turns, it comes right after a's first.
+    assert calls.served == ["Bearer a", "Bearer b", "Bearer a", "Bearer a"]
+    assert slots.free == 1 and not slots.waiting
+
+
+async def test_a_request_given_up_while_waiting_gives_its_turn_back(
+    handler: RequestHandler,
+) -> None:
+    busy = [asyncio.ensure_future(get(handler, "/slow", timeout=10)) for _ in range(2)]
+    await until(lambda: calls.running == 2)
+    slots = handler._slots_of_this_loop()
+    waiter = asyncio.ensure_future(slots.slot("someone").__aenter__())
+    await until(lambda: bool(slots.waiting))
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not slots.waiting
+    calls.gate.set()
+    await asyncio.gather(*busy)
+    assert slots.free == 2
 
 
 async def test_a_probe_is_answered_while_every_thread_is_busy(handler: RequestHandler) -> None:
