@@ -206,6 +206,9 @@ workers="${TEST_WORKERS:-$(($(nproc) * 3))}"
 # The PostgreSQL pass and mypy run beside the SQLite pass, not after it: the SQLite pass's workers
 # spend most of their time waiting on subprocesses and sockets, and its last minutes run a few long
 # tests with the CPUs half idle. Their output is shown when the SQLite pass ends.
+# --maxschedchunk 1: pytest-xdist hands each worker a test or two at a time as it frees; by default
+# it first deals out a contiguous quarter of the run, which gave the first worker every slow test
+# (they are sorted first, tests/conftest.py) to run one after another while the others idled.
 pg_workers="${TEST_PG_WORKERS:-$(((workers + 2) / 3))}"
 log "pytest: SQLite pass with $workers workers, PostgreSQL pass beside it with $pg_workers, on $(nproc) CPUs"
 
@@ -214,12 +217,12 @@ private_dir
 mypy >"$PRIVATE_DIR/mypy.log" 2>&1 &
 mypy_pid=$!
 # Everything that touches the database the way production does runs again on PostgreSQL.
-DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" pytest -q -n "$pg_workers" -m postgres "$@" \
-    >"$PRIVATE_DIR/postgres.log" 2>&1 &
+DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" \
+    pytest -q -n "$pg_workers" --maxschedchunk 1 -m postgres "$@" >"$PRIVATE_DIR/postgres.log" 2>&1 &
 postgres_pid=$!
 
 status=0
-pytest -q -n "$workers" "$@" || status=$?
+pytest -q -n "$workers" --maxschedchunk 1 "$@" || status=$?
 
 mypy_status=0
 wait "$mypy_pid" || mypy_status=$?

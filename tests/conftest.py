@@ -34,7 +34,8 @@ settings.MIDDLEWARE = [
 
 def _order(item: pytest.Item) -> int:
     """Where a test runs: the long ones (marked slow) first, transactional or not, so that under
-    pytest-xdist the short ones fill in around them instead of a long one ending the run alone.
+    pytest-xdist the short ones fill in around them instead of a long one ending the run alone
+    (with tests handed out one at a time: scripts/test.sh's --maxschedchunk 1).
     Then pytest-django's order (pytest_django/plugin.py): the transactional tests, whose teardown
     empties every table, after the other database tests. A slow transactional test may run first
     because no migration leaves rows behind (they only transform existing ones) and the flush
