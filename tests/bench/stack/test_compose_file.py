@@ -392,17 +392,20 @@ def test_what_cannot_run_natively_is_an_error(tmp_path: Path) -> None:
 
 
 def test_supervise_restarts_a_role_that_dies_as_its_restart_policy_says(tmp_path: Path) -> None:
-    marker = tmp_path / "crashed-once"
+    marker, go = tmp_path / "crashed-once", tmp_path / "crash-now"
+    # It crashes once the stack is up: a role that exits while the stack starts fails the start.
     crash_once = py(
         """
         import pathlib, sys, time
-        marker = pathlib.Path(sys.argv[1])
+        marker, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
         if not marker.exists():
+            while not go.exists():
+                time.sleep(0.05)
             marker.write_text("x")
             sys.exit("crash")
         time.sleep(60)
         """
-    ) + [str(marker)]
+    ) + [str(marker), str(go)]
     compose = write_compose(
         tmp_path,
         {
@@ -413,6 +416,7 @@ def test_supervise_restarts_a_role_that_dies_as_its_restart_policy_says(tmp_path
     stack = NativeStack(tmp_path, compose_file=compose, env={}, grace=2).start(timeout=30)
     try:
         stack.supervise()
+        go.touch()
         deadline = time.monotonic() + 10
         while not stack.restarts and time.monotonic() < deadline:
             time.sleep(0.1)
