@@ -1,7 +1,8 @@
 """batch/v1 Jobs as workloads on the simulated API, through the official client (kube.jobs): a
 queued Job is suspended, resumed with its flavor's node selector once admitted, suspended again
 (its template restored) when preempted, resumed once readmitted, and its workload ends with it;
-an Indexed Job's pods are placed all together; a Job gpusched does not own is left alone."""
+an Indexed Job's pods are placed all together, inside the rack its annotation asks for; a Job
+gpusched does not own is left alone."""
 
 from __future__ import annotations
 
@@ -287,3 +288,81 @@ def test_a_deleted_job_cancels_its_workload_and_a_cancelled_workload_leaves_its_
     assert Workload.objects.get(kube_job__name="gone").state == "Cancelled"
     assert read(fake, "cancelled").spec.suspend is True
     assert read(fake, "cancelled").spec.template.spec.node_selector == {"example.com/team": "ml"}
+
+
+# A Job asking for a topology domain, as Kueue's TAS documentation writes one: a Topology and a
+# ResourceFlavor naming it, the template annotated podset-required-topology.
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+TAS_QUEUES = f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {{name: default}}
+spec:
+  levels:
+  - nodeLabel: {BLOCK}
+  - nodeLabel: {RACK}
+  - nodeLabel: kubernetes.io/hostname
+---
+kind: ResourceFlavor
+metadata: {{name: tas}}
+spec: {{nodeLabels: {{cloud.example.com/pool: h100}}, topologyName: default}}
+---
+kind: ClusterQueue
+metadata: {{name: team}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: tas
+      resources:
+      - {{name: nvidia.com/gpu, nominalQuota: 40}}
+---
+kind: LocalQueue
+metadata: {{name: team, namespace: {NAMESPACE}}}
+spec: {{clusterQueue: team}}
+"""
+
+
+@pytest.fixture
+def racks(fake: SimulatedKubernetes) -> SimulatedKubernetes:
+    """Rack r1 of three 4-GPU nodes, rack r2 of two, in one block."""
+    fake.kueue_versions = ()
+    fake.add_namespace(NAMESPACE)
+    for rack, count in (("r1", 3), ("r2", 2)):
+        for k in range(count):
+            name = f"{rack}-{k}"
+            labels = {
+                "cloud.example.com/pool": "h100",
+                BLOCK: "b1",
+                RACK: rack,
+                "kubernetes.io/hostname": name,
+            }
+            fake.add_node(objects.node(name, gpus=4, labels=labels))
+    services.queues_apply(config=parse_documents(list(yaml.safe_load_all(TAS_QUEUES))))
+    return fake
+
+
+def rack_job(name: str, pods: int) -> dict[str, Any]:
+    doc = job(name, gpus=4, parallelism=pods, indexed=True)
+    doc["spec"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}
+    }
+    return doc
+
+
+def test_a_jobs_pods_are_bound_inside_the_rack_its_annotation_asks_for(
+    racks: SimulatedKubernetes,
+) -> None:
+    fake = racks
+    batch(fake).create_namespaced_job(NAMESPACE, rack_job("fits", 2))
+    batch(fake).create_namespaced_job(NAMESPACE, rack_job("too-big", 4))
+    clock = Clock()
+    cycle = gpusched_cycle(fake, clock)
+    steps(cycle, clock, 4)
+
+    assert read(fake, "fits").spec.suspend is False
+    assert {p["spec"].get("nodeName") for p in pods_of(fake, "fits")} == {"r2-0", "r2-1"}
+    assert Workload.objects.filter(kube_job__name="too-big").exists()
+    assert read(fake, "too-big").spec.suspend is True
+    assert pods_of(fake, "too-big") == []
