@@ -54,23 +54,23 @@ class PageQuerySerializer(QuerySerializer):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
 
 
+def _cursor(pattern: str, max_length: int) -> serializers.RegexField:
+    """A cursor: the key of the previous page's last item, in the form of the list's key."""
+    return serializers.RegexField(
+        pattern, required=False, max_length=max_length, help_text="nextCursor of the previous page"
+    )
+
+
 class IdPageQuerySerializer(PageQuerySerializer):
     """Lists keyed by id, newest first: the cursor is the last id seen."""
 
-    cursor = serializers.RegexField(
-        r"^[0-9]{1,18}$", required=False, help_text="nextCursor of the previous page"
-    )
+    cursor = _cursor(r"^[0-9]{1,18}$", 18)
 
 
 class NamePageQuerySerializer(PageQuerySerializer):
     """Lists keyed by a Kubernetes object name: the cursor is the last name seen."""
 
-    cursor = serializers.RegexField(
-        r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
-        required=False,
-        max_length=253,
-        help_text="nextCursor of the previous page",
-    )
+    cursor = _cursor(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", 253)
 
 
 def keyset_page(
@@ -96,11 +96,8 @@ class PositionPageQuerySerializer(IdPageQuerySerializer):
 class QualifiedNamePageQuerySerializer(PageQuerySerializer):
     """Lists keyed by namespace/name: the cursor is the last one seen."""
 
-    cursor = serializers.RegexField(
-        r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
-        required=False,
-        max_length=317,
-        help_text="nextCursor of the previous page",
+    cursor = _cursor(
+        r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", 317
     )
 
 
