@@ -23,6 +23,8 @@ settings.METRICS_CACHE_S = 0.0
 # A cycle run in-process does its whole batch however loaded the machine is: one run_once() is
 # one step of a test (tests/scheduling/worker/test_cycle_deadline.py sets deadlines of its own).
 settings.SCHEDULER_CYCLE_DEADLINE_S = 3600.0
+# Accounts are made and signed in by the hundred: a cheap hash (tests/support/passwords.py).
+settings.PASSWORD_HASHERS = ["tests.support.passwords.FewIterationsPBKDF2PasswordHasher"]
 settings.STORAGES = {
     **settings.STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
