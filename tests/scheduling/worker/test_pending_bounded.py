@@ -1,12 +1,16 @@
 """The scheduler's memory is bounded by what it admits, not by what is submitted (issue 33, item 2):
-one tenant's 20 workloads of 5,000 pending pods each, over its quota and with the largest node
-selector and tolerations the API accepts, leave a real `runscheduler` process under 1 GiB, and
-another tenant's pod is bound within 20 s of its submit. Before, admission read every pending
-pod's row (selectors and tolerations included) every cycle: 40 such submits took the scheduler to
-3.0 GB and another tenant's time to bind from 0.6 s to 45 s."""
+one tenant's 20 workloads of 1,000 pending pods each, over its quota and with the largest node
+selector and tolerations the API accepts, grow a real `runscheduler` process's peak resident set
+by less than 64 MiB, and another tenant's pod is bound within 20 s of its submit. Before,
+admission read every pending pod's row (selectors and tolerations included) every cycle: 40
+submits of 5,000 such pods took the scheduler to 3.0 GB (about 15 KB a pending pod, so some 290
+MiB of growth for these 20,000) and another tenant's time to bind from 0.6 s to 45 s. The growth
+is bounded, not the total: the issue's 1 GiB at 100,000 pods cost a minute of the test run in
+inserts, and the growth of the old behaviour at this size is already past four times the bound."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,16 +19,16 @@ from django.db import connection
 
 from scheduling import services
 from scheduling.core.types import Resources
-from scheduling.models import Pod, PodConstraints, Workload
+from scheduling.models import Pod, Workload
 from scheduling.pod_template import PodTemplate
-from tests.api.conftest import onboard, submit
+from tests.api.conftest import Caller, onboard, submit
 from tests.scheduling import factories
 from tests.scheduling.test_runscheduler_processes import start_scheduler, stop, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.slow]
 
-WORKLOADS, PODS = 20, 5000
-MEMORY_BOUND = 1 << 30  # issue 33's done-when: < 1 GiB
+WORKLOADS, PODS = 20, 1000
+GROWTH_BOUND = 64 << 20  # the flood's cost to the scheduler's peak resident set
 BIND_BOUND_S = 20.0
 
 # The largest constraints the API accepts (scheduling/core/limits.py): 32 selector entries and
@@ -44,7 +48,7 @@ def peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_twenty_over_quota_workloads_of_5000_pods_leave_the_scheduler_small_and_others_served() -> (
+def test_twenty_over_quota_workloads_of_1000_pods_leave_the_scheduler_small_and_others_served() -> (
     None
 ):
     if connection.vendor != "postgresql" or not Path("/proc/self/status").exists():
@@ -52,6 +56,49 @@ def test_twenty_over_quota_workloads_of_5000_pods_leave_the_scheduler_small_and_
     factories.nodes(2)
     hostile = onboard("hostile", quota={"nvidia.com/gpu": "8"})
     other = onboard("other", quota={"nvidia.com/gpu": "8"})
+    scheduler = start_scheduler()
+    try:
+        # A pod of the other tenant bound before the flood: the scheduler has run whole cycles,
+        # its imports and caches loaded, when its baseline peak is read.
+        bound_within(other, "warm", 120)
+        baseline = peak_rss(scheduler.pid)
+        took, peak = flood_then_serve(scheduler, hostile, other)
+    finally:
+        stop(scheduler)
+    growth = peak - baseline
+    print(
+        f"bound {took:.1f} s after submit; peak RSS {baseline / 2**20:.0f} MiB before the flood, "
+        f"{peak / 2**20:.0f} MiB after"
+    )
+    assert took <= BIND_BOUND_S
+    assert growth < GROWTH_BOUND, f"the flood grew the peak RSS by {growth / 2**20:.0f} MiB"
+
+
+def bound_within(caller: Caller, name: str, timeout: float) -> float:
+    """Submit one pod of one GPU for `caller`; the seconds until it is bound (at most `timeout`)."""
+    submitted = time.monotonic()
+    body = {
+        "name": name,
+        "queueName": caller.tenant.name,
+        "podSets": [
+            {
+                "name": "main",
+                "count": 1,
+                "template": {"resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}},
+            }
+        ],
+    }
+    response = submit(caller, body)
+    assert response.status_code == 201, response.json()
+    wait_until(lambda: Pod.objects.filter(workload__name=name, phase="Bound").exists(), timeout)
+    return time.monotonic() - submitted
+
+
+def flood_then_serve(
+    scheduler: subprocess.Popen[bytes], hostile: Caller, other: Caller
+) -> tuple[float, int]:
+    """The hostile tenant's flood, told why it waits, then the other tenant served: the seconds
+    its pod took to bind, and the scheduler's peak resident set by then."""
     template = PodTemplate(
         resources=Resources(cpu_milli=100, memory_mib=128, gpus=1),
         node_selector=MAXIMAL_SELECTOR,
@@ -70,38 +117,13 @@ def test_twenty_over_quota_workloads_of_5000_pods_leave_the_scheduler_small_and_
             for k in range(WORKLOADS)
         ]
     )
-    assert Pod.objects.count() == WORKLOADS * PODS
-    assert PodConstraints.objects.count() == 1
-    scheduler = start_scheduler()
-    try:
-        # Every flood workload told why it waits: admission has read them all.
-        wait_until(
-            lambda: not Workload.objects.filter(tenant=hostile.tenant, pending_reason="").exists(),
-            120,
-        )
-        assert not Pod.objects.filter(workload__tenant=hostile.tenant, phase="Bound").exists()
-        submitted = time.monotonic()
-        body = {
-            "name": "served",
-            "queueName": "other",
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {"resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}},
-                }
-            ],
-        }
-        response = submit(other, body)
-        assert response.status_code == 201, response.json()
-        wait_until(
-            lambda: Pod.objects.filter(workload__name="served", phase="Bound").exists(),
-            BIND_BOUND_S,
-        )
-        took = time.monotonic() - submitted
-        rss = peak_rss(scheduler.pid)
-    finally:
-        stop(scheduler)
-    print(f"bound {took:.1f} s after submit; scheduler's peak RSS {rss / 2**20:.0f} MiB")
-    assert took <= BIND_BOUND_S
-    assert rss < MEMORY_BOUND, f"peak RSS {rss / 2**20:.0f} MiB"
+    flood = Pod.objects.filter(workload__tenant=hostile.tenant)
+    assert flood.count() == WORKLOADS * PODS
+    assert flood.values("constraints").distinct().count() == 1  # one row of constraints
+    # Every flood workload told why it waits: admission has read them all.
+    wait_until(
+        lambda: not Workload.objects.filter(tenant=hostile.tenant, pending_reason="").exists(), 120
+    )
+    assert not flood.filter(phase="Bound").exists()
+    took = bound_within(other, "served", BIND_BOUND_S)
+    return took, peak_rss(scheduler.pid)
