@@ -4,9 +4,10 @@
 # exports their URLs for the tests that need them:
 #   GPUSCHED_TEST_POSTGRES_URL, GPUSCHED_TEST_REDIS_URL  (already set => used as they are)
 # Extra arguments go to pytest: scripts/test.sh -k healthz
-# TEST_WORKERS sets pytest-xdist's worker count; by default three per CPU, because the tests spend
-# most of their wall time waiting on subprocesses and sockets (docs/benchmarks.md, tests);
-# TEST_PG_WORKERS the PostgreSQL pass's (a third of that by default).
+# TEST_WORKERS sets pytest-xdist's worker count; by default two per CPU: the tests wait on
+# subprocesses and sockets, but the run is CPU-bound, and each worker costs 20 s or more of CPU
+# before its first test (importing and collecting the whole suite, migrating its test database;
+# docs/benchmarks.md, tests); TEST_PG_WORKERS the PostgreSQL pass's (a third of that by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then
@@ -202,7 +203,7 @@ ensure_docker_compose
 ensure_kubectl
 log "PostgreSQL: $GPUSCHED_TEST_POSTGRES_URL  Redis: $GPUSCHED_TEST_REDIS_URL"
 
-workers="${TEST_WORKERS:-$(($(nproc) * 3))}"
+workers="${TEST_WORKERS:-$(($(nproc) * 2))}"
 # The PostgreSQL pass and mypy run beside the SQLite pass, not after it: the SQLite pass's workers
 # spend most of their time waiting on subprocesses and sockets, and its last minutes run a few long
 # tests with the CPUs half idle. Their output is shown when the SQLite pass ends.
