@@ -16,6 +16,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from scheduling import pod_resources
 from scheduling.core.domains import DomainAsk, DomainError, Topology
 from scheduling.core.gpu_sets import MAX_GPUS_PER_NODE
+from scheduling.core.queueing.batch import NominatedPod
 from scheduling.core.snapshot import ClusterSnapshot, OverCommitError
 from scheduling.core.topology import NodeTopology
 from scheduling.core.types import (
@@ -479,6 +480,17 @@ def with_gang_members(pods: list[Pod]) -> list[Pod]:
         if (p.workload_id, p.pod_set) in gangs and p.pk not in have
     ]
     return pods + extra
+
+
+def nominated_pods() -> list[NominatedPod]:
+    """Pending pods nominated to a node, whatever their backoff: the nodes being emptied for
+    them are held for them (scheduling.core.queueing.batch)."""
+    return [
+        NominatedPod(str(uid), node, priority)
+        for uid, node, priority in Pod.objects.filter(phase=Pod.Phase.PENDING)
+        .exclude(nominated_node="")
+        .values_list("uid", "nominated_node", "priority")
+    ]
 
 
 def terminating_pods() -> frozenset[str]:

@@ -244,6 +244,7 @@ class SchedulingCycle:
             consolidate_gang=lambda members: gang_consolidation(
                 self.framework, members, cluster, by_uid
             ),
+            nominated=cluster_state.nominated_pods(),
         )
         report.schedule_s = time.perf_counter() - started
         report.reserved = len(outcome.reservations)

@@ -15,7 +15,10 @@ workloads, the reason, the preemptor) that the shell carries out after the batch
 pods are gone at once (the database side), the victims are forgotten in the snapshot and the pod
 is tried again within the batch; where they terminate first (Kubernetes: a grace period), they
 keep what they hold, are marked terminating so nobody picks them again, and the pod waits
-nominated to the node, as kube-scheduler's preemptor does. A gang that cannot be placed may be
+nominated to the node, as kube-scheduler's preemptor does. The node stays held for it against pods
+of lower or equal priority, across batches, until it is placed or its nomination ends, whether it
+is in the batch or not (`NominatedPod`: backing off, or beyond the batch's end), as
+kube-scheduler's nominator counts a nominated pod on its node. A gang that cannot be placed may be
 helped the same way by the caller's `reclaim_gang` hook, which only chooses victims; and a gang
 whose reservation cannot complete within the horizon by the `consolidate_gang` hook, which moves
 movable work off the nodes it needs (scheduling.core.queueing.consolidation), the same way.
@@ -76,6 +79,15 @@ class Eviction:
     node: str = ""  # the node emptied for the preemptor ("" when it spans nodes)
 
 
+@dataclass(frozen=True)
+class NominatedPod:
+    """A pending pod nominated to a node (status.nominatedNodeName): the node emptied for it."""
+
+    uid: str
+    node: str
+    priority: int
+
+
 # Called with a gang that could not be placed: the pods whose eviction would let it fit (None:
 # no such set). Reads only; the batch decides what to do with them.
 GangReclaimHook = Callable[[Sequence[PodRequest]], Eviction | None]
@@ -122,13 +134,15 @@ def schedule_batch(
     reclaim_gang: GangReclaimHook | None = None,
     backfill: BackfillPolicy | None = None,
     consolidate_gang: GangReclaimHook | None = None,
+    nominated: Sequence[NominatedPod] = (),
 ) -> BatchOutcome:
+    """`nominated`: every pending pod nominated to a node, in the batch or not."""
     reserver = Reserver(snapshot, backfill) if backfill is not None else None
     batch = _Batch(framework, snapshot, evictions_free_at_once, reserver)
     ordered = gang_order(pods)
     k = 0
     try:
-        batch.nominated_first(ordered)
+        batch.nominated_first(ordered, nominated)
         while k < len(ordered):
             pod = ordered[k]
             if pod.gang is None:
@@ -187,11 +201,16 @@ class _Batch:
                 out[i] = True
         return out
 
-    def nominated_first(self, pods: Sequence[PodRequest]) -> None:
+    def nominated_first(
+        self, pods: Sequence[PodRequest], nominated: Sequence[NominatedPod] = ()
+    ) -> None:
         """As kube-scheduler does, a preemptor whose victims are gone tries its nominated node
         first, before any other pod of the batch, so that the capacity freed for it is not
         taken by the pods ahead of it (which would make it preempt again elsewhere). The nodes
-        of the preemptors not placed so far are held for them."""
+        of the preemptors not placed so far are held for them, and so are those of the
+        nominated pods not in the batch: a cycle that a preemptor sits out (its backoff) let
+        lower-priority pods refill the node being emptied for it, which it then preempted
+        again, cycle after cycle (issue 37 item 2)."""
         snapshot = self.snapshot
         for pod in pods:
             node = pod.nominated_node
@@ -205,12 +224,16 @@ class _Batch:
         for pod in pods:
             node = pod.nominated_node
             if pod.gang is None and pod.uid not in self.placed_here and node in snapshot.index:
-                self._hold_for(pod, snapshot.index[node])
+                self._hold(snapshot.index[node], pod.uid, pod.priority)
+        in_batch = {pod.uid for pod in pods}
+        for waiting in nominated:
+            if waiting.uid not in in_batch and waiting.node in snapshot.index:
+                self._hold(snapshot.index[waiting.node], waiting.uid, waiting.priority)
 
-    def _hold_for(self, pod: PodRequest, i: int) -> None:
+    def _hold(self, i: int, uid: str, priority: int) -> None:
         held = self.preemptors.get(i)
-        if held is None or held[1] < pod.priority:
-            self.preemptors[i] = (pod.uid, pod.priority)
+        if held is None or held[1] < priority:
+            self.preemptors[i] = (uid, priority)
 
     def _release_holds(self, pod: PodRequest) -> None:
         self.preemptors = {i: h for i, h in self.preemptors.items() if h[0] != pod.uid}
@@ -242,7 +265,9 @@ class _Batch:
         else:
             self.outcome.failed.append(decision)
             if pod.uid in self.outcome.nominated:
-                self._hold_for(pod, self.snapshot.index[self.outcome.nominated[pod.uid]])
+                self._hold(
+                    self.snapshot.index[self.outcome.nominated[pod.uid]], pod.uid, pod.priority
+                )
             elif not (pod.nominated_node and self.snapshot.emptying(pod.nominated_node)):
                 self._release_holds(pod)  # its nomination is over: it no longer waits there
             if self.reserver is not None and pod.uid not in self.outcome.nominated:
