@@ -15,7 +15,7 @@ from scheduling.core.queueing.admission import (
     TOPOLOGY_PLACEMENT_FAILED,
     WAITING_FOR_GANG,
 )
-from scheduling.core.queueing.batch import classify, gang_order, schedule_batch
+from scheduling.core.queueing.batch import NominatedPod, classify, gang_order, schedule_batch
 from scheduling.core.scheduler import Decision
 from scheduling.core.snapshot import ClusterSnapshot
 from scheduling.core.types import GangRef, Placement, PodRequest, ServiceClass
@@ -204,6 +204,28 @@ def test_a_node_emptied_for_a_preemptor_is_held_from_pods_of_no_higher_priority(
     assert {d.pod.uid for d in outcome.failed} == {"same", "preemptor"}
     (same_failed,) = [d for d in outcome.failed if d.pod.uid == "same"]
     assert "reserved for a waiting gang, large pod or preemptor" in same_failed.summary()
+
+
+def test_a_node_emptied_for_a_preemptor_not_in_the_batch_is_held_all_the_same() -> None:
+    # The same n0, and the preemptor sits this batch out (its backoff): its nomination, told
+    # to the batch, keeps lower-priority pods off n0 (issue 37 item 2); a higher one may go.
+    snapshot = cluster()
+    fill(snapshot, make_pod("victim").gpus(4).build(), "n0", range(4))
+    fill(snapshot, make_pod("filler").gpus(8).build(), "n1", range(8))
+    snapshot.pods.set_unevictable(
+        terminating=frozenset({"victim"}), protected=snapshot.pods.protected
+    )
+    sweep = replace(make_pod("sweep").gpus(1).build(), service_class=ServiceClass.OPPORTUNISTIC)
+    higher = make_pod("higher").gpus(2).priority(200).build()
+    outcome = schedule_batch(
+        framework(),
+        snapshot,
+        [sweep, higher],
+        evictions_free_at_once=False,
+        nominated=[NominatedPod("preemptor", "n0", 100)],
+    )
+    assert [(d.pod.uid, d.node) for d in outcome.placed] == [("higher", "n0")]
+    assert [d.pod.uid for d in outcome.failed] == ["sweep"]
 
 
 def lending_gpu() -> tuple[ClusterSnapshot, PodRequest]:
