@@ -200,7 +200,16 @@ class Pod(models.Model):
                 fields=["workload", "name"], name="pod_name_unique_per_workload"
             ),
         ]
-        indexes = [models.Index(fields=["phase", "priority", "created_at"])]
+        indexes = [
+            models.Index(fields=["phase", "priority", "created_at"]),
+            # The few nominated pods, read every cycle (their nodes are held for them) without
+            # reading every pending pod.
+            models.Index(
+                fields=["nominated_node"],
+                condition=~models.Q(nominated_node=""),
+                name="pod_nominated",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
