@@ -68,6 +68,7 @@ from api.selectors.workloads import (
     workload_pods,
     workloads_of,
 )
+from scheduling.selectors.estimates import start_estimate
 from scheduling.worker.node_actions import workloads_on_node
 
 __all__ = [
@@ -121,6 +122,7 @@ __all__ = [
     "workload_conditions",
     "workload_decisions",
     "workload_get",
+    "start_estimate",
     "workload_pending_status",
     "workload_pods",
     "workloads_of",

@@ -19,6 +19,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import queues as scheduling_selectors
 from scheduling.selectors import why_pending
+from scheduling.selectors.estimates import StartEstimate
 
 # --- pending status -----------------------------------------------------------------------------
 
@@ -43,7 +44,7 @@ class PendingStatus:
     feasible_nodes: int | None
     reasons: list[ReasonCount]
     last_decision: dict[str, Any] | None
-    estimated_start: datetime | None
+    estimate: StartEstimate | None  # the scheduler's latest, None: not estimated yet
     cluster_queue: str | None = None
     local_queue: str = ""
     # Kueue's visibility API: 1-based, among the workloads waiting for quota (None otherwise).
@@ -104,7 +105,7 @@ def workload_pending_status(workload: Workload, now: datetime | None = None) -> 
         feasible_nodes=why.feasible if why else None,
         reasons=[ReasonCount(g.reason, g.nodes) for g in why.groups] if why else [],
         last_decision=decision.explanation if decision else None,
-        estimated_start=queued.estimated_start,
+        estimate=queued.estimate,
         cluster_queue=queued.cluster_queue or cluster_queue_of(workload),
         local_queue=queued.local_queue,
         position_in_cluster_queue=queued.position if workload.pk in in_local else None,

@@ -435,19 +435,19 @@ def workload_doc(
 
 def _estimates(w: Workload) -> dict[str, Any]:
     """What the scheduler last predicted for a waiting workload (scheduling.worker.estimates)."""
-    waiting = w.state in (Workload.State.PENDING, Workload.State.ADMITTED)
-    if not waiting or w.estimated_at is None:
+    estimate = selectors.start_estimate(w)
+    if estimate is None:
         return {"runtimePrediction": None, "estimatedStart": None}
     prediction = (
         None
-        if w.runtime_p50_s is None or w.runtime_p90_s is None
+        if estimate.runtime_p50_s is None or estimate.runtime_p90_s is None
         else {
-            "p50Seconds": w.runtime_p50_s,
-            "p90Seconds": w.runtime_p90_s,
-            "basis": w.runtime_basis,
+            "p50Seconds": estimate.runtime_p50_s,
+            "p90Seconds": estimate.runtime_p90_s,
+            "basis": estimate.runtime_basis,
         }
     )
-    start = {"p50": w.start_p50, "p90": w.start_p90, "unknownReason": w.start_unknown_reason}
+    start = {"p50": estimate.p50, "p90": estimate.p90, "unknownReason": estimate.unknown_reason}
     return {"runtimePrediction": prediction, "estimatedStart": start}
 
 

@@ -219,9 +219,7 @@ class WorkloadPendingStatusApi(TenantApi):
             "feasibleNodes": s.feasible_nodes,
             "reasons": [{"reason": r.reason, "nodes": r.nodes} for r in s.reasons],
             "lastDecision": s.last_decision,
-            "estimatedStart": s.estimated_start,
-            "estimatedStartBasis": (
-                workload.runtime_basis if s.estimated_start else workload.start_unknown_reason
-            ),
+            "estimatedStart": s.estimate.p50 if s.estimate else None,
+            "estimatedStartBasis": s.estimate.basis if s.estimate else "",
         }
         return Response(WorkloadPendingStatusApi.OutputSerializer(doc).data)

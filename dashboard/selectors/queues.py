@@ -150,10 +150,11 @@ def pending_workloads(limit: int | None = None) -> WaitingDocs:
         # o: the order of the whole line, which the browser sorts by.
         result.positions[uid] = {"p": item.position, "o": order}
         # basis: what the run times it rests on come from (learned, or a prior), issue 37
+        estimate = item.estimate
         result.starts[uid] = {
-            "start": iso(item.estimated_start),
-            "basis": w.runtime_basis,
-            "unknown": w.start_unknown_reason,
+            "start": iso(estimate.p50 if estimate else None),
+            "basis": estimate.runtime_basis if estimate else "",
+            "unknown": estimate.unknown_reason if estimate else "",
         }
     return result
 

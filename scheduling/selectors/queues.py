@@ -30,6 +30,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import quota
 from scheduling.selectors.efficiency import recent_usage_ratios
+from scheduling.selectors.estimates import StartEstimate, start_estimate
 from scheduling.worker.queue_state import (
     QueueSetup,
     admitted_workloads,
@@ -140,7 +141,7 @@ class PendingWorkload:
     position: int  # 1-based: in its cluster queue (waiting for quota) or among admitted ones
     reason: str  # WaitingForQuota, NoFit, TopologyPlacementFailed, WaitingForGang, ...
     message: str
-    estimated_start: datetime | None  # p50; None: unknown (Workload.start_unknown_reason)
+    estimate: StartEstimate | None  # None: not estimated yet
 
 
 def pending_workloads(
@@ -177,7 +178,7 @@ def pending_workloads(
             lq_key = f"{w.tenant.namespace}/{w.queue_name}"
             reason = w.pending_reason or queue_admission.INADMISSIBLE
             message = w.reason or f"LocalQueue {lq_key} does not exist"
-            out.append(PendingWorkload(w, "", lq_key, 0, reason, message, None))
+            out.append(PendingWorkload(w, "", lq_key, 0, reason, message, start_estimate(w)))
             continue
         out.append(
             PendingWorkload(
@@ -187,7 +188,7 @@ def pending_workloads(
                 positions.get(q.key, 0),
                 w.pending_reason or queue_admission.WAITING_FOR_QUOTA,
                 w.reason,
-                w.start_p50,
+                start_estimate(w),
             )
         )
     # Admitted, waiting for nodes.
@@ -200,7 +201,7 @@ def pending_workloads(
                 k,
                 w.pending_reason or queue_admission.NO_FIT,
                 w.reason,
-                w.start_p50,
+                start_estimate(w),
             )
         )
     if namespace is not None:

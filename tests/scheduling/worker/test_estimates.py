@@ -90,7 +90,7 @@ def test_the_start_is_estimated_from_what_similar_finished_jobs_took() -> None:
     assert waiting.start_p90 is not None and waiting.start_p90 >= waiting.start_p50
     assert waiting.start_unknown_reason == ""
     (pending,) = [p for p in selectors.pending_workloads(run.now) if p.workload.name == "train-006"]
-    assert pending.estimated_start == waiting.start_p50
+    assert pending.estimate is not None and pending.estimate.p50 == waiting.start_p50
 
 
 def test_without_any_finished_job_the_start_is_unknown_with_the_reason() -> None:
