@@ -9,12 +9,15 @@ scheduling cycle every `every_s` seconds (never per request) and recorded for th
   p90 predictions. What cannot be placed in the replay gets "unknown" with the reason, never
   "now".
 
-Bounded: of the waiting workloads in queue order, the first `max_workloads`, and no more of them
-than hold `max_pods` pending pods together (the first always), are replayed (the others are not
-estimated this time), on the forecast's geometric grid and horizon. And the estimates take at
-most `max_share` of the worker's time: a run that took d seconds is followed by the next no sooner
-than d / max_share seconds after it started (a replay of a deep backlog on thousands of nodes
-takes seconds; measured, issue 21, it was most of the worker's unreported time at 5,000 nodes).
+Bounded: of the waiting workloads in queue order, no more than hold `max_pods` pending pods
+together (the first always) are replayed (the others are not estimated this time), on the
+forecast's geometric grid and horizon. Pods, not workloads, are what a replay costs: a cap of 200
+workloads as well left a queue of 400 one-GPU jobs half unestimated, and a job at the back got
+its first estimate only after a third of its wait (issue 37: 428 of the 881 judged jobs of a
+Philly day, docs/benchmarks.md). And the estimates take at most `max_share` of the worker's time:
+a run that took d seconds is followed by the next no sooner than d / max_share seconds after it
+started (a replay of a deep backlog on thousands of nodes takes seconds; measured, issue 21, it
+was most of the worker's unreported time at 5,000 nodes).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from scheduling.worker.runtime_feed import RuntimeFeed
 
 EVERY_S = 30.0
 MAX_SHARE = 0.1  # of the worker's time
-MAX_WORKLOADS = 200
 MAX_PODS = 2000
 NO_PREDICTION = "no finished workload, declared limit or queue default to predict from yet"
 
@@ -48,7 +50,6 @@ NO_PREDICTION = "no finished workload, declared limit or queue default to predic
 @dataclass
 class StartEstimator:
     every_s: float = EVERY_S
-    max_workloads: int = MAX_WORKLOADS
     max_pods: int = MAX_PODS
     monotonic: Callable[[], float] = time.monotonic
     max_share: float | None = MAX_SHARE  # None: every `every_s` whatever a run costs
@@ -111,9 +112,10 @@ class StartEstimator:
         at = now.timestamp()
         setup = selectors.queue_setup()
         managed = admits and setup.managed
+        # Every waiting workload has a pending pod: no more than `max_pods` of them fit the budget
         queued = [
             (w, q)
-            for w, q in selectors.queued_workloads(setup, limit=self.max_workloads)
+            for w, q in selectors.queued_workloads(setup, limit=self.max_pods)
             if q is not None
         ]
         # A semi-join, not a join made DISTINCT: that compared whole workload rows (their pod
@@ -124,7 +126,7 @@ class StartEstimator:
                 pk__in=Pod.objects.filter(phase=Pod.Phase.PENDING).values("workload_id"),
             )
             .select_related("tenant")
-            .order_by("-priority", "created_at", "id")[: self.max_workloads]
+            .order_by("-priority", "created_at", "id")[: self.max_pods]
         )
         order = self._within_pod_budget([*unplaced, *(w for w, _ in queued)])
         if not order:

@@ -269,6 +269,21 @@ def test_the_replay_stops_at_the_pod_budget_in_queue_order() -> None:
     assert estimated == {"wait-1", "wait-2"}
 
 
+def test_a_queue_deeper_than_200_workloads_is_estimated_whole() -> None:
+    """Pods bound the replay, not workloads: 250 one-GPU jobs waiting behind a running one are
+    all estimated in one run (a cap of 200 workloads left the back of such a queue without an
+    estimate for a third of its wait, issue 37)."""
+    factories.nodes(1)
+    run = Run(timezone.now())
+    submit("running", duration_s=600)
+    run.step(1)
+    for k in range(250):
+        submit(f"small-{k:03d}", gpus=1, duration_s=600)
+    run.step(1)
+    waiting = Workload.objects.filter(name__startswith="small-")
+    assert waiting.filter(estimated_at__isnull=False).count() == 250
+
+
 def test_a_long_job_that_finishes_after_later_ones_is_learnt() -> None:
     """Learning reads what finished in the order it finished, not by id: read after the short
     job submitted after it had finished, the long job was passed by for good, and only short run
