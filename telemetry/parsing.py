@@ -24,12 +24,13 @@ with `prometheus_client`, only faster.
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from operator import itemgetter
-from typing import Any, NamedTuple
+from itertools import filterfalse, islice, repeat
+from operator import add, getitem, itemgetter
+from typing import Any, NamedTuple, cast
 
 from prometheus_client.parser import parse_labels, text_string_to_metric_families
 
@@ -134,11 +135,14 @@ def parse_scrape(text: str, *, columnar: bool = True, max_series: int | None = N
         if beyond:
             stats.skip(SERIES_CAP, f"{beyond} lines past the first {max_series} series", beyond)
     parser = _Parser(stats)
-    stats.lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     for other, run in _runs(text):
         if other:
+            stats.lines += 1
             parser.other(run)
-        elif not (columnar and parser.family_text(run)):
+            continue
+        lines = run.split("\n")
+        stats.lines += len(lines)
+        if not (columnar and parser.family_text(run, lines)):
             _lines(parser, run, columnar=columnar)
     return parser.result()
 
@@ -205,9 +209,6 @@ def _lines(parser: _Parser, run: str, *, columnar: bool) -> None:
 
 
 _SAMPLE_LINE = re.compile(r"^[ \t]*[^#\s].*$", re.MULTILINE)
-# The value, and the label block, of each line of a run that is all `name{block} value` lines.
-_RUN_VALUE = re.compile(r"\} ([^\s_]+)$", re.MULTILINE)
-_RUN_BLOCK = r"^{name}\{{(.*)\}} [^\s_]+$"  # per family: its name is a valid metric name
 
 
 def _first_series(text: str, max_series: int) -> tuple[str, int]:
@@ -257,8 +258,21 @@ class _Ref:
 
     def __init__(self, blocks: list[str], groups: list[SeriesGroup]) -> None:
         self.blocks = blocks
+        self.lengths = list(map(len, blocks))
         self.groups = groups
         self.columns: list[tuple[str, list[float]]] = []
+
+    def values_of(self, lines: list[str], start: int) -> list[str] | None:
+        """What follows each line's label block and "} ", if the lines list these label blocks
+        in this order from `start` (after `name{`); else None. C-level passes that make no
+        string but the values (a family's lines are 40,000 in a large scrape)."""
+        blocks = self.blocks
+        if len(lines) != len(blocks) or not all(map(str.startswith, lines, blocks, repeat(start))):
+            return None
+        ends = list(map(add, self.lengths, repeat(start)))
+        if not all(map(str.startswith, lines, repeat("} "), ends)):
+            return None
+        return list(map(getitem, lines, map(slice, map(add, ends, repeat(2)), repeat(None))))
 
     def flush(self) -> None:
         """Into the groups' values, as lines read one by one are."""
@@ -286,25 +300,44 @@ class _Parser:
         try:
             return self.groups[block]
         except KeyError:
-            labels = _fast_labels(block, self.shapes)
-            group = self.groups[block] = None if labels is None else SeriesGroup(labels)
-            return group
+            return self.groups_of([block])[0]
 
-    def family_text(self, run: str) -> bool:
-        """The whole-family path for a run of lines as an exporter writes a family: every line
-        `name{block} value` of one name met for the first time (checked by counting C-level
-        matches: a line that is not so makes a count differ). False: line by line."""
+    def groups_of(self, blocks: list[str]) -> list[SeriesGroup | None]:
+        """The groups of these label blocks (None: invalid), the blocks met for the first time
+        parsed together."""
+        known = self.groups
+        new = list(filterfalse(known.__contains__, blocks))
+        if new:
+            found = _fast_labels(new, self.shapes)
+            known.update(
+                zip(
+                    new,
+                    [None if labels is None else SeriesGroup(labels) for labels in found],
+                    strict=True,
+                )
+            )
+        return list(map(known.__getitem__, blocks))
+
+    def family_text(self, run: str, lines: list[str]) -> bool:
+        """The whole-family path for a run of lines as an exporter writes a family (`lines`, the
+        run split): every line `name{block} value` of one name met for the first time. Checked
+        and cut with C-level passes, no regex over the text: a family listing the label blocks of
+        an earlier one, in its order (every DCGM field after the first), is read by position;
+        another is cut at each line's last "} " (a value has no space). A line that is not so
+        makes a count differ or a value fail. False: line by line."""
         brace = run.find("{")
         name = run[:brace]
         if brace <= 0 or name in self.seen or not _METRIC_NAME.fullmatch(name):
             return False
-        count = run.count("\n") + 1
-        values = _RUN_VALUE.findall(run)
-        if len(values) != count:
+        if run.count("\n" + run[: brace + 1]) != len(lines) - 1:  # not every line `name{`
             return False
-        blocks = re.findall(_RUN_BLOCK.format(name=name), run, re.MULTILINE)
-        if len(blocks) != count:
-            return False
+        for ref in self.refs:
+            found = ref.values_of(lines, brace + 1)
+            if found is not None:
+                column = _column(found)
+                return column is not None and self._add_column(ref, name, column)
+        heads, _, values = zip(*map(str.rpartition, lines, repeat("} ")), strict=True)
+        blocks = list(map(itemgetter(slice(brace + 1, None)), heads))
         return self._add_family(name, values, blocks)
 
     def family(self, rows: list[_Match], names: list[str]) -> bool:
@@ -317,23 +350,24 @@ class _Parser:
             return False
         return self._add_family(name, list(map(_VALUE, rows)), list(map(_BLOCK, rows)))
 
-    def _add_family(self, name: str, values: list[str], blocks: list[str]) -> bool:
+    def _add_family(self, name: str, values: Sequence[str], blocks: list[str]) -> bool:
         """Valid values, and label sets in an order met before (or all distinct): converted with
         C-level builtins and added to their groups in columns, once per group."""
-        try:
-            column = list(map(float, values))
-        except ValueError:
+        column = _column(values)
+        if column is None:
             return False
         ref = next((ref for ref in self.refs if ref.blocks == blocks), None)
         if ref is None:
             if len(self.refs) >= self.MAX_REFS or len(set(blocks)) != len(blocks):
                 return False
-            groups = [self.group(block) for block in blocks]
-            found = [group for group in groups if group is not None]
-            if len(found) != len(groups):
+            groups = self.groups_of(blocks)
+            if None in groups:
                 return False
-            ref = _Ref(blocks, found)
+            ref = _Ref(blocks, cast(list[SeriesGroup], groups))
             self.refs.append(ref)
+        return self._add_column(ref, name, column)
+
+    def _add_column(self, ref: _Ref, name: str, column: list[float]) -> bool:
         ref.columns.append((name, column))
         self.seen.add(name)
         self.pending.add(name)
@@ -420,6 +454,18 @@ def parse_exposition(text: str) -> tuple[list[Sample], ParseStats]:
     return samples, stats
 
 
+def _column(values: Sequence[str]) -> list[float] | None:
+    """The values of a family as numbers; None if one is not a value (float() also takes
+    whitespace around a number and "_" between digits, the exposition format does not)."""
+    tokens = "".join(values)
+    if "_" in tokens or " " in tokens or not tokens.isprintable():
+        return None
+    try:
+        return list(map(float, values))
+    except ValueError:
+        return None
+
+
 def _comment_ok(line: str) -> bool:
     """`# HELP name ...` and `# TYPE name type` must be well formed; other comments are free."""
     parts = line.split(None, 3)
@@ -431,31 +477,39 @@ def _comment_ok(line: str) -> bool:
 
 
 def _fast_labels(
-    block: str, shapes: dict[tuple[str, ...], tuple[str, ...] | None]
-) -> Mapping[str, str] | None:
-    """`a="1",b="2"` -> {"a": "1", "b": "2"}; None for what the slow path must judge.
+    blocks: list[str], shapes: dict[tuple[str, ...], tuple[str, ...] | None]
+) -> list[Mapping[str, str] | None]:
+    """`a="1",b="2"` -> {"a": "1", "b": "2"} for each block; None for what the slow path must
+    judge.
 
     Free of backslashes, a block splits at its quotes into ['a=', '1', ',b=', '2', ''] (a
     trailing comma leaves ',' last): its shape (the parts between the values) and its values.
     The blocks of one exporter share a few shapes, so a shape is judged once (`shapes`, the
-    parse's cache): valid, with distinct names and no __name__ (else the slow path judges)."""
-    if not block:
-        return {}
-    if "\\" in block:
-        return None
-    parts = block.split('"')
-    shape = tuple(parts[0::2])
-    try:
-        names = shapes[shape]
-    except KeyError:
-        names = _shape_names(shape)
-        if len(shapes) < MAX_SHAPES:
-            shapes[shape] = names
-    if names is None:
-        return None
-    return dict(zip(names, parts[1::2], strict=True))
+    parse's cache): valid, with distinct names and no __name__ (else the slow path judges).
+    Every step is a C-level pass over all the blocks (a family lists 40,000 in a large scrape).
+    """
+    parts = list(map(str.split, blocks, repeat('"')))
+    layouts = list(map(tuple, map(_EVEN, parts)))
+    names_of = shapes
+    fresh = {shape: _shape_names(shape) for shape in set(layouts).difference(shapes)}
+    if fresh:
+        names_of = shapes | fresh
+        shapes.update(islice(fresh.items(), max(MAX_SHAPES - len(shapes), 0)))
+    names = list(map(names_of.__getitem__, layouts))
+    if any(map(operator.contains, blocks, repeat("\\"))):  # escapes: the slow path's
+        names = [
+            None if "\\" in block else found for block, found in zip(blocks, names, strict=True)
+        ]
+    values = map(_ODD, parts)
+    if None not in names:
+        return list(map(dict, map(zip, cast(list[tuple[str, ...]], names), values)))
+    return [
+        None if found is None else dict(zip(found, value, strict=True))
+        for found, value in zip(names, values, strict=True)
+    ]
 
 
+_EVEN, _ODD = itemgetter(slice(0, None, 2)), itemgetter(slice(1, None, 2))
 MAX_SHAPES = 1024  # label-name layouts remembered per parse (hostile input cannot grow it)
 
 

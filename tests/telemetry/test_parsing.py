@@ -277,7 +277,8 @@ def _normalized(text: str, *, columnar: bool) -> object:
 
 gpu_label_sets = st.lists(
     st.fixed_dictionaries(
-        {"gpu": st.integers(0, 7).map(str), "Hostname": st.sampled_from(["n1", "n2"])},
+        # A label value may hold "} " (the whole-family path cuts a line at its last one).
+        {"gpu": st.integers(0, 7).map(str), "Hostname": st.sampled_from(["n1", "n2", "n} 3"])},
         optional={"pod": st.sampled_from(["a", "b"]), "GPU_I_ID": st.sampled_from(["1", "2"])},
     ),
     min_size=1,
@@ -303,7 +304,7 @@ def expositions(draw: st.DrawFn) -> str:
             members = draw(st.permutations(members))
         for labels in members:
             block = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            value = draw(st.sampled_from(["1", "2.5", "NaN", "bad", "+Inf"]))
+            value = draw(st.sampled_from(["1", "2.5", "NaN", "bad", "+Inf", "1_0", "4} 5"]))
             stamp = draw(st.sampled_from(["", "", "", " 1767225600123"]))
             out.append(f"{name}{{{block}}} {value}{stamp}\n")
         if draw(st.booleans()):
@@ -327,6 +328,8 @@ ONE_LABEL_SET_TWO_ORDERS = (
 @example(text=ONE_LABEL_SET_TWO_ORDERS)
 def test_columnar_parsing_reads_the_same_as_line_by_line(text: str) -> None:
     assert _normalized(text, columnar=True) == _normalized(text, columnar=False)
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    assert parse_grouped(text)[1].lines == lines
 
 
 def test_a_dcgm_scrape_takes_the_columnar_path_and_a_mig_gap_does_not_break_it() -> None:
