@@ -24,13 +24,12 @@ with `prometheus_client`, only faster.
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, islice, repeat
+from itertools import islice, repeat
 from operator import add, getitem, itemgetter
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from prometheus_client.parser import parse_labels, text_string_to_metric_families
 
@@ -300,23 +299,9 @@ class _Parser:
         try:
             return self.groups[block]
         except KeyError:
-            return self.groups_of([block])[0]
-
-    def groups_of(self, blocks: list[str]) -> list[SeriesGroup | None]:
-        """The groups of these label blocks (None: invalid), the blocks met for the first time
-        parsed together."""
-        known = self.groups
-        new = list(filterfalse(known.__contains__, blocks))
-        if new:
-            found = _fast_labels(new, self.shapes)
-            known.update(
-                zip(
-                    new,
-                    [None if labels is None else SeriesGroup(labels) for labels in found],
-                    strict=True,
-                )
-            )
-        return list(map(known.__getitem__, blocks))
+            labels = _fast_labels(block, self.shapes)
+            group = self.groups[block] = None if labels is None else SeriesGroup(labels)
+            return group
 
     def family_text(self, run: str, lines: list[str]) -> bool:
         """The whole-family path for a run of lines as an exporter writes a family (`lines`, the
@@ -360,10 +345,11 @@ class _Parser:
         if ref is None:
             if len(self.refs) >= self.MAX_REFS or len(set(blocks)) != len(blocks):
                 return False
-            groups = self.groups_of(blocks)
-            if None in groups:
+            groups = [self.group(block) for block in blocks]
+            found = [group for group in groups if group is not None]
+            if len(found) != len(groups):
                 return False
-            ref = _Ref(blocks, cast(list[SeriesGroup], groups))
+            ref = _Ref(blocks, found)
             self.refs.append(ref)
         return self._add_column(ref, name, column)
 
@@ -477,39 +463,31 @@ def _comment_ok(line: str) -> bool:
 
 
 def _fast_labels(
-    blocks: list[str], shapes: dict[tuple[str, ...], tuple[str, ...] | None]
-) -> list[Mapping[str, str] | None]:
-    """`a="1",b="2"` -> {"a": "1", "b": "2"} for each block; None for what the slow path must
-    judge.
+    block: str, shapes: dict[tuple[str, ...], tuple[str, ...] | None]
+) -> Mapping[str, str] | None:
+    """`a="1",b="2"` -> {"a": "1", "b": "2"}; None for what the slow path must judge.
 
     Free of backslashes, a block splits at its quotes into ['a=', '1', ',b=', '2', ''] (a
     trailing comma leaves ',' last): its shape (the parts between the values) and its values.
     The blocks of one exporter share a few shapes, so a shape is judged once (`shapes`, the
-    parse's cache): valid, with distinct names and no __name__ (else the slow path judges).
-    Every step is a C-level pass over all the blocks (a family lists 40,000 in a large scrape).
-    """
-    parts = list(map(str.split, blocks, repeat('"')))
-    layouts = list(map(tuple, map(_EVEN, parts)))
-    names_of = shapes
-    fresh = {shape: _shape_names(shape) for shape in set(layouts).difference(shapes)}
-    if fresh:
-        names_of = shapes | fresh
-        shapes.update(islice(fresh.items(), max(MAX_SHAPES - len(shapes), 0)))
-    names = list(map(names_of.__getitem__, layouts))
-    if any(map(operator.contains, blocks, repeat("\\"))):  # escapes: the slow path's
-        names = [
-            None if "\\" in block else found for block, found in zip(blocks, names, strict=True)
-        ]
-    values = map(_ODD, parts)
-    if None not in names:
-        return list(map(dict, map(zip, cast(list[tuple[str, ...]], names), values)))
-    return [
-        None if found is None else dict(zip(found, value, strict=True))
-        for found, value in zip(names, values, strict=True)
-    ]
+    parse's cache): valid, with distinct names and no __name__ (else the slow path judges)."""
+    if not block:
+        return {}
+    if "\\" in block:
+        return None
+    parts = block.split('"')
+    shape = tuple(parts[0::2])
+    try:
+        names = shapes[shape]
+    except KeyError:
+        names = _shape_names(shape)
+        if len(shapes) < MAX_SHAPES:
+            shapes[shape] = names
+    if names is None:
+        return None
+    return dict(zip(names, parts[1::2], strict=True))
 
 
-_EVEN, _ODD = itemgetter(slice(0, None, 2)), itemgetter(slice(1, None, 2))
 MAX_SHAPES = 1024  # label-name layouts remembered per parse (hostile input cannot grow it)
 
 
