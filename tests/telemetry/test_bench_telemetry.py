@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -49,3 +53,19 @@ def test_refuses_a_database_with_real_telemetry() -> None:
     services.samples_ingest(gpus=[sample()], observed_at=T0, source="scrape")
     with pytest.raises(CommandError, match="empty telemetry database"):
         call_command("bench_telemetry", "--nodes", "1", stdout=StringIO())
+
+
+def test_an_unmigrated_database_is_refused_with_the_advice_to_migrate(tmp_path: Path) -> None:
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench_telemetry", "--nodes", "1", "--json"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "not migrated" in done.stderr and "manage.py migrate" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -5,8 +5,8 @@ ingester does with it: parse (text -> samples), map (samples -> GPUs and pods), 
 values, raw history, node freshness), reconcile the GPU ids pods hold with those recorded
 (scheduling.services.assignments_reconcile, the ingester's holders check) and roll up (the
 scrape's minute, closed), all in the configured database, which must hold no other telemetry
-(`make bench-telemetry` uses a fresh SQLite file). The rows it wrote are deleted afterwards unless
---keep.
+(`make bench-telemetry` uses a fresh SQLite file, migrated first; an unmigrated database is refused
+with that advice). The rows it wrote are deleted afterwards unless --keep.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from scheduling.services import assignments_reconcile
@@ -89,6 +90,13 @@ class Command(BaseCommand):
             raise CommandError(f"--fields: 1 to {len(ALL_FIELDS)}")
         if options["repeat"] < 1 or (options["keep"] and options["repeat"] > 1):
             raise CommandError("--repeat: at least 1, and 1 with --keep")
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            raise CommandError(
+                f"the database {connection.settings_dict['NAME']} is not migrated: run "
+                "`python manage.py migrate` on it first (`make bench-telemetry` does, on a "
+                "fresh SQLite file)"
+            )
         text = render_exposition(
             bench_states(options["nodes"], options["gpus"]),
             fields=ALL_FIELDS[: options["fields"]],
