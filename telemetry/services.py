@@ -67,8 +67,8 @@ def samples_ingest(
     observed_ts = observed_at.timestamp()
     observed = adapt_time(observed_at)
     times: dict[float, Any] = {observed_ts: observed}  # adapted once per distinct timestamp
-    latest: dict[GpuKey, tuple[Any, ...]] = {}
-    latest_pods: dict[GpuKey, list[PodRef]] = {}  # stored as [[namespace, pod, container]]
+    # GpuKey -> its GpuLatest row, whose last item is the list of its pods until encoded.
+    latest: dict[GpuKey, list[Any]] = {}
     raw: list[tuple[Any, ...]] = []
     node_newest: dict[str, float] = {}
     node_gpus: dict[str, int] = defaultdict(int)
@@ -80,7 +80,7 @@ def samples_ingest(
         get = values.get
         busy = busy_ratio(values)
         pod = sample.pod
-        pods = latest_pods.get(key)
+        row = latest.get(key)
         namespace, name = ("", "") if pod is None else (pod[0], pod[1])
         raw_append(
             (
@@ -90,23 +90,22 @@ def samples_ingest(
                 mig_instance,
                 namespace,
                 name,
-                pods is None,
+                row is None,
                 busy,
                 get("fb_used_mib"),
                 get("power_w"),
             )
         )
-        if pods is not None:  # the same GPU, for another pod
+        if row is not None:  # the same GPU, for another pod
             if pod is not None:
-                pods.append(pod)
+                row[-1].append(pod)
             continue
-        latest_pods[key] = [pod] if pod is not None else []
         ts = observed_ts if sample.timestamp is None else min(sample.timestamp, observed_ts)
         sampled_at = times.get(ts)
         if sampled_at is None:
             sampled_at = times[ts] = adapt_time(datetime.fromtimestamp(ts, tz=UTC))
         xid = get("xid_last")
-        latest[key] = (
+        latest[key] = [
             node,
             index,
             mig_instance,
@@ -118,22 +117,21 @@ def samples_ingest(
             None if xid is None else int(xid),
             source,
             sampled_at,
-        )
+            [] if pod is None else [pod],
+        ]
         node_gpus[node] += 1
         if ts > node_newest.get(node, -1.0):
             node_newest[node] = ts
     adapt_json = connection.ops.adapt_json_value
     # A pod's GPUs list the same pods: each list is encoded once.
     encoded: dict[tuple[PodRef, ...], Any] = {(): adapt_json([], None)}
-
-    def pods_json(pods: list[PodRef]) -> Any:
-        key = tuple(pods)
-        value = encoded.get(key)
+    latest_rows = list(latest.values())
+    for row in latest_rows:
+        pods = tuple(row[-1])
+        value = encoded.get(pods)
         if value is None:
-            value = encoded[key] = adapt_json(pods, None)
-        return value
-
-    latest_rows = [(*row, pods_json(latest_pods[key])) for key, row in latest.items()]
+            value = encoded[pods] = adapt_json(row[-1], None)
+        row[-1] = value
     fresh = NodeTelemetry.State.FRESH.value
     node_rows = [
         (node, fresh, times[ts], node_gpus[node], source) for node, ts in node_newest.items()
@@ -158,7 +156,7 @@ class _Insert:
 
     MAX_ROWS = 500  # per statement
 
-    def write(self, cursor: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+    def write(self, cursor: Any, rows: Sequence[Sequence[Any]]) -> None:
         params = connection.features.max_query_params or 65_535
         per = max(1, min(self.MAX_ROWS, params // len(self.columns)))
         whole = len(rows) - len(rows) % per
