@@ -281,10 +281,6 @@ class MapStats:
         self.unknown_nodes.extend(other.unknown_nodes[: max(room, 0)])
 
 
-# What a label set says of its GPU: key, pod, uuid, model name, PCI bus id, MIG profile.
-_Identity = tuple[GpuKey, PodRef | None, str, str, str, str]
-
-
 def gpu_samples(
     samples: Iterable[Sample],
     *,
@@ -425,15 +421,12 @@ class _Mapper:
         self, labels: Mapping[str, str], found: dict[str, float], stamps: dict[str, float] | None
     ) -> None:
         stats = self.stats
-        identity = _identity(labels, self.default_node, self.rules, stats)
-        if isinstance(identity, str):
-            stats.skip(identity, len(found))
+        sample = _gpu_sample(labels, found, self.default_node, self.rules, stats)
+        if isinstance(sample, str):
+            stats.skip(sample, len(found))
             return
-        key, pod = identity[0], identity[1]
-        gpu = self.gpus.get((key, pod))
-        if gpu is None:
-            gpu = self.gpus[(key, pod)] = GpuSample(key, *identity[2:], pod, found)
-        else:
+        gpu = self.gpus.setdefault((sample.key, sample.pod), sample)
+        if gpu is not sample:  # the same GPU and pod, met in another label set
             gpu.values.update(found)
         stats.used += len(found)
         if stamps:
@@ -509,10 +502,15 @@ def _gpu_index(label: str) -> int | str:
 _INDEXES: dict[str, int | str] = {str(i): i for i in range(64)}
 
 
-def _identity(
-    labels: Mapping[str, str], target: str, rules: Attribution, stats: MapStats
-) -> _Identity | str:
-    """The GPU a label set names, or why it names none that can be stored."""
+def _gpu_sample(
+    labels: Mapping[str, str],
+    values: dict[str, float],
+    target: str,
+    rules: Attribution,
+    stats: MapStats,
+) -> GpuSample | str:
+    """The GPU (and pod) a label set names, with `values`, or why it names none that can be
+    stored."""
     get = labels.get
     label = get("gpu", "")
     index = _INDEXES.get(label)
@@ -551,7 +549,7 @@ def _identity(
         name = next(k for k, v in lengths.items() if len(v) > LABEL_LIMITS[k])
         return f"{LABEL_TOO_LONG}: {name}"
     key = GpuKey(node, index, mig_instance)
-    return key, pod, uuid, model_name, get("pci_bus_id", ""), mig_profile
+    return GpuSample(key, uuid, model_name, get("pci_bus_id", ""), mig_profile, pod, values)
 
 
 _LIMIT_NODE, _LIMIT_UUID, _LIMIT_MODEL, _LIMIT_MIG_INSTANCE, _LIMIT_MIG_PROFILE = (
