@@ -469,7 +469,7 @@ def _fast_labels(
     Free of backslashes, a block splits at its quotes into ['a=', '1', ',b=', '2', ''] (a
     trailing comma leaves ',' last): its shape (the parts between the values) and its values.
     The blocks of one exporter share a few shapes, so a shape is judged once (`shapes`, the
-    parse's cache): valid, with distinct names and no __name__ (else the slow path judges)."""
+    parse's cache): valid, with distinct names, none reserved (else the slow path judges)."""
     if not block:
         return {}
     if "\\" in block:
@@ -494,7 +494,8 @@ def _shape_names(shape: tuple[str, ...]) -> tuple[str, ...] | None:
     if not _LABEL_BLOCK.fullmatch('""'.join(shape)):
         return None
     names = tuple(part.lstrip(",")[:-1] for part in shape[:-1])
-    if len(set(names)) != len(names) or "__name__" in names:
+    # Names starting "__" are reserved (prometheus_client refuses them, __name__ included).
+    if len(set(names)) != len(names) or any(name.startswith("__") for name in names):
         return None
     return names
 

@@ -202,6 +202,7 @@ def _escape(value: str) -> str:
 
 
 @settings(deadline=None)
+@example(name=":", labels={"__": ""}, value="0", timestamp=None)  # found by hypothesis: reserved
 @given(
     name=st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True),
     labels=st.dictionaries(label_names, label_values, max_size=4),
