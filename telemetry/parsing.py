@@ -534,14 +534,19 @@ def _reason(line: str) -> str:
     if brace != 0 and not _METRIC_NAME.fullmatch(name.strip()):
         return INVALID_NAME
     if brace >= 0:
-        close = line.rfind("}")
-        if close < brace:
+        block = _LABELS_TEXT.match(line, brace)
+        if block is None:
             return INVALID_LABELS
         try:
-            parse_labels(line[brace + 1 : close])
+            parse_labels(block[1])
         except ValueError:
             return INVALID_LABELS
     return INVALID_VALUE
+
+
+# A label block up to its first unquoted "}". prometheus_client's parse_labels (0.26) loops forever
+# on text with an unquoted "}" in it, such as `a="1"} 2` from the line `m{a="1"} 2} 3`.
+_LABELS_TEXT = re.compile(r'\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\}')
 
 
 def samples_from_vector(

@@ -94,6 +94,7 @@ def test_the_same_as_prometheus_client_on_the_example() -> None:
         ('DCGM_FI_DEV_GPU_UTIL{gpu="0",gpu="1"} 87', INVALID_LABELS),  # duplicate label
         ('DCGM_FI_DEV_GPU_UTIL{gpu="0"} eighty', INVALID_VALUE),
         ('DCGM_FI_DEV_GPU_UTIL{gpu="0"} 8_7', INVALID_VALUE),
+        ('DCGM_FI_DEV_GPU_UTIL{gpu="0"} 8} 7', INVALID_VALUE),  # hung prometheus_client's labels
         ('DCGM_FI_DEV_GPU_UTIL{gpu="0"}', INVALID_VALUE),
         ("# TYPE DCGM_FI_DEV_GPU_UTIL", INVALID_COMMENT),  # prometheus_client would give up here
         ("# TYPE 9bad gauge", INVALID_COMMENT),
