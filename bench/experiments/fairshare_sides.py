@@ -26,6 +26,7 @@ from bench.experiments.fairshare import BIG_GANG_GPUS, GPU_MODEL, PolicyResult, 
 from bench.experiments.philly import POLICIES, Trace, queue_documents
 from bench.experiments.worlds import SimClock
 from scheduling import services
+from scheduling.core.queueing.backfill import DEFAULT_STARVING_AFTER_S
 from scheduling.core.queueing.consolidation import REASON as CONSOLIDATED
 from scheduling.core.queueing.pods_ready import WaitForPodsReady
 from scheduling.core.scheduler import Framework
@@ -166,6 +167,8 @@ def simulate(
             # As in the core's run (and Kueue's default): no waitForPodsReady; on a grid of
             # minutes its 5-minute timeout would judge the grid, not the scheduler.
             pods_ready=WaitForPodsReady(timeout_s=0),
+            # FIFO is Kueue's default, without gpusched's starvation bound (as in the core's run)
+            starving_after_s=None if policy == "fifo" else DEFAULT_STARVING_AFTER_S,
         )
         sample = _Sample({}, {}, {}, 0)
         t = 0.0

@@ -58,6 +58,7 @@ from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.backfill import (
     DEFAULT_HORIZON_S,
+    DEFAULT_STARVING_AFTER_S,
     BackfillPolicy,
     FairOrder,
     ReleasedReservation,
@@ -114,6 +115,9 @@ class SchedulingCycle:
     # Gangs and large pods that cannot be placed hold the nodes they need as they free up, for
     # at most this long (scheduling.core.queueing.backfill); a new leader starts afresh.
     reservation_horizon_s: float = DEFAULT_HORIZON_S
+    # A workload waiting longer than this is starving: it stops its cohort's admissions while
+    # no quota is free for it, and its reservation holds against every queue (issue 37).
+    starving_after_s: float | None = DEFAULT_STARVING_AFTER_S  # None: none, as Kueue
     reservations: ReservationBook = field(default_factory=ReservationBook)
     estimator: StartEstimator = field(default_factory=StartEstimator)
     # Seconds a cycle may take before it yields what is left to the next (read by `timer`).
@@ -345,6 +349,7 @@ class SchedulingCycle:
             self.pods_ready,
             self.batch_size,
             self._empty_cluster,
+            self.starving_after_s,
         )
 
     def _empty_cluster(self) -> EmptyClusterFeasibility | None:
@@ -406,6 +411,7 @@ class SchedulingCycle:
             book=self.reservations,
             horizon_s=self.reservation_horizon_s,
             fair_order=_fair_order(by_uid),
+            starving_after_s=self.starving_after_s,
         )
 
     def _report_released(

@@ -39,6 +39,7 @@ class Admission:
     batch_size: int
     # What could ever run where, asked when the cluster queues are managed here.
     feasibility: Callable[[], EmptyClusterFeasibility | None]
+    starving_after_s: float | None = None  # the starvation bound (core.queueing.admission)
 
     def run(self, now: datetime, report: CycleReport) -> tuple[int, int]:
         """Returns (workloads admitted, workloads evicted for them or by deactivation)."""
@@ -64,6 +65,7 @@ class Admission:
             idle_weight=queue_state.fair_share_idle_weight(),
             feasibility=self.feasibility(),
             now=now.timestamp(),
+            starving_after_s=self.starving_after_s,
         )
         dropped = self._evict_intents(result.evictions, now, report)
         victims = {

@@ -11,6 +11,13 @@ admitted workloads are preempted (or evicted) to make room. Kueue's semantics:
    lowest dominant resource share once the head is admitted wins (quota.path_shares), then the
    oldest. Admission charges the quota book, so the next round sees it.
 
+With a starvation bound (`starving_after_s`, gpusched's, not Kueue's; issue 37), a workload that
+has waited that long since it was created and finds no quota free for it stops the admissions of
+its whole cohort tree for the rest of the cycle (the oldest such head, if several): quota then
+frees for it as the admitted work ends, where otherwise every GPU freed went to smaller
+workloads that fit, lighter tenants' first, and a big gang of a heavy tenant could wait for as
+long as they kept coming.
+
 Before that, admitted workloads that must go are returned as evictions (the shell carries them
 out): deactivated ones (`spec.active: false`, InactiveWorkload) and those of a queue stopped with
 `stopPolicy: HoldAndDrain` (ClusterQueueStopped, LocalQueueStopped). A deactivated pending
@@ -369,12 +376,14 @@ def admission_cycle(
     idle_weight: float = 0.0,
     feasibility: Feasibility | None = None,
     now: float = 0.0,
+    starving_after_s: float | None = None,
 ) -> CycleResult:
     """Admit what quota allows now (module doc). `admitted` is what holds quota before the cycle;
     `fair_usage` the LocalQueues' decayed usage (admission fair sharing); `limit` caps the number
     of admissions; `idle_weight` counts what admitted workloads hold idle in the fair share
     (quota.QuotaBook); `feasibility` says which flavors' nodes could ever host the pods; a
-    workload whose `requeue_at` is after `now` waits out its backoff."""
+    workload whose `requeue_at` is after `now` waits out its backoff; `starving_after_s` is the
+    starvation bound (None: none, as Kueue)."""
     book = QuotaBook(cluster_queues, cohorts=cohorts, idle_weight=idle_weight)
     lqs = {lq.key: lq for lq in local_queues}
     result = CycleResult()
@@ -412,6 +421,7 @@ def admission_cycle(
 
     while serving and (limit is None or len(result.admitted) < limit):
         heads: list[tuple[QueuedWorkload, Nomination]] = []
+        starving: list[QueuedWorkload] = []  # heads past the bound that found no quota
         for name in list(serving):
             order = serving[name]
             head = order.head()
@@ -440,6 +450,12 @@ def admission_cycle(
             wait(head, nomination.reason, nomination.message)
             nominations.pop(name, None)
             order.pop(admitted=False)
+            if (
+                starving_after_s is not None
+                and nomination.reason == WAITING_FOR_QUOTA
+                and now - head.created_at >= starving_after_s
+            ):
+                starving.append(head)
             if book.queues[name].queueing_strategy is QueueingStrategy.STRICT_FIFO:
                 for behind in order.full_order():
                     wait(
@@ -449,6 +465,17 @@ def admission_cycle(
                         f"ClusterQueue {name}",
                     )
                 del serving[name]
+        if starving:
+            oldest = min(starving, key=lambda w: (w.created_at, w.key))
+            for name in book.members(oldest.cluster_queue):
+                for behind in serving.pop(name).full_order() if name in serving else ():
+                    wait(
+                        behind,
+                        WAITING_FOR_QUOTA,
+                        f"waiting behind {oldest.shown()}, which has waited past the "
+                        f"starvation bound ({starving_after_s:g} s) for quota",
+                    )
+            heads = [h for h in heads if h[0].cluster_queue in serving]
         if not heads:
             continue
         head, nomination = pick_head(book, heads)

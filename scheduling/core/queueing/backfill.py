@@ -30,12 +30,24 @@ for longer than `horizon_s` without its owner starting, is released and reported
 and its owner may not reserve again for another `horizon_s` (idle capacity is never held
 indefinitely on a prediction that keeps slipping).
 
+Starvation bound (issue 37; Slurm's backfill reserves for its highest-priority waiting jobs
+and backfills only what does not delay them): an owner that has waited `starving_after_s` since
+it was created is starving. Its reservation holds its nodes against the pods of every queue, the
+fair-share order notwithstanding (a big gang of a heavy tenant otherwise waits behind the small
+pods of lighter ones for as long as they keep coming), is neither released nor refused for the
+horizon (a prediction that slips only lets more pods backfill before it completes), and its
+owner may have consolidation move work for it whenever it fails (not only when its plan lies
+beyond the horizon). At most `max_reservations` starving owners hold nodes at once, the first to
+fail in the batch (the oldest, where the batch comes oldest-starving first), beside the ordinary
+reservations and their limits.
+
 The GPU arithmetic here is by whole-GPU counts per node; whether the pods really fit (topology,
 CPU, selectors) is always decided by the framework when they are tried.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -49,6 +61,8 @@ from scheduling.core.types import MILLI_PER_GPU, PodRequest, ServiceClass
 
 BoolArray = npt.NDArray[np.bool_]
 DEFAULT_HORIZON_S = 6 * 3600.0
+DEFAULT_STARVING_AFTER_S = DEFAULT_HORIZON_S
+STARVING_RANK = -math.inf  # ahead of every queue in the fair-share order
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,12 @@ class BackfillPolicy:
     max_reservations: int = 2
     fair_order: FairOrder | None = None  # None: reservations go to the first owners that fail
     absent_grace_s: float = 30.0  # a reservation kept through batches its owner is not in
+    # The starvation bound (module doc); None: none
+    starving_after_s: float | None = DEFAULT_STARVING_AFTER_S
+
+    def starving(self, created_at: float) -> bool:
+        """Whether an owner created then has waited past the starvation bound."""
+        return self.starving_after_s is not None and self.now - created_at >= self.starving_after_s
 
 
 def hosts(decision: Decision) -> BoolArray:
@@ -230,6 +250,10 @@ class _Hold:
     queue: str
     rank: float
 
+    @property
+    def starving(self) -> bool:
+        return self.rank == STARVING_RANK
+
 
 class Reserver:
     """The reservations of one batch: carried over for owners not in it, made as owners fail,
@@ -268,6 +292,14 @@ class Reserver:
         self._holds.pop(key, None)
         self._carried.discard(key)
 
+    def _rank(self, pod: PodRequest) -> float:
+        """The pod's place in the fair-share order; a starving owner's is ahead of all."""
+        owner = pod.gang is not None or pod.gpus >= self.policy.large_pod_gpus
+        if owner and self.policy.starving(pod.created_at):
+            return STARVING_RANK
+        order = self.policy.fair_order
+        return order.rank(pod) if order is not None else 0.0
+
     def _blocked(self) -> BoolArray:
         out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
         for hold in self._holds.values():
@@ -285,8 +317,7 @@ class Reserver:
         out: BoolArray = np.zeros(len(self.snapshot), dtype=np.bool_)
         own = owner_key(pod)
         runtime = self.policy.runtime_s(pod)
-        order = self.policy.fair_order
-        rank = order.rank(pod) if order is not None else 0.0
+        rank = self._rank(pod)
         for key, hold in self._holds.items():
             if key == own or rank < hold.rank:  # its own, or ahead of it in the fair order
                 continue
@@ -309,28 +340,22 @@ class Reserver:
         self._drop(key)  # carried from an earlier batch: judged afresh
         order = self.policy.fair_order
         queue = order.queue_of(pod) if order is not None else ""
-        if order is not None and any(h.queue == queue for h in self._holds.values()):
+        rank = self._rank(pod)
+        if rank == STARVING_RANK:
+            self._starving_failed(pod, key, missing, decision, queue)
+            return
+        ordinary = [h for h in self._holds.values() if not h.starving]
+        if order is not None and any(h.queue == queue for h in ordinary):
             return  # one per queue, its head's: this one holds nothing (settle forgets it)
         self.seen.add(key)
         book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s
         book.tried_at[key] = now
-        if len(self.made) >= self.policy.max_reservations:
+        if len(ordinary) >= self.policy.max_reservations:
             return
         if now - book.released_at.get(key, -np.inf) < horizon:
             self.beyond_horizon.add(key)
             return  # released lately: waits like anyone else for a while
-        candidates = hosts(decision) & ~self._blocked()
-        found = plan(
-            self.snapshot,
-            pod.gpus,
-            missing,
-            candidates,
-            self.policy.ends_at,
-            now,
-            book.nodes.get(key, ()),
-            unknown_end=now + horizon,
-            gone_now=lambda held: _preempted_by(held.pod, pod),
-        )
+        found = self._plan(pod, key, missing, decision)
         since = book.since.get(key, now)
         reason = ""
         if found is None:
@@ -347,10 +372,52 @@ class Reserver:
             self.beyond_horizon.add(key)
             return
         assert found is not None
+        self._keep(key, found, since, queue, rank)
+
+    def _starving_failed(
+        self, pod: PodRequest, key: str, missing: int, decision: Decision, queue: str
+    ) -> None:
+        """A starving owner failed: it holds the nodes it needs soonest, however far off, and
+        consolidation may open nodes for it (module doc)."""
+        self.seen.add(key)
+        book, now = self.policy.book, self.policy.now
+        book.tried_at[key] = now
+        self.beyond_horizon.add(key)
+        if sum(h.starving for h in self._holds.values()) >= self.policy.max_reservations:
+            return
+        found = self._plan(pod, key, missing, decision)
+        if found is not None:
+            self._keep(key, found, book.since.get(key, now), queue, STARVING_RANK)
+
+    def _plan(
+        self, pod: PodRequest, key: str, missing: int, decision: Decision
+    ) -> tuple[float, tuple[str, ...]] | None:
+        """The owner's plan on the nodes that could host it and no one holds yet."""
+        book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s
+        return plan(
+            self.snapshot,
+            pod.gpus,
+            missing,
+            hosts(decision) & ~self._blocked(),
+            self.policy.ends_at,
+            now,
+            book.nodes.get(key, ()),
+            unknown_end=now + horizon,
+            gone_now=lambda held: _preempted_by(held.pod, pod),
+        )
+
+    def _keep(
+        self,
+        key: str,
+        found: tuple[float, tuple[str, ...]],
+        since: float,
+        queue: str,
+        rank: float,
+    ) -> None:
         complete_at, nodes = found
+        book = self.policy.book
         book.since[key] = since
         book.nodes[key] = nodes
-        rank = order.rank(pod) if order is not None else 0.0
         book.ranks[key] = (queue, rank)
         self._hold(Reservation(key, nodes, complete_at, since), queue, rank)
 

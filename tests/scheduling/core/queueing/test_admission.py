@@ -387,3 +387,30 @@ def test_a_higher_priority_class_preempts_within_the_queue() -> None:
     assert result.admitted[0].victims == ("low",)
     none = admission_cycle(queues, FLAVORS, [wl("same", "a", 2, priority=100)], admitted)
     assert not none.admitted
+
+
+def test_a_workload_past_the_starvation_bound_stops_its_cohort_until_its_quota_frees() -> None:
+    """A borrowing queue's 8-GPU workload finds 4 GPUs free in the cohort: without a bound the
+    lighter queue's 2-GPU workloads take them (and every GPU that frees later); past the bound
+    (created at 0, now 7 h, bound 6 h) nothing else in the cohort is admitted, and the message
+    says whom they wait behind; a queue outside the cohort is not held."""
+    queues = [cq("a", 4, cohort="x"), cq("b", 4, cohort="x"), cq("c", 2)]
+    admitted = [held("a-run", "a", 4)]
+    pending = [
+        wl("big", "a", 8, created=0),
+        wl("small-1", "b", 2, created=100),
+        wl("small-2", "b", 2, created=200),
+        wl("elsewhere", "c", 2, created=300),
+    ]
+    kueue = admission_cycle(queues, FLAVORS, pending, admitted, now=7 * 3600.0)
+    assert admitted_keys(kueue) == ["small-1", "small-2", "elsewhere"]
+    bounded = admission_cycle(
+        queues, FLAVORS, pending, admitted, now=7 * 3600.0, starving_after_s=6 * 3600.0
+    )
+    assert admitted_keys(bounded) == ["elsewhere"]
+    assert bounded.waiting["big"].reason == adm.WAITING_FOR_QUOTA
+    assert "waiting behind big" in bounded.waiting["small-1"].message
+    early = admission_cycle(
+        queues, FLAVORS, pending, admitted, now=5 * 3600.0, starving_after_s=6 * 3600.0
+    )
+    assert admitted_keys(early) == ["small-1", "small-2", "elsewhere"]

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.pod_index import HeldPod
-from scheduling.core.queueing.backfill import BackfillPolicy, FairOrder, ReservationBook, plan
+from scheduling.core.queueing.backfill import (
+    DEFAULT_STARVING_AFTER_S,
+    BackfillPolicy,
+    FairOrder,
+    ReservationBook,
+    plan,
+)
 from scheduling.core.queueing.batch import schedule_batch
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.snapshot import ClusterSnapshot
@@ -41,6 +47,7 @@ class World:
         runtime: dict[str, float],
         horizon_s: float = 3600.0,
         fair_order: FairOrder | None = None,
+        starving_after_s: float = DEFAULT_STARVING_AFTER_S,
     ):
         self.fw, self.snapshot = fw, one_node()
         self.fair_order = fair_order
@@ -49,6 +56,7 @@ class World:
         self.running: dict[str, Decision] = {}
         self.book = ReservationBook()
         self.horizon_s = horizon_s
+        self.starving_after_s = starving_after_s
         self.released: list[str] = []
 
     def start(self, decisions: list[Decision], now: float) -> None:
@@ -67,6 +75,7 @@ class World:
             book=self.book,
             horizon_s=self.horizon_s,
             fair_order=self.fair_order,
+            starving_after_s=self.starving_after_s,
         )
         pending = [p for p in queue if p.uid not in self.ends]
         outcome = schedule_batch(
@@ -245,6 +254,54 @@ def test_a_reservation_does_not_hold_nodes_against_queues_ahead_of_its_owner() -
     world.runtime.update({p.uid: 1000.0 for p in queue})
     assert world.cycle(queue, 10.0) == ["ahead"]
     assert "train" in world.book.active
+
+
+def starts_of_a_borrowing_gang(starving_after_s: float) -> dict[str, float]:
+    """The busy node; a gang of a borrowing queue (share 0.5) and 1-GPU pods of a queue within
+    its share (0), all running long, offered every 10 s: when each started."""
+    world = World(
+        framework(),
+        {},
+        fair_order=by_namespace({"train": 0.5, "mine": 0.0}),
+        starving_after_s=starving_after_s,
+    )
+    busy_node(world)
+    queue = [
+        *in_queue("train", gang("train", 2, 2)),
+        *in_queue("mine", [single(f"ahead-{k}") for k in range(20)]),
+    ]
+    world.runtime.update({p.uid: 1000.0 for p in queue})
+    started_at: dict[str, float] = {}
+    for t in range(10, 90, 10):
+        for uid in world.cycle(queue, float(t)):
+            started_at[uid] = t
+    assert not world.released
+    return started_at
+
+
+def test_a_gang_past_the_starvation_bound_holds_its_nodes_against_every_queue() -> None:
+    """Within the bound, the queue ahead takes every GPU as it frees and the gang never starts;
+    past it (the gang was created at 0, the bound is 5 s), its node is held against that queue
+    too, and it starts at 40, when its four GPUs are free, as at the head of one queue."""
+    assert "train-0" not in starts_of_a_borrowing_gang(DEFAULT_STARVING_AFTER_S)
+    started_at = starts_of_a_borrowing_gang(5.0)
+    assert started_at["train-0"] == started_at["train-1"] == 40
+    assert not any(uid.startswith("ahead") for uid, t in started_at.items() if t < 40)
+
+
+def test_a_starving_gang_keeps_its_reservation_past_the_horizon() -> None:
+    """The predicted ends slip past the horizon: a starving owner's reservation is not released
+    (only what ends before it completes may use its node)."""
+    world = World(framework(), {}, horizon_s=30.0, starving_after_s=0.0)
+    busy_node(world)
+    queue = [*gang("train", 2, 2), single("small")]
+    world.runtime.update({p.uid: 1000.0 for p in queue})
+    running = list(world.ends)
+    for now, end in ((5.0, 20.0), (30.0, 40.0), (50.0, 200.0)):
+        world.ends = dict.fromkeys(running, end)
+        assert world.cycle(queue, now) == []
+        assert "train" in world.book.active
+    assert not world.released
 
 
 def test_one_reservation_per_queue_its_head() -> None:
