@@ -439,7 +439,7 @@ def simulate(
                         framework,
                         snapshot,
                         t,
-                        Queues(cluster_queues, flavors),
+                        Queues(cluster_queues, flavors, starving_after_s=starving_after_s),
                         list(admitted.values()),
                         list(unplaced),
                         dict(pending),

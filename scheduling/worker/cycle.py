@@ -157,6 +157,7 @@ class SchedulingCycle:
                 self.reservation_horizon_s,
                 self.clock(),
                 admits=self.side.queues_admit,
+                starving_after_s=self.starving_after_s,
             )
         except Exception:
             logger.exception("estimating starts failed; scheduling goes on")

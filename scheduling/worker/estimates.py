@@ -72,11 +72,22 @@ class StartEstimator:
         now: datetime,
         *,
         admits: bool,
+        starving_after_s: float | None = None,
     ) -> int:
-        """Estimate and record; returns how many workloads were estimated."""
+        """Estimate and record; returns how many workloads were estimated. `starving_after_s` is
+        the cycle's starvation bound, so that the replay admits as the cycle will."""
         self._ran_at = self.monotonic()
         try:
-            return self._run(framework, cluster, feed, book, horizon_s, now, admits=admits)
+            return self._run(
+                framework,
+                cluster,
+                feed,
+                book,
+                horizon_s,
+                now,
+                admits=admits,
+                starving_after_s=starving_after_s,
+            )
         finally:
             self._took_s = self.monotonic() - self._ran_at
 
@@ -108,6 +119,7 @@ class StartEstimator:
         now: datetime,
         *,
         admits: bool,
+        starving_after_s: float | None,
     ) -> int:
         at = now.timestamp()
         setup = selectors.queue_setup()
@@ -190,6 +202,7 @@ class StartEstimator:
                     list(setup.local_queues.values()),
                     list(setup.cohorts.values()),
                     setup.fair_usage,
+                    starving_after_s,
                 )
                 if managed
                 else None,

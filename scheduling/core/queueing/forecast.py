@@ -53,6 +53,7 @@ class Queues:
     local_queues: Sequence[LocalQueue] = ()
     cohorts: Sequence[Cohort] = ()
     fair_usage: FairUsageState | None = None
+    starving_after_s: float | None = None  # admission_cycle's starvation bound, as the cycle's
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ class Forecast:
                     local_queues=q.local_queues,
                     cohorts=q.cohorts,
                     fair_usage=q.fair_usage,
+                    now=at,
+                    starving_after_s=q.starving_after_s,
                 )
                 for a in result.admitted:
                     for victim in a.victims:

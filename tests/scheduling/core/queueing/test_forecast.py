@@ -10,12 +10,14 @@ from scheduling.core.queueing.forecast import (
     BEYOND_HORIZON,
     NO_PREDICTED_END,
     Forecast,
+    Queues,
     WaitingWork,
 )
 from scheduling.core.snapshot import ClusterSnapshot
-from scheduling.core.types import Placement, PodRequest
+from scheduling.core.types import NodeSpec, Placement, PodRequest
 from tests.builders import make_node, make_pod
 from tests.scheduling.core.helpers import framework
+from tests.scheduling.core.queueing.builders import FLAVORS, cq, held, wl
 
 Starts = dict[str, float | str]
 
@@ -110,3 +112,41 @@ def test_a_capped_step_keeps_a_queue_of_short_jobs_draining_at_their_pace() -> N
     assert every_end["w11"] == 400.0
     late = starts(growth=2.0)["w11"]
     assert isinstance(late, float) and late > 400.0
+
+
+def h100_node() -> NodeSpec:
+    """A node of builders.FLAVORS' flavor h100."""
+    return make_node("n0").topology("dgx-h100").labels(**{"nvidia.com/gpu.product": "H100"}).build()
+
+
+def test_the_replay_admits_under_the_cycles_starvation_bound() -> None:
+    """Queue a's 8-GPU workload has waited 7 h and finds 4 GPUs free in the cohort. Without the
+    bound queue b's 4-GPU workload takes them now. Past the 6-h bound the cycle admits nothing
+    else in the cohort while the big one finds no quota (core.queueing.admission), so the replay
+    holds the small one back too, until the running pod's end frees the cohort's quota."""
+    fw = framework()
+    snapshot = ClusterSnapshot([h100_node()])
+    (running,) = pods("run", 1, 4)
+    schedule_batch(fw, snapshot, [running])
+    now = 7 * 3600.0
+    waiting = [
+        WaitingWork("big", tuple(pods("big", 1, 8)), wl("big", "a", 8, created=0.0), 500.0),
+        WaitingWork("small", tuple(pods("small", 1, 4)), wl("small", "b", 4, created=10.0), 500.0),
+    ]
+
+    def starts(bound: float | None) -> Starts:
+        return Forecast(
+            fw,
+            snapshot,
+            now,
+            {running.uid: now + 100.0},
+            [held("run", "a", 4)],
+            waiting,
+            queues=Queues(
+                [cq("a", 4, cohort="x"), cq("b", 4, cohort="x")], FLAVORS, starving_after_s=bound
+            ),
+            owners={running.uid: "run"},
+        ).run()
+
+    assert starts(None) == {"small": now, "big": now + 500.0}
+    assert starts(6 * 3600.0) == {"small": now + 100.0, "big": now + 600.0}
