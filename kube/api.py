@@ -172,15 +172,18 @@ class KubeApi:
         requests the scheduler makes per pod, and building and validating the models cost as
         much client CPU as the HTTP exchange. The status, and the body read whole, so that the
         connection goes back to the pool."""
-        request = self.api_client.param_serialize(
+        method, url, headers, _, post_params = self.api_client.param_serialize(
             "POST",
             path,
             path_params=path_params,
             header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(*request, _request_timeout=self.timeout_s)
+        # The body is plain JSON already: it goes to the REST layer as it is, not through the
+        # serializer's walk over it looking for models to convert.
+        response = self.api_client.call_api(
+            method, url, headers, body, post_params, _request_timeout=self.timeout_s
+        )
         return int(response.status), bytes(response.read() or b"")
 
     def event(

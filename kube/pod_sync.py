@@ -90,8 +90,19 @@ class PodMirror:
                 changes[f"gone/{gone.uid}"] = (doc, True)
         if not changes:
             return
+        mirrored = {
+            kp.uid: kp
+            for kp in KubePod.objects.filter(uid__in=[_uid(obj) for obj, _ in changes.values()])
+            .select_related("pod__workload__tenant", "pod__constraints")
+            .order_by("id")
+        }
         infos = []
         for obj, deleted in changes.values():
+            if _uid(obj) in mirrored and (deleted or _placed_or_ended(obj)):
+                # Its ask is in the database already, and only where it runs, or that it
+                # ended, matters now (most changes: a Binding's, a start, an end).
+                infos.append((pod_info(obj, ask_read=False), deleted, obj))
+                continue
             try:
                 infos.append((self.pod_info(obj), deleted, obj))
             except ClaimsPending as exc:
@@ -101,12 +112,6 @@ class PodMirror:
                     continue
                 self._claims_pending.add(info.key)
                 self.teller.tell(info, f"WaitingForResourceClaim: {exc}", now)
-        mirrored = {
-            kp.uid: kp
-            for kp in KubePod.objects.filter(uid__in=[info.uid for info, _, _ in infos])
-            .select_related("pod__workload__tenant", "pod__constraints")
-            .order_by("id")
-        }
         held_on = dict(
             Allocation.objects.filter(
                 active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
@@ -363,3 +368,13 @@ class PodMirror:
         if held is None:
             return info.annotations
         return {**info.annotations, ANNOTATION_GPU_IDS: ",".join(map(str, held))}
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _placed_or_ended(obj: Mapping[str, Any]) -> bool:
+    """Bound to a node, or finished (read without translating the pod)."""
+    phase = (obj.get("status") or {}).get("phase")
+    return bool((obj.get("spec") or {}).get("nodeName")) or phase in ("Succeeded", "Failed")

@@ -319,7 +319,7 @@ class KubernetesSide:
             obj = current.get(f"{link.namespace}/{link.name}") if link is not None else None
             if link is None or obj is None:
                 continue
-            info = pod_info(obj)
+            info = pod_info(obj, ask_read=False)  # its ask is in the database
             if info.uid == link.uid and info.pending_for(self.scheduler_name):
                 out.append(pod)
         return out

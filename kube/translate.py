@@ -309,7 +309,11 @@ class PodInfo:
         return to_request(self.uid, self.name, self.namespace, self.priority or 0, self.ask)
 
 
-def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+def pod_info(pod: Mapping[str, Any], *, ask_read: bool = True) -> PodInfo:
+    """The pod as gpusched reads it. Without `ask_read` what it asks for is not read (its ask
+    None, its service class and topology request the defaults): for a pod whose ask the database
+    holds already (mirrored), or where only its identity and state matter; reading and
+    validating the resources is most of the cost, paid again for every change of every pod."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -320,14 +324,16 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     error = ""
     ask: PodTemplate | None = None
     topology: DomainAsk | None = None
+    service_class = ServiceClass.BATCH
     try:
-        service_class = _enum(
-            ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
-        )
-        refuse_unjudged_constraints(spec)
-        ask = pod_ask(spec, annotations)
-        to_request(str(meta.get("uid", "")) or "?", name, namespace, 0, ask)  # validates
-        topology = ask_of_annotations(annotations)
+        if ask_read:
+            service_class = _enum(
+                ServiceClass, annotations.get(ANNOTATION_SERVICE_CLASS), ServiceClass.BATCH
+            )
+            refuse_unjudged_constraints(spec)
+            ask = pod_ask(spec, annotations)
+            to_request(str(meta.get("uid", "")) or "?", name, namespace, 0, ask)  # validates
+            topology = ask_of_annotations(annotations)
     except (TranslationError, ValueError) as exc:  # DomainError is a ValueError
         service_class = ServiceClass.BATCH
         ask, error = None, str(exc)
