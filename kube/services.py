@@ -120,14 +120,10 @@ def workloads_mirror(*, groups: Sequence[MirrorGroup], workload_classes: bool = 
                     service_class=first.service_class,
                     origin=Workload.Origin.MIRRORED,
                     maximum_execution_time_s=_declared_limit(group.members),
+                    cluster_managed=True,
                 )
             )
-        workloads = services.workloads_submit(specs=specs)
-        pods = list(
-            Pod.objects.filter(workload__in=workloads)
-            .select_related("workload__tenant")
-            .order_by("id")
-        )
+        pods = services.workloads_submit_pods(specs=specs)
         _link(pods, [member for group in groups for member in group.members])
     return pods
 
@@ -142,6 +138,7 @@ def workload_join(*, workload: Workload, members: Sequence[PodInfo]) -> list[Pod
             .select_related("workload__tenant")
             .order_by("id")
         )
+        services.pods_cluster_managed(pods=rows)
         _link(rows, members)
     return rows
 
@@ -159,8 +156,8 @@ def _pod_set(members: Sequence[PodInfo], min_count: int | None) -> services.PodS
 
 
 def _link(pods: Sequence[Pod], members: Sequence[PodInfo]) -> None:
+    """Each pod, which the cluster runs, mapped to its cluster pod."""
     by_name = {(m.namespace, m.name): m for m in members}
-    services.pods_cluster_managed(pods=pods)
     insert_rows(
         [
             _kube_pod(pod, by_name[(pod.workload.tenant.namespace, pod.name)], owned=True)

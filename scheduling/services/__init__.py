@@ -75,6 +75,7 @@ from scheduling.services.workloads import (
     workload_submit,
     workloads_admit,
     workloads_submit,
+    workloads_submit_pods,
     workloads_waiting,
 )
 
@@ -130,6 +131,7 @@ __all__ = [
     "workloads_admit",
     "workloads_evict",
     "workloads_submit",
+    "workloads_submit_pods",
     "workloads_waiting",
     "reservations_released",
     "WorkloadEstimate",
