@@ -12,7 +12,8 @@ SQLite by default, PostgreSQL when set) and a synthetic cluster, then times
 
 Besides pods per second and each phase's seconds: this process's CPU milliseconds per pod bound
 (`cpu_ms_per_pod`, every thread of it) and the first sync (`first_sync_s`: listing and mirroring
-every node and pod, on the Kubernetes side).
+every node and pod, on the Kubernetes side); there, the API server's CPU milliseconds per pod bound
+too (`server_cpu_ms_per_pod`: the forked child's, from /proc, over the same loop).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from bench.forked_kube import ForkedCluster, forked_cluster
+from bench.loopback import process_cpu_seconds
 from kube.api import CONNECTIONS, KubeApi
 from kube.side import kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
@@ -84,7 +86,15 @@ class Command(BaseCommand):
                     batch_size=options["batch"],
                     cache=ClusterCache(freeze_long_lived=True),
                 )
-                return {"side": "kubernetes", **self._time(worker, options)}
+                server_cpu_s = process_cpu_seconds(server.pid) or 0.0
+                timed = self._time(worker, options)
+                server_cpu_s = (process_cpu_seconds(server.pid) or 0.0) - server_cpu_s
+                server_ms = server_cpu_s * 1000 / max(timed["bound"], 1)
+                return {
+                    "side": "kubernetes",
+                    **timed,
+                    "server_cpu_ms_per_pod": round(server_ms, 3),
+                }
         for spec in build_nodes(pools):
             services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         tenant = services.tenant_create(name="bench")
