@@ -311,16 +311,21 @@ class KubernetesSide:
     # --- 5. placeable ---------------------------------------------------------------------------
 
     def placeable(self, pods: Sequence[Pod]) -> list[Pod]:
-        links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=list(pods), owned=True)}
+        links = {
+            pod_id: (f"{namespace}/{name}", uid)
+            for pod_id, namespace, name, uid in KubePod.objects.filter(
+                pod__in=list(pods), owned=True
+            ).values_list("pod_id", "namespace", "name", "uid")
+        }
         current = self.pods.snapshot()
         out = []
         for pod in pods:
-            link = links.get(pod.pk)
-            obj = current.get(f"{link.namespace}/{link.name}") if link is not None else None
-            if link is None or obj is None:
+            key, uid = links.get(pod.pk, ("", ""))
+            obj = current.get(key)
+            if obj is None:
                 continue
             info = pod_info(obj, ask_read=False)  # its ask is in the database
-            if info.uid == link.uid and info.pending_for(self.scheduler_name):
+            if info.uid == uid and info.pending_for(self.scheduler_name):
                 out.append(pod)
         return out
 
