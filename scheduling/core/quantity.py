@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from scheduling.core.types import GPU_MILLI_RESOURCE, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 
@@ -73,7 +74,13 @@ def parse(value: object, *, count: bool = False, negative: bool = False) -> Frac
     """A quantity as an exact number of its base unit. `count`: a plain number (no suffix, no
     exponent); `negative`: allow a minus sign. Raises QuantityError (a clear message) for
     anything else, in time bounded by the length of the text."""
-    text = _text(value)
+    return _parse_text(_text(value), count, negative)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str, count: bool, negative: bool) -> Fraction:
+    """`parse` of a text, kept for the texts seen last: a cluster's pods and nodes repeat a few
+    quantities ("500m", "8Gi", "1") thousands of times, and a Fraction is immutable."""
     match = _QUANTITY.match(text)
     if match is None or not (match.group(2) or match.group(3)):
         raise QuantityError(f"{text!r} is not a quantity ({EXAMPLES})")
