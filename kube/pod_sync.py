@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from django.db.models import prefetch_related_objects
+
 from kube import groups
 from kube import services as kube_services
 from kube.adopt import placement_on, single_strategy_ask
@@ -93,14 +95,15 @@ class PodMirror:
         mirrored = {
             kp.uid: kp
             for kp in KubePod.objects.filter(uid__in=[_uid(obj) for obj, _ in changes.values()])
-            .select_related("pod__workload__tenant", "pod__constraints")
+            .select_related("pod")
             .order_by("id")
         }
         infos = []
         for obj, deleted in changes.values():
-            if _uid(obj) in mirrored and (deleted or _placed_or_ended(obj)):
+            if _uid(obj) in mirrored and (deleted or _placed_or_ended(obj) or not _claims(obj)):
                 # Its ask is in the database already, and only where it runs, or that it
-                # ended, matters now (most changes: a Binding's, a start, an end).
+                # ended, matters now (most changes: a Binding's, a start, an end, a full pass;
+                # a pod with claims is still read with them: one may have gone).
                 infos.append((pod_info(obj, ask_read=False), deleted, obj))
                 continue
             try:
@@ -112,6 +115,17 @@ class PodMirror:
                     continue
                 self._claims_pending.add(info.key)
                 self.teller.tell(info, f"WaitingForResourceClaim: {exc}", now)
+        # Most changes need no more than the pod's row: a Binding seen, a pass over pods
+        # unchanged. The others' workloads, tenants and constraints come in a few reads.
+        prefetch_related_objects(
+            [
+                kube_pod
+                for info, deleted, _ in infos
+                if (kube_pod := mirrored.get(info.uid)) and _acted_on(info, deleted, kube_pod.pod)
+            ],
+            "pod__workload__tenant",
+            "pod__constraints",
+        )
         held_on = dict(
             Allocation.objects.filter(
                 active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
@@ -372,6 +386,22 @@ class PodMirror:
 
 def _uid(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _claims(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("spec") or {}).get("resourceClaims"))
+
+
+def _acted_on(info: PodInfo, deleted: bool, pod: Pod) -> bool:
+    """Whether the sync writes more about this mirrored pod than where it was seen: it went,
+    someone else bound it, or it started (a requeue, rare, reads what it needs itself)."""
+    if deleted or info.terminal:
+        return pod.phase in Pod.ACTIVE_PHASES
+    if not info.node_name:
+        return False
+    return pod.phase == Pod.Phase.PENDING or (
+        info.phase == "Running" and pod.phase == Pod.Phase.BOUND
+    )
 
 
 def _placed_or_ended(obj: Mapping[str, Any]) -> bool:

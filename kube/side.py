@@ -41,10 +41,11 @@ from kube.kueue import GPUSCHED, KueueObjects
 from kube.leader import KubernetesLease, LeaseElector
 from kube.materialize import Materializer
 from kube.models import KubePod
+from kube.nrt import NrtInfo
 from kube.pod_sync import PodMirror
 from kube.teller import Teller
 from kube.topology_warnings import TopologyWarnings
-from kube.translate import TranslationError, node_spec, pod_info
+from kube.translate import NodeFacts, TranslationError, node_spec, pod_info
 from scheduling.core.plugins.gpu_topology import DEFAULT_ANNOTATION
 from scheduling.core.scheduler import Decision, Framework
 from scheduling.core.types import NodeSpec
@@ -157,6 +158,9 @@ class KubernetesSide:
         self.claims = ClaimBook(self.api, interval_s=self.list_interval_s, monotonic=self.monotonic)
         self.teller = Teller(self.api)
         self._registered: dict[str, NodeSpec] = {}
+        # Each node's last translation, with what it was read from (_node_facts).
+        self._translated: dict[str, tuple[tuple[str, NrtInfo | None, tuple[Any, ...]], NodeFacts]]
+        self._translated = {}
         self._warned: set[str] = set()
         self.mirror = PodMirror(
             pods=self.pods,
@@ -286,15 +290,12 @@ class KubernetesSide:
             if deleted:
                 kube_services.node_gone(name=name)
                 self._registered.pop(name, None)
+                self._translated.pop(name, None)
                 self.topology_warnings.forget(name)
                 counts["nodes_gone"] = counts.get("nodes_gone", 0) + 1
                 continue
             try:
-                facts = node_spec(
-                    dra_node(obj, self.claims.devices(name)),
-                    nrt=self.nrt.by_node.get(name),
-                    annotation=self.annotation,
-                )
+                facts = self._node_facts(name, obj)
             except TranslationError as exc:
                 self._warn_once(f"node:{name}:{exc}", "node %s not mirrored: %s", name, exc)
                 continue
@@ -307,6 +308,22 @@ class KubernetesSide:
             kube_services.nodes_apply(specs=applied)
             self._registered.update((spec.name, spec) for spec in applied)
             counts["nodes_applied"] = counts.get("nodes_applied", 0) + len(applied)
+
+    def _node_facts(self, name: str, obj: dict[str, Any]) -> NodeFacts:
+        """The node as gpusched reads it; the last reading again while the object (its
+        resourceVersion), its NRT zones and its DRA devices are those it was read from: a full
+        pass over thousands of unchanged nodes translates none of them again."""
+        inputs = (
+            str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+            self.nrt.by_node.get(name),
+            tuple(self.claims.devices(name)),
+        )
+        last = self._translated.get(name)
+        if last is not None and inputs[0] and last[0] == inputs:
+            return last[1]
+        facts = node_spec(dra_node(obj, inputs[2]), nrt=inputs[1], annotation=self.annotation)
+        self._translated[name] = (inputs, facts)
+        return facts
 
     # --- 5. placeable ---------------------------------------------------------------------------
 
