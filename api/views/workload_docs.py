@@ -132,7 +132,9 @@ class ShortPodTemplateSerializer(StrictSerializer):
 
     resources = ResourcesSerializer(required=False)
     gpuModels = serializers.ListField(
-        child=serializers.CharField(max_length=limits.MAX_GPU_MODEL_LENGTH),
+        # A name is trimmed, and one of nothing but whitespace is refused as blank: the schema
+        # says so with its pattern (at least one character that is not whitespace).
+        child=serializers.RegexField(r"\S", max_length=limits.MAX_GPU_MODEL_LENGTH),
         required=False,
         max_length=limits.MAX_GPU_MODELS,
     )
