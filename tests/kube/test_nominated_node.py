@@ -15,13 +15,14 @@ from kube.api import KubeApi
 from kube.side import kubernetes_cycle
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.models import Allocation, Pod, Workload
+from scheduling.models import Pod, Workload
 from scheduling.profile_files import load_profile
 from scheduling.worker.cycle import SchedulingCycle
 from sim.kubernetes.simulated import SimulatedKubernetes
 from tests.kube import objects
 from tests.kube.helpers import Clock
 from tests.scheduling import factories
+from tests.support.held_nodes import assert_held_for, node_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 NS = "research"
@@ -46,11 +47,6 @@ def sweep(name: str) -> Workload:
     return factories.workload(
         factories.tenant(NS), name, gpus=1, service_class=ServiceClass.OPPORTUNISTIC
     )
-
-
-def node_of(workload: Workload) -> str:
-    allocation = Allocation.objects.filter(pod__workload=workload, active=True).first()
-    return allocation.node.name if allocation is not None else ""
 
 
 def test_a_node_emptied_for_a_nominated_pod_is_not_refilled_by_lower_priority_pods(
@@ -87,12 +83,6 @@ def test_a_node_emptied_for_a_nominated_pod_is_not_refilled_by_lower_priority_po
     for _ in range(3):
         clock.advance(60)
         run_cycles(sched)
-    assert node_of(whole) == "gpu-a"
-    assert Allocation.objects.filter(pod__workload=whole).count() == 1  # placed once
-    for workload in [*sweeps, late]:
-        workload.refresh_from_db()
-        assert node_of(workload) == ""
-    assert sorted(w.evictions for w in sweeps) == [1] * SWEEPS
-    assert late.evictions == 0
+    assert_held_for(whole, "gpu-a", sweeps, late)
     made_again = [p for p in fake.objects("pods", NS) if p["metadata"]["name"].startswith("sweep")]
     assert len(made_again) == SWEEPS and not any(p["spec"].get("nodeName") for p in made_again)

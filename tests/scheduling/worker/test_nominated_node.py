@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from scheduling.core.scheduler import Framework
 from scheduling.core.types import ServiceClass
-from scheduling.models import Allocation, Workload
+from scheduling.models import Workload
 from scheduling.profile_files import load_profile
 from scheduling.worker.database_side import database_cycle
 from tests.scheduling import factories
+from tests.support.held_nodes import assert_held_for, node_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 SWEEPS = 7  # one GPU each: the 8-GPU pod must evict them all
@@ -25,11 +26,6 @@ def sweep(name: str) -> Workload:
     return factories.workload(
         factories.tenant("research"), name, gpus=1, service_class=ServiceClass.OPPORTUNISTIC
     )
-
-
-def node_of(workload: Workload) -> str:
-    allocation = Allocation.objects.filter(pod__workload=workload, active=True).first()
-    return allocation.node.name if allocation is not None else ""
 
 
 def test_a_node_emptied_for_a_preemptor_is_not_refilled_by_lower_priority_pods() -> None:
@@ -49,10 +45,4 @@ def test_a_node_emptied_for_a_preemptor_is_not_refilled_by_lower_priority_pods()
     for _ in range(3):
         now += timedelta(seconds=60)
         cycle.run_once()
-    assert node_of(whole) == node.name
-    assert Allocation.objects.filter(pod__workload=whole).count() == 1  # placed once
-    for workload in [*sweeps, late]:
-        workload.refresh_from_db()
-        assert node_of(workload) == ""
-    assert sorted(w.evictions for w in sweeps) == [1] * SWEEPS
-    assert late.evictions == 0
+    assert_held_for(whole, node.name, sweeps, late)
