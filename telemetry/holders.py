@@ -17,7 +17,7 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from telemetry.dcgm import GpuSample
+from telemetry.batch import GpuBatch, GpuSample
 
 PodName = tuple[str, str, str]  # (node, namespace, pod)
 Holders = Mapping[PodName, tuple[int, ...]]  # the whole GPU indices each pod holds, sorted
@@ -52,10 +52,16 @@ def holders_check() -> HoldersCheck | None:
     return import_string(path) if path else None
 
 
-def observed_from_samples(samples: Iterable[GpuSample]) -> dict[PodName, tuple[int, ...]]:
-    """The whole GPUs each labelled pod holds, by node (MIG instances are left out)."""
+def observed_from_samples(
+    samples: GpuBatch | Iterable[GpuSample],
+) -> dict[PodName, tuple[int, ...]]:
+    """The whole GPUs each labelled pod holds, by node (MIG instances are left out): read from
+    the batch's columns."""
+    batch = samples if isinstance(samples, GpuBatch) else GpuBatch.from_samples(samples)
     found: dict[PodName, set[int]] = defaultdict(set)
-    for sample in samples:
-        if sample.pod is not None and not sample.key.mig_instance:
-            found[(sample.key.node, sample.pod.namespace, sample.pod.pod)].add(sample.key.gpu_index)
+    for node, namespace, pod, mig_instance, index in zip(
+        batch.node, batch.namespace, batch.pod, batch.mig_instance, batch.gpu_index, strict=True
+    ):
+        if pod and not mig_instance:
+            found[(node, namespace, pod)].add(index)
     return {name: tuple(sorted(gpus)) for name, gpus in found.items()}

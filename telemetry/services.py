@@ -12,11 +12,11 @@ multi-row inserts and upserts, and the rollups as INSERT ... SELECT in the datab
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 from django.db import connection, models, transaction
@@ -24,7 +24,7 @@ from django.db.models import F, Max, Min
 from django.utils import timezone
 
 from telemetry import conf
-from telemetry.dcgm import GpuKey, GpuSample, PodRef, busy_ratio
+from telemetry.batch import GpuBatch, GpuSample
 from telemetry.models import (
     GpuLatest,
     GpuMinute,
@@ -55,92 +55,119 @@ class IngestResult:
 
 
 def samples_ingest(
-    *, gpus: Sequence[GpuSample], observed_at: datetime, source: str
+    *, gpus: GpuBatch | Sequence[GpuSample], observed_at: datetime, source: str
 ) -> IngestResult:
     """Store one batch: the latest values of each GPU, a raw row per GPU and pod, node freshness.
 
     A GPU's age is measured from the sample's own timestamp when the source gave one, else from
     `observed_at`. A GPU shared by several pods arrives once per pod with the same values: one
-    GpuLatest row lists all its pods.
+    GpuLatest row lists all its pods. The rows are zipped from the batch's columns (no object
+    per GPU: telemetry.batch).
     """
-    adapt_time = connection.ops.adapt_datetimefield_value
-    observed_ts = observed_at.timestamp()
-    observed = adapt_time(observed_at)
-    times: dict[float, Any] = {observed_ts: observed}  # adapted once per distinct timestamp
-    # GpuKey -> its GpuLatest row, whose last item is the list of its pods until encoded.
-    latest: dict[GpuKey, list[Any]] = {}
-    raw: list[tuple[Any, ...]] = []
-    node_newest: dict[str, float] = {}
-    node_gpus: dict[str, int] = defaultdict(int)
-    raw_append = raw.append
-    for sample in gpus:
-        key = sample.key
-        node, index, mig_instance = key
-        values = sample.values
-        get = values.get
-        busy = busy_ratio(values)
-        pod = sample.pod
-        row = latest.get(key)
-        namespace, name = ("", "") if pod is None else (pod[0], pod[1])
-        raw_append(
-            (
-                observed,
-                node,
-                index,
-                mig_instance,
-                namespace,
-                name,
-                row is None,
-                busy,
-                get("fb_used_mib"),
-                get("power_w"),
-            )
-        )
-        if row is not None:  # the same GPU, for another pod
-            if pod is not None:
-                row[-1].append(pod)
-            continue
-        ts = observed_ts if sample.timestamp is None else min(sample.timestamp, observed_ts)
-        sampled_at = times.get(ts)
-        if sampled_at is None:
-            sampled_at = times[ts] = adapt_time(datetime.fromtimestamp(ts, tz=UTC))
-        xid = get("xid_last")
-        latest[key] = [
-            node,
-            index,
-            mig_instance,
-            sample.uuid,
-            sample.model_name,
-            sample.mig_profile,
+    batch = gpus if isinstance(gpus, GpuBatch) else GpuBatch.from_samples(gpus)
+    rows = len(batch)
+    observed = connection.ops.adapt_datetimefield_value(observed_at)
+    gpu_keys = list(zip(batch.node, batch.gpu_index, batch.mig_instance, strict=True))
+    # GPU -> its first row
+    first_rows = dict(zip(reversed(gpu_keys), range(rows - 1, -1, -1), strict=True))
+    if len(first_rows) == rows:  # the usual case: a row per GPU
+        firsts = None
+        primary = [True] * rows
+    else:  # the first row of a GPU holds its values; the others only add their pods
+        firsts = sorted(first_rows.values())
+        primary = [first_rows[key] == row for row, key in enumerate(gpu_keys)]
+
+    def per_gpu(column: list[Any]) -> list[Any]:
+        return column if firsts is None else list(map(column.__getitem__, firsts))
+
+    def values(attr: str) -> list[float | None]:
+        return batch.values.get(attr) or [None] * rows
+
+    busy = batch.busy()
+    raw = list(
+        zip(
+            repeat(observed, rows),
+            batch.node,
+            batch.gpu_index,
+            batch.mig_instance,
+            batch.namespace,
+            batch.pod,
+            primary,
             busy,
-            *map(get, _LATEST_VALUES),
-            None if xid is None else int(xid),
-            source,
+            values("fb_used_mib"),
+            values("power_w"),
+            strict=True,
+        )
+    )
+    nodes = per_gpu(batch.node)
+    sampled_at, newest = _sampled_at(per_gpu(batch.timestamp), nodes, observed_at, observed)
+    xids = [None if xid is None else int(xid) for xid in per_gpu(values("xid_last"))]
+    latest_rows = list(
+        zip(
+            nodes,
+            per_gpu(batch.gpu_index),
+            per_gpu(batch.mig_instance),
+            per_gpu(batch.uuid),
+            per_gpu(batch.model_name),
+            per_gpu(batch.mig_profile),
+            per_gpu(busy),
+            *(per_gpu(values(attr)) for attr in _LATEST_VALUES),
+            xids,
+            repeat(source),
             sampled_at,
-            [] if pod is None else [pod],
-        ]
-        node_gpus[node] += 1
-        if ts > node_newest.get(node, -1.0):
-            node_newest[node] = ts
-    adapt_json = connection.ops.adapt_json_value
-    # A pod's GPUs list the same pods: each list is encoded once.
-    encoded: dict[tuple[PodRef, ...], Any] = {(): adapt_json([], None)}
-    latest_rows = list(latest.values())
-    for row in latest_rows:
-        pods = tuple(row[-1])
-        value = encoded.get(pods)
-        if value is None:
-            value = encoded[pods] = adapt_json(row[-1], None)
-        row[-1] = value
+            _pods_json(batch, gpu_keys, firsts),
+        )
+    )
     fresh = NodeTelemetry.State.FRESH.value
     node_rows = [
-        (node, fresh, times[ts], node_gpus[node], source) for node, ts in node_newest.items()
+        (node, fresh, newest[node], count, source) for node, count in Counter(nodes).items()
     ]
     with transaction.atomic(), connection.cursor() as cursor:
         _LATEST_UPSERT.write(cursor, latest_rows)
         _RAW_INSERT.write(cursor, raw)
         _NODE_UPSERT.write(cursor, node_rows)
     return IngestResult(gpus=len(latest_rows), nodes=len(node_rows), raw_rows=len(raw))
+
+
+def _sampled_at(
+    stamps: list[float | None], nodes: list[str], observed_at: datetime, observed: Any
+) -> tuple[list[Any], dict[str, Any]]:
+    """When each GPU's values were measured (its timestamp if the source gave one, never after
+    `observed_at`) and each node's newest, as the database takes them."""
+    if stamps.count(None) == len(stamps):  # the usual case: every age starts at the fetch
+        return [observed] * len(stamps), dict.fromkeys(nodes, observed)
+    adapt_time = connection.ops.adapt_datetimefield_value
+    observed_ts = observed_at.timestamp()
+    seconds = [observed_ts if ts is None else min(ts, observed_ts) for ts in stamps]
+    times = {ts: adapt_time(datetime.fromtimestamp(ts, tz=UTC)) for ts in set(seconds)}
+    times[observed_ts] = observed
+    node_newest: dict[str, float] = {}
+    for node, ts in zip(nodes, seconds, strict=True):
+        if ts > node_newest.get(node, -1.0):
+            node_newest[node] = ts
+    return list(map(times.__getitem__, seconds)), {
+        node: times[ts] for node, ts in node_newest.items()
+    }
+
+
+def _pods_json(
+    batch: GpuBatch, gpu_keys: list[tuple[str, int, str]], firsts: list[int] | None
+) -> list[Any]:
+    """Each GPU's pods, [[namespace, pod, container], ...], as the database takes JSON: each
+    distinct list encoded once (a pod's GPUs list the same pods)."""
+    adapt_json = connection.ops.adapt_json_value
+    refs = list(zip(batch.namespace, batch.pod, batch.container, strict=True))
+    if firsts is None:  # a row per GPU: its pod, or none
+        encoded = {ref: adapt_json([list(ref)] if ref[1] else [], None) for ref in set(refs)}
+        return list(map(encoded.__getitem__, refs))
+    held: dict[tuple[str, int, str], list[tuple[str, str, str]]] = {}
+    for key, ref in zip(gpu_keys, refs, strict=True):
+        pods = held.setdefault(key, [])
+        if ref[1]:
+            pods.append(ref)
+    lists = [tuple(held[gpu_keys[row]]) for row in firsts]
+    encoded_lists = {pods: adapt_json([list(ref) for ref in pods], None) for pods in set(lists)}
+    return list(map(encoded_lists.__getitem__, lists))
 
 
 @dataclass(frozen=True)

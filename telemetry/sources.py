@@ -32,16 +32,10 @@ from urllib.parse import urlsplit
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
+from telemetry.batch import GpuBatch
 from telemetry.bounded_http import TIMED_OUT, BoundedSession, http_get
-from telemetry.dcgm import (
-    FIELDS,
-    GpuKey,
-    GpuSample,
-    MapStats,
-    busy_ratio,
-    gpu_samples,
-    gpu_samples_from_scrape,
-)
+from telemetry.dcgm import FIELDS, GpuKey, MapStats, busy_ratio
+from telemetry.mapping import gpu_samples, gpu_samples_from_scrape
 from telemetry.parsing import SERIES_CAP, ParseStats, parse_scrape, samples_from_vector
 from telemetry.placement import NODE_CAP, Attribution
 
@@ -60,7 +54,7 @@ class Limits:
 
 @dataclass
 class Fetched:
-    gpus: list[GpuSample]
+    gpus: GpuBatch
     parse: ParseStats = field(default_factory=ParseStats)
     mapping: MapStats = field(default_factory=MapStats)
     errors: list[str] = field(default_factory=list)  # partial failures, e.g. one target down
@@ -115,7 +109,7 @@ class ScrapeSource:
         workers = min(self.max_workers, len(self.targets))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scrape") as pool:
             bodies = list(pool.map(lambda url: self._get(url, deadline), self.targets))
-        fetched = Fetched(gpus=[])
+        fetched = Fetched(gpus=GpuBatch())
         attribution = Attribution(known=known_nodes, max_nodes=self.limits.max_nodes)
         series_left = self.limits.max_series
         for url, (body, error) in zip(self.targets, bodies, strict=True):
@@ -187,8 +181,7 @@ class PrometheusSource:
         that stopped answering are marked stale by Prometheus and drop out of the result.
         """
         fetched = self._fetch(self.fields_query(), known_nodes=known_nodes)
-        for gpu in fetched.gpus:
-            gpu.timestamp = None
+        fetched.gpus.forget_timestamps()
         return fetched
 
     def fetch_quantile(self, metric: str, *, window: str = "1h", q: float = 0.95) -> Fetched:

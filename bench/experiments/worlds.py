@@ -36,8 +36,8 @@ from sim.kubernetes.launch import SimulatedCluster
 from sim.runs import simulation_of
 from sim.simulator import Arrivals, Simulator
 from sim.spec import ClusterSpec
-from telemetry.dcgm import gpu_samples_from_scrape
 from telemetry.exposition import render_exposition
+from telemetry.mapping import gpu_samples_from_scrape
 from telemetry.parsing import parse_scrape
 from telemetry.placement import Attribution
 from telemetry.sources import Fetched

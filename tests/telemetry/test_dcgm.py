@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,11 +17,9 @@ from telemetry.dcgm import (
     GpuSample,
     PodRef,
     busy_ratio,
-    gpu_samples,
-    gpu_samples_from_groups,
-    gpu_samples_from_scrape,
     pod_of,
 )
+from telemetry.mapping import gpu_samples, gpu_samples_from_groups, gpu_samples_from_scrape
 from telemetry.parsing import Sample, parse_exposition, parse_grouped, parse_scrape
 
 BASE = {"gpu": "0", "UUID": "GPU-1", "Hostname": "node-1", "modelName": "NVIDIA H100 80GB HBM3"}
@@ -101,7 +101,7 @@ def test_unknown_metrics_and_dcgm_1x_names_are_ignored() -> None:
             one("go_goroutines", 12),
         ]
     )
-    assert gpus == [] and stats.unknown_metric == 3 and stats.used == 0
+    assert list(gpus) == [] and stats.unknown_metric == 3 and stats.used == 0
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_a_sample_without_node_or_gpu_index_is_counted() -> None:
         Sample("DCGM_FI_DEV_GPU_UTIL", {"Hostname": "n"}, 5),
     ]
     gpus, stats = gpu_samples(samples)
-    assert gpus == [] and stats.no_gpu == 3
+    assert list(gpus) == [] and stats.no_gpu == 3
 
 
 def test_uuid_label_variants() -> None:
@@ -311,7 +311,7 @@ def test_column_by_column_maps_as_label_set_by_label_set(
     by_columns = gpu_samples_from_scrape(parse_scrape(text))
     by_groups = gpu_samples_from_groups(parse_grouped(text)[0])
 
-    def as_dicts(gpus: list[GpuSample]) -> dict[GpuKey, dict[str, str]]:
+    def as_dicts(gpus: Iterable[GpuSample]) -> dict[GpuKey, dict[str, str]]:
         return {gpu.key: {k: repr(v) for k, v in gpu.values.items()} for gpu in gpus}  # NaN-safe
 
     assert as_dicts(by_columns[0]) == as_dicts(by_groups[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.dcgm import FIELDS, GpuKey, PodRef, gpu_samples
+from telemetry.dcgm import FIELDS, GpuKey, PodRef
 from telemetry.exposition import (
     ALL_FIELDS,
     EXTRA_FIELDS,
@@ -13,6 +13,7 @@ from telemetry.exposition import (
     GpuState,
     render_exposition,
 )
+from telemetry.mapping import gpu_samples
 from telemetry.parsing import parse_exposition
 
 TRAINER = GpuState(

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.dcgm import GpuSample, MapStats, gpu_samples, gpu_samples_from_groups
+from telemetry.dcgm import GpuSample, MapStats
+from telemetry.mapping import gpu_samples, gpu_samples_from_groups
 from telemetry.parsing import ParseStats, parse_grouped, samples_from_vector
 from telemetry.placement import BY_HOSTNAME, BY_NODE_LABEL, BY_TARGET, NODE_UNKNOWN, Attribution
 

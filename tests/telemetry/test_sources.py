@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import pytest
 from prometheus_api_client import PrometheusConnect
@@ -17,11 +18,11 @@ from tests.telemetry.conftest import OPERATOR_STATES, PrometheusSetup, gpu
 from tests.telemetry.servers import FakeExporter, FaultyProxy, closed_port_url
 
 
-def by_key(gpus: list[GpuSample]) -> dict[tuple[GpuKey, PodRef | None], GpuSample]:
+def by_key(gpus: Iterable[GpuSample]) -> dict[tuple[GpuKey, PodRef | None], GpuSample]:
     return {(sample.key, sample.pod): sample for sample in gpus}
 
 
-def only(gpus: list[GpuSample], node: str, index: int, mig: str = "") -> GpuSample:
+def only(gpus: Iterable[GpuSample], node: str, index: int, mig: str = "") -> GpuSample:
     found = [sample for sample in gpus if sample.key == GpuKey(node, index, mig)]
     assert len(found) == 1, found
     return found[0]
@@ -156,7 +157,7 @@ def test_nodes_past_the_cap_are_left_out_and_counted(exporter: FakeExporter) -> 
 
 def test_only_the_clusters_nodes_are_placed(exporter: FakeExporter) -> None:
     fetched = ScrapeSource([exporter.url]).fetch(frozenset({"prom-a"}))
-    assert fetched.gpus == [] and fetched.mapping.unknown_nodes == ["prom-b"]
+    assert list(fetched.gpus) == [] and fetched.mapping.unknown_nodes == ["prom-b"]
     fetched = ScrapeSource([exporter.url]).fetch(frozenset({"prom-b"}))
     assert {gpu.key.node for gpu in fetched.gpus} == {"prom-b"}
 

@@ -25,10 +25,11 @@ from django.utils import timezone
 
 from scheduling.services import assignments_reconcile
 from telemetry import services
-from telemetry.dcgm import FIELDS, gpu_samples_from_scrape
+from telemetry.dcgm import FIELDS
 from telemetry.exposition import ALL_FIELDS, GpuState, render_exposition
 from telemetry.gcpause import paused_gc
 from telemetry.holders import observed_from_samples
+from telemetry.mapping import gpu_samples_from_scrape
 from telemetry.models import (
     GpuLatest,
     GpuMinute,
