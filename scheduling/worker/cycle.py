@@ -34,7 +34,9 @@ A cycle has a deadline (`deadline_s`, SCHEDULER_CYCLE_DEADLINE_S): past it, the 
 committed are forgotten and wait for the next cycle (after the first chunk or gang: every cycle
 commits something), and no batch is taken after admission, reclaim or node actions that did work
 (the next cycle has less of it). The report counts what was left (`deferred`, `over_deadline`) and
-says more is waiting, so the next cycle starts at once; each chunk committed tells the loop's
+says more is waiting, so the next cycle starts at once, taking no more pods than the last got
+through in time (doubling back as cycles keep within the deadline): what is deferred was scheduled
+for nothing; each chunk committed tells the loop's
 liveness (common.process_metrics.heartbeat), as each eviction batch does.
 """
 
@@ -124,6 +126,12 @@ class SchedulingCycle:
     deadline_s: float = field(default_factory=lambda: settings.SCHEDULER_CYCLE_DEADLINE_S)
     timer: Callable[[], float] = time.monotonic
     _due: float = field(default=0.0, init=False, repr=False)
+    # How many pending pods the next batch takes (`batch_size` at most): after a cycle whose
+    # deadline left placements over, what that cycle got through in time; doubled back after
+    # each cycle that kept within it. A deferred placement was scheduled for nothing and is
+    # scheduled again next cycle: on a loaded machine, where a full batch never fits the
+    # deadline, that was every cycle's second half (issue 35).
+    _batch_limit: int = field(default=0, init=False, repr=False)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
     # Feasibility over the emptied cluster, kept while the nodes it was built from are current
     # (a rebuilt snapshot, or a cordon set or lifted in place, gives a new list of them).
@@ -213,8 +221,9 @@ class SchedulingCycle:
 
         # 5. The next batch.
         started = time.perf_counter()
+        limit = self._batch_limit or self.batch_size
         pods = self.side.placeable(
-            cluster_state.with_gang_members(cluster_state.pending_pods(now, self.batch_size))
+            cluster_state.with_gang_members(cluster_state.pending_pods(now, limit))
         )
         if not pods:
             report.select_s = time.perf_counter() - started
@@ -311,8 +320,19 @@ class SchedulingCycle:
             raise errors[0]
         report.attempted = len(pods)
         report.unschedulable = len(failed)
-        report.more = report.over_deadline or len(pods) >= self.batch_size
+        report.more = report.over_deadline or len(pods) >= limit
+        self._size_next_batch(len(pods), report.deferred)
         return report
+
+    def _size_next_batch(self, taken: int, deferred: int) -> None:
+        """What the next batch takes: what this one got through before its deadline if it left
+        placements over (at least one pod: each cycle commits something), else twice this
+        limit, up to `batch_size`."""
+        if deferred:
+            self._batch_limit = min(self.batch_size, max(1, taken - deferred))
+        elif self._batch_limit:
+            doubled = 2 * self._batch_limit
+            self._batch_limit = 0 if doubled >= self.batch_size else doubled
 
     def _past_due(self) -> bool:
         return self.timer() >= self._due
