@@ -17,8 +17,8 @@ from tests.sim.test_demo import ROOT, free_port, placed_pods
 
 
 def start_demo(database: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
-    """`manage.py demo` on `database` with `ports`; its output in `database`.log (a pipe left
-    unread would stall it)."""
+    """`manage.py demo` on `database` with `ports`; its errors in `database`.log, its output in
+    `database`.out (a pipe left unread would stall it)."""
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{database}",
@@ -26,13 +26,10 @@ def start_demo(database: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]
         **{variable: str(port) for variable, port in ports.items()},
     }
     env.pop("GPUSCHED_DEBUG", None)  # `manage.py demo` sets what it needs on its own
-    with log_of(database).open("wb") as log:  # the child keeps its own copy
+    # The child keeps its own copies of the files.
+    with log_of(database).open("wb") as log, database.with_suffix(".out").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "manage.py", "demo"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
+            [sys.executable, "manage.py", "demo"], cwd=ROOT, env=env, stdout=out, stderr=log
         )
 
 
@@ -51,11 +48,13 @@ def demo_ports() -> dict[str, int]:
     return {"GPUSCHED_PORT": free_port(), "GPUSCHED_DCGM_PORT": free_port()}
 
 
-def wait_until_placed(demo: subprocess.Popen[bytes], database: Path) -> None:
-    deadline = time.monotonic() + 120
-    while placed_pods(database) == 0:
+def wait_until_ready_and_placed(demo: subprocess.Popen[bytes], database: Path) -> None:
+    """Until the demo printed its address (the web answers from then on) and placed a pod."""
+    deadline = time.monotonic() + 300  # two demos of five processes each on a loaded machine
+    announced = database.with_suffix(".out")
+    while "gpusched demo: http://" not in announced.read_text() or placed_pods(database) == 0:
         assert demo.poll() is None, log_of(database).read_text()
-        assert time.monotonic() < deadline, "nothing was placed"
+        assert time.monotonic() < deadline, "no address printed or nothing placed"
         time.sleep(0.5)
 
 
@@ -78,7 +77,7 @@ def test_two_demos_run_side_by_side_and_a_killed_one_frees_its_ports(tmp_path: P
             (first, tmp_path / "first.sqlite3", first_ports),
             (second, tmp_path / "second.sqlite3", second_ports),
         ):
-            wait_until_placed(demo, database)
+            wait_until_ready_and_placed(demo, database)
             url = f"http://127.0.0.1:{ports['GPUSCHED_PORT']}/healthz"
             with urllib.request.urlopen(url, timeout=5) as response:
                 assert response.status == 200

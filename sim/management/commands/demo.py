@@ -168,6 +168,10 @@ class Command(BaseCommand):
             telemetry = [*manage, "ingesttelemetry", "--loop", "--source", "scrape"]
             metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
             self._spawn("telemetry", [*telemetry, "--targets", metrics_url], env)
+        # The address is printed once it answers: a user who opens it at once must not be refused.
+        web_host = "127.0.0.1" if options["host"] in ("", "0.0.0.0") else options["host"]
+        # A loaded machine may take minutes to start Django; a web that exits still fails at once.
+        wait_for_port(web_host, ports[WEB_PORT_VARIABLE], self.children["web"], "web", timeout=300)
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Popen[bytes]:
         if self._stopping:
