@@ -214,16 +214,22 @@ pg_workers="${TEST_PG_WORKERS:-$(((workers + 2) / 3))}"
 log "pytest: SQLite pass with $workers workers, PostgreSQL pass beside it with $pg_workers, on $(nproc) CPUs"
 
 ruff check .
+# A machine may set PYTHONDONTWRITEBYTECODE (this project's CI machine does): then every worker and
+# every process a test starts compiles the whole project again, and pytest rewrites the tests'
+# asserts in each worker (about 20 s of CPU per worker; docs/benchmarks.md, tests). Compiled once
+# here, in parallel, and cached in the checkout's __pycache__ directories (ignored by git).
+unset PYTHONDONTWRITEBYTECODE
+python -m compileall -q -j 0 -x '/(\.venv|node_modules|var)/' .
 private_dir
 mypy >"$PRIVATE_DIR/mypy.log" 2>&1 &
 mypy_pid=$!
 # Everything that touches the database the way production does runs again on PostgreSQL.
 DATABASE_URL="$GPUSCHED_TEST_POSTGRES_URL" \
-    pytest -q -n "$pg_workers" --maxschedchunk 1 -m postgres "$@" >"$PRIVATE_DIR/postgres.log" 2>&1 &
+    pytest -q -n "$pg_workers" --maxschedchunk 1 --durations 15 -m postgres "$@" >"$PRIVATE_DIR/postgres.log" 2>&1 &
 postgres_pid=$!
 
 status=0
-pytest -q -n "$workers" --maxschedchunk 1 "$@" || status=$?
+pytest -q -n "$workers" --maxschedchunk 1 --durations 25 "$@" || status=$?
 
 mypy_status=0
 wait "$mypy_pid" || mypy_status=$?
