@@ -493,6 +493,14 @@ NODE_ACTION_WAIT_S = float(os.environ.get("GPUSCHED_NODE_ACTION_WAIT_S") or 10)
 # budget (30 s).
 SCHEDULER_CYCLE_DEADLINE_S = float(os.environ.get("GPUSCHED_CYCLE_DEADLINE_S") or 5)
 
+# --- admission: the starvation bound (gpusched's, not Kueue's) --------------------------------
+
+# A workload waiting longer than this that finds no quota stops its cohort's admissions for the
+# cycle, and a starving gang's reservation ranks ahead of fair-share order (docs/overview.md). The
+# default is the reservation horizon, 6 h (scheduling.core.queueing.backfill); 0 turns it off, as
+# in Kueue.
+SCHEDULER_STARVING_AFTER_S = float(os.environ.get("GPUSCHED_STARVING_AFTER_S") or 6 * 3600)
+
 # --- admission: Kueue's waitForPodsReady ------------------------------------------------------
 
 # An admitted workload whose pods are not all placed this many seconds after admission is evicted

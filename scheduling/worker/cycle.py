@@ -60,7 +60,6 @@ from scheduling import services
 from scheduling.core.queueing import admission as queue_admission
 from scheduling.core.queueing.backfill import (
     DEFAULT_HORIZON_S,
-    DEFAULT_STARVING_AFTER_S,
     BackfillPolicy,
     FairOrder,
     ReleasedReservation,
@@ -119,7 +118,10 @@ class SchedulingCycle:
     reservation_horizon_s: float = DEFAULT_HORIZON_S
     # A workload waiting longer than this is starving: it stops its cohort's admissions while
     # no quota is free for it, and its reservation holds against every queue (issue 37).
-    starving_after_s: float | None = DEFAULT_STARVING_AFTER_S  # None: none, as Kueue
+    # GPUSCHED_STARVING_AFTER_S; None (0 there): none, as Kueue.
+    starving_after_s: float | None = field(
+        default_factory=lambda: settings.SCHEDULER_STARVING_AFTER_S or None
+    )
     reservations: ReservationBook = field(default_factory=ReservationBook)
     estimator: StartEstimator = field(default_factory=StartEstimator)
     # Seconds a cycle may take before it yields what is left to the next (read by `timer`).

@@ -4,6 +4,7 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
+from scheduling.core.queueing.backfill import DEFAULT_STARVING_AFTER_S
 from scheduling.core.scheduler import Framework
 from scheduling.models import Allocation, Gpu, Pod
 from scheduling.profile_files import load_profile
@@ -78,3 +79,14 @@ def test_new_leader_releases_expired_reservations_and_keeps_bound_pods() -> None
     assert Allocation.objects.get(pod__workload__name="bound", active=True) == bound_before
     # The released pod went back to the queue and was placed again in the same cycle.
     assert Pod.objects.get(pk=stale.pk).phase == "Bound"
+
+
+def test_the_starvation_bound_is_the_admins_setting(settings) -> None:
+    """GPUSCHED_STARVING_AFTER_S reaches the cycle on either side (database_cycle and runkube build
+    the same SchedulingCycle); its default is the core's, and 0 turns it off."""
+    assert settings.SCHEDULER_STARVING_AFTER_S == DEFAULT_STARVING_AFTER_S
+    assert worker().starving_after_s == DEFAULT_STARVING_AFTER_S
+    settings.SCHEDULER_STARVING_AFTER_S = 3600.0
+    assert worker().starving_after_s == 3600.0
+    settings.SCHEDULER_STARVING_AFTER_S = 0.0
+    assert worker().starving_after_s is None
