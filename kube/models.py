@@ -17,8 +17,6 @@ class KubePod(models.Model):
     pod = models.OneToOneField(Pod, on_delete=models.CASCADE, related_name="kube")
     scheduler_name = models.CharField(max_length=253)
     owned = models.BooleanField(default=False)  # pending for our schedulerName when first seen
-    node_name = models.CharField(max_length=253, blank=True, default="")  # last seen spec.nodeName
-    resource_version = models.CharField(max_length=32, blank=True, default="")
     reported_reason = models.CharField(max_length=1024, blank=True, default="")  # last event
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -133,7 +133,6 @@ class PodMirror:
         )
         bound_by_others: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]] = []
         started: list[tuple[Pod, datetime | None]] = []  # and when the kubelet started it
-        seen: list[tuple[KubePod, PodInfo]] = []  # mirrored pods bound somewhere: where, now
         singles: list[PodInfo] = []
         grouped: dict[str, GroupRef] = {}
         for info, deleted, obj in infos:
@@ -155,7 +154,6 @@ class PodMirror:
                     if info.ask is not None and not info.ask.empty:
                         bound_by_others.append((info, None, obj))
                     continue
-                seen.append((kube_pod, info))
                 pod = kube_pod.pod
                 if pod.phase in Pod.PLACED_PHASES and held_on.get(pod.pk) not in (
                     None,
@@ -187,7 +185,6 @@ class PodMirror:
                 singles.append(info)
             else:
                 grouped[ref.key] = ref
-        kube_services.kube_pods_seen(seen=seen)
         mirrored_now = self._mirror_singles(singles, now)
         counts["pods_mirrored"] = counts.get("pods_mirrored", 0) + mirrored_now
         for ref in grouped.values():

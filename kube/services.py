@@ -23,7 +23,7 @@ from django.db import transaction
 from kube.models import KubeJob, KubePod
 from kube.translate import PodInfo
 from scheduling import services
-from scheduling.bulk import insert_rows, update_rows
+from scheduling.bulk import insert_rows
 from scheduling.core.queueing.config import QueueConfig
 from scheduling.core.types import NodeSpec
 from scheduling.models import (
@@ -175,8 +175,6 @@ def _kube_pod(pod: Pod, info: PodInfo, *, owned: bool) -> KubePod:
         pod=pod,
         scheduler_name=info.scheduler_name,
         owned=owned,
-        node_name=info.node_name,
-        resource_version=info.resource_version,
     )
 
 
@@ -381,20 +379,6 @@ def pod_gone(
             services.pods_finish(pods=[pod], now=now, succeeded=False)
     elif pod.phase in Pod.ACTIVE_PHASES:
         services.pods_finish(pods=[pod], now=_no_later(finished_at, now), succeeded=succeeded)
-
-
-def kube_pods_seen(*, seen: Sequence[tuple[KubePod, PodInfo]]) -> None:
-    """Remember the newest node name and resourceVersion seen for mirrored pods (one statement
-    for a burst of them)."""
-    changed = []
-    for kube_pod, info in seen:
-        if (kube_pod.node_name, kube_pod.resource_version) != (
-            info.node_name,
-            info.resource_version,
-        ):
-            kube_pod.node_name, kube_pod.resource_version = info.node_name, info.resource_version
-            changed.append(kube_pod)
-    update_rows(changed, ["node_name", "resource_version"])
 
 
 def kube_pod_reported(*, kube_pod: KubePod, reason: str) -> None:

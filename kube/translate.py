@@ -259,7 +259,6 @@ class PodInfo:
     uid: str
     namespace: str
     name: str
-    resource_version: str
     scheduler_name: str
     node_name: str
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
@@ -341,7 +340,6 @@ def pod_info(pod: Mapping[str, Any], *, ask_read: bool = True) -> PodInfo:
         uid=str(meta.get("uid") or ""),
         namespace=namespace,
         name=name,
-        resource_version=str(meta.get("resourceVersion") or ""),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
