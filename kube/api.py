@@ -7,7 +7,9 @@ pitfalls of reference/wire-formats.md §4 handled in one place:
   a pod deleted and recreated under the same name is never bound by mistake) and the annotations
   to write on the pod (the API server copies a Binding's annotations onto the pod, atomically with
   `spec.nodeName`).
-- Events: events.k8s.io/v1 with `eventTime` as a MicroTime (kube.times).
+- Events: events.k8s.io/v1 with `eventTime` as a MicroTime (kube.times), best effort and
+  rate-limited as kube-scheduler's are (`EventBudget`): over the budget an event is dropped, never
+  waited for, and counted.
 - PodScheduled=False: a dict body, which the client sends as a strategic-merge patch (merge key
   `type`), so only that condition changes.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +43,47 @@ MERGE_PATCH = "application/merge-patch+json"
 # (kube.binder) and the rest beside them. The client's default is the machine's CPU count, and a
 # request finding the pool full opens a connection of its own and drops it after.
 CONNECTIONS = 16
+# kube-scheduler's client rate limit (KubeSchedulerConfiguration clientConnection: qps 50,
+# burst 100), which its event sink goes through: events beyond it queue in its broadcaster, which
+# drops them once a thousand wait. Here they are dropped at once (nothing waits on the API).
+EVENTS_PER_S = 50.0
+EVENT_BURST = 100
+
+
+class EventBudget:
+    """A token bucket (client-go's flowcontrol limiter): `burst` events at once, then `per_s` a
+    second; shared by the threads that post events (the binder's pool, the cycle's). `take()`
+    never waits: False means over budget (the event is dropped and counted)."""
+
+    def __init__(
+        self, per_s: float, burst: int, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.per_s = per_s
+        self.burst = burst
+        self.monotonic = monotonic
+        self.dropped = 0
+        self._tokens = float(burst)
+        self._at = monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self.monotonic()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.per_s)
+            self._at = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return True
+            self.dropped += 1
+            first = self.dropped == 1
+        if first:
+            logger.warning(
+                "events over %s a second (burst %d) are dropped, as kube-scheduler's client drops "
+                "them (GPUSCHED_KUBE_EVENTS_PER_S, GPUSCHED_KUBE_EVENT_BURST)",
+                self.per_s,
+                self.burst,
+            )
+        return False
 
 
 def connect(
@@ -124,6 +169,7 @@ class KubeApi:
         reporting_instance: str,
         timeout_s: float = 10.0,
         reporting_controller: str = REPORTING_CONTROLLER,
+        event_budget: EventBudget | None = None,
     ) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
@@ -136,6 +182,7 @@ class KubeApi:
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance[:128]
         self.timeout_s = timeout_s
+        self.event_budget = event_budget or EventBudget(EVENTS_PER_S, EVENT_BURST)
 
     def bind(
         self, *, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
@@ -224,6 +271,9 @@ class KubeApi:
         note: str,
         now: datetime,
     ) -> bool:
+        """Post it if the budget allows; False when dropped, refused or not delivered."""
+        if not self.event_budget.take():
+            return False
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",

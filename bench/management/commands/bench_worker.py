@@ -13,7 +13,9 @@ SQLite by default, PostgreSQL when set) and a synthetic cluster, then times
 Besides pods per second and each phase's seconds: this process's CPU milliseconds per pod bound
 (`cpu_ms_per_pod`, every thread of it) and the first sync (`first_sync_s`: listing and mirroring
 every node and pod, on the Kubernetes side); there, the API server's CPU milliseconds per pod bound
-too (`server_cpu_ms_per_pod`: the forked child's, from /proc, over the same loop).
+too (`server_cpu_ms_per_pod`: the forked child's, from /proc, over the same loop), and the events
+over runkube's default rate limit, dropped as kube-scheduler drops them (`events_dropped`:
+kube.api.EventBudget).
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class Command(BaseCommand):
                     "side": "kubernetes",
                     **timed,
                     "server_cpu_ms_per_pod": round(server_ms, 3),
+                    "events_dropped": api.event_budget.dropped,
                 }
         for spec in build_nodes(pools):
             services.node_register(spec=spec, source=Node.Source.SIMULATOR)

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from kubernetes.client.exceptions import ApiException
 
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from common.schema import require_migrated
-from kube.api import KubeApi, connect, own_namespace
+from kube.api import EventBudget, KubeApi, connect, own_namespace
 from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG, kueue_served
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
@@ -121,6 +122,7 @@ class Command(LoopCommand):
                 in_cluster=True if options["in_cluster"] else None,
             ),
             reporting_instance=identity,
+            event_budget=EventBudget(settings.KUBE_EVENTS_PER_S, settings.KUBE_EVENT_BURST),
         )
         if not options["adopt"] and options["admission"] == GPUSCHED:
             refuse_foreign_queues(api)
