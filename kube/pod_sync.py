@@ -92,15 +92,23 @@ class PodMirror:
                 changes[f"gone/{gone.uid}"] = (doc, True)
         if not changes:
             return
-        mirrored = {
-            kp.uid: kp
-            for kp in KubePod.objects.filter(uid__in=[_uid(obj) for obj, _ in changes.values()])
-            .select_related("pod")
-            .order_by("id")
+        # What the database holds of the pods mirrored already, as values: their Pod row's phase
+        # and where its allocation is. Most changes agree with it (a Binding seen, a pass over
+        # pods unchanged) and need no row read whole.
+        recorded = {
+            uid: (pod_id, phase)
+            for uid, pod_id, phase in KubePod.objects.filter(
+                uid__in=[_uid(obj) for obj, _ in changes.values()]
+            ).values_list("uid", "pod_id", "pod__phase")
         }
+        held_on = dict(
+            Allocation.objects.filter(
+                active=True, pod_id__in=[pod_id for pod_id, _ in recorded.values()]
+            ).values_list("pod_id", "node__name")
+        )
         infos = []
         for obj, deleted in changes.values():
-            if _uid(obj) in mirrored and (deleted or _placed_or_ended(obj) or not _claims(obj)):
+            if _uid(obj) in recorded and (deleted or _placed_or_ended(obj) or not _claims(obj)):
                 # Its ask is in the database already, and only where it runs, or that it
                 # ended, matters now (most changes: a Binding's, a start, an end, a full pass;
                 # a pod with claims is still read with them: one may have gone).
@@ -115,8 +123,23 @@ class PodMirror:
                     continue
                 self._claims_pending.add(info.key)
                 self.teller.tell(info, f"WaitingForResourceClaim: {exc}", now)
-        # Most changes need no more than the pod's row: a Binding seen, a pass over pods
-        # unchanged. The others' workloads, tenants and constraints come in a few reads.
+        acting = [
+            info.uid
+            for info, deleted, _ in infos
+            if info.uid in recorded
+            and _acts_on(
+                info,
+                deleted,
+                recorded[info.uid][1],
+                held_on.get(recorded[info.uid][0]),
+                self.scheduler_name,
+            )
+        ]
+        mirrored = {
+            kp.uid: kp
+            for kp in KubePod.objects.filter(uid__in=acting).select_related("pod").order_by("id")
+        }
+        # The workloads, tenants and constraints of the pods whose state changes, in a few reads.
         prefetch_related_objects(
             [
                 kube_pod
@@ -126,17 +149,16 @@ class PodMirror:
             "pod__workload__tenant",
             "pod__constraints",
         )
-        held_on = dict(
-            Allocation.objects.filter(
-                active=True, pod_id__in=[kp.pod_id for kp in mirrored.values()]
-            ).values_list("pod_id", "node__name")
-        )
         bound_by_others: list[tuple[PodInfo, KubePod | None, Mapping[str, Any]]] = []
         started: list[tuple[Pod, datetime | None]] = []  # and when the kubelet started it
         singles: list[PodInfo] = []
         grouped: dict[str, GroupRef] = {}
         for info, deleted, obj in infos:
             kube_pod = mirrored.get(info.uid)
+            if kube_pod is None and info.uid in recorded:  # mirrored, nothing to do about it
+                if deleted or info.terminal:
+                    self.teller.forget(info.uid)
+                continue
             if deleted or info.terminal:
                 if kube_pod is not None and kube_pod.pod.phase in Pod.ACTIVE_PHASES:
                     kube_services.pod_gone(
@@ -387,6 +409,24 @@ def _uid(obj: Mapping[str, Any]) -> str:
 
 def _claims(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("spec") or {}).get("resourceClaims"))
+
+
+def _acts_on(
+    info: PodInfo, deleted: bool, phase: str, held_node: str | None, scheduler_name: str
+) -> bool:
+    """Whether the sync does anything about a mirrored pod whose Pod row is in `phase`, its
+    allocation on `held_node` (None: none), the loop of PodMirror.sync decided without the rows:
+    it went while active; it is bound and was pending here, or held elsewhere, or started while
+    bound; it waits for us unbound while placed here (a bind that never went out)."""
+    if deleted or info.terminal:
+        return phase in Pod.ACTIVE_PHASES
+    if info.node_name:
+        return (
+            phase == Pod.Phase.PENDING
+            or (phase in Pod.PLACED_PHASES and held_node not in (None, info.node_name))
+            or (info.phase == "Running" and phase == Pod.Phase.BOUND)
+        )
+    return info.pending_for(scheduler_name) and phase in Pod.PLACED_PHASES
 
 
 def _acted_on(info: PodInfo, deleted: bool, pod: Pod) -> bool:
