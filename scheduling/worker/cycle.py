@@ -36,8 +36,8 @@ commits something), and no batch is taken after admission, reclaim or node actio
 (the next cycle has less of it). The report counts what was left (`deferred`, `over_deadline`) and
 says more is waiting, so the next cycle starts at once, taking no more pods than the last got
 through in time (doubling back as cycles keep within the deadline): what is deferred was scheduled
-for nothing; each chunk committed tells the loop's
-liveness (common.process_metrics.heartbeat), as each eviction batch does.
+for nothing. Each chunk committed tells the loop's liveness (common.process_metrics.heartbeat), as
+each eviction batch does.
 """
 
 from __future__ import annotations
