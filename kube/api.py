@@ -53,14 +53,21 @@ EVENT_BURST = 100
 class EventBudget:
     """A token bucket (client-go's flowcontrol limiter): `burst` events at once, then `per_s` a
     second; shared by the threads that post events (the binder's pool, the cycle's). `take()`
-    never waits: False means over budget (the event is dropped and counted)."""
+    never waits: False means over budget (the event is dropped and counted, and `on_drop` told:
+    runkube counts them on its /metrics)."""
 
     def __init__(
-        self, per_s: float, burst: int, *, monotonic: Callable[[], float] = time.monotonic
+        self,
+        per_s: float,
+        burst: int,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_drop: Callable[[], None] | None = None,
     ) -> None:
         self.per_s = per_s
         self.burst = burst
         self.monotonic = monotonic
+        self.on_drop = on_drop
         self.dropped = 0
         self._tokens = float(burst)
         self._at = monotonic()
@@ -76,6 +83,8 @@ class EventBudget:
                 return True
             self.dropped += 1
             first = self.dropped == 1
+        if self.on_drop is not None:
+            self.on_drop()
         if first:
             logger.warning(
                 "events over %s a second (burst %d) are dropped, as kube-scheduler's client drops "

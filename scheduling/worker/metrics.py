@@ -54,6 +54,13 @@ deferred_pods = Counter(
     "pending, for the next cycle.",
     registry=registry,
 )
+events_dropped = Counter(
+    "gpusched_kube_events_dropped",
+    "Kubernetes Events not posted for being over runkube's rate limit (GPUSCHED_KUBE_EVENTS_PER_S, "
+    "GPUSCHED_KUBE_EVENT_BURST), as kube-scheduler's client drops them; Bindings are never "
+    "limited.",
+    registry=registry,
+)
 cycles_over_deadline = Counter(
     "gpusched_scheduling_cycles_over_deadline",
     "Cycles that passed their deadline and left work (placements, or the next batch) for the "

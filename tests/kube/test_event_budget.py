@@ -18,7 +18,8 @@ def test_a_burst_of_bindings_beyond_the_event_budget_binds_every_pod_and_drops_t
     fake: SimulatedKubernetes,
 ) -> None:
     clock = Clock()
-    budget = EventBudget(1.0, 2, monotonic=clock.monotonic)
+    told: list[None] = []
+    budget = EventBudget(1.0, 2, monotonic=clock.monotonic, on_drop=lambda: told.append(None))
     api = KubeApi(fake.api_client(), reporting_instance="gpusched-test", event_budget=budget)
     cycle = kubernetes_cycle(api, framework(), None, identity="gpusched-test", watch_timeout_s=5)
     fake.add_node(objects.node("gpu-a"))
@@ -54,4 +55,4 @@ def test_a_burst_of_bindings_beyond_the_event_budget_binds_every_pod_and_drops_t
         note="once more",
         now=clock.now(),
     )
-    assert len(fake.events) == 3 and budget.dropped == 3
+    assert len(fake.events) == 3 and budget.dropped == 3 == len(told)  # runkube's /metrics counter

@@ -122,7 +122,11 @@ class Command(LoopCommand):
                 in_cluster=True if options["in_cluster"] else None,
             ),
             reporting_instance=identity,
-            event_budget=EventBudget(settings.KUBE_EVENTS_PER_S, settings.KUBE_EVENT_BURST),
+            event_budget=EventBudget(
+                settings.KUBE_EVENTS_PER_S,
+                settings.KUBE_EVENT_BURST,
+                on_drop=metrics.events_dropped.inc,
+            ),
         )
         if not options["adopt"] and options["admission"] == GPUSCHED:
             refuse_foreign_queues(api)
