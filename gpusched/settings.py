@@ -349,12 +349,12 @@ MAX_PENDING_WORKLOADS_PER_QUEUE = _env_int(
 # The most pods one submit may ask for (all its pod sets together): a 422 past it.
 MAX_PODS_PER_WORKLOAD = _env_int("GPUSCHED_MAX_PODS_PER_WORKLOAD", 5000, minimum=1)
 
-# --- runkube's events ------------------------------------------------------------------------
+# --- Events posted to Kubernetes (runkube, and the extender when it binds) -------------------
 
 # Events (Scheduled, FailedScheduling, Preempted, node quarantines) are best effort: beyond this
 # many a second, after a burst of this many, they are dropped rather than waited for, as
 # kube-scheduler's client rate limit (qps 50, burst 100 by default) and its broadcaster drop them
-# (kube.api.EventBudget). Bindings are never limited.
+# (kube.api.EventBudget; counted on each process's /metrics). Bindings are never limited.
 KUBE_EVENTS_PER_S = _env_int("GPUSCHED_KUBE_EVENTS_PER_S", 50, minimum=1)
 KUBE_EVENT_BURST = _env_int("GPUSCHED_KUBE_EVENT_BURST", 100, minimum=1)
 

@@ -31,11 +31,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from django.conf import settings
 from django.utils import timezone
 
+from kube import metrics as extender_metrics
 from kube import services as kube_services
 from kube.adopt import annotations_for
-from kube.api import KubeApi, connect
+from kube.api import EventBudget, KubeApi, connect
 from kube.models import KubePod
 from kube.side import topology_annotation
 from kube.translate import TranslationError, node_spec, pod_info
@@ -431,6 +433,11 @@ def _build() -> Extender:
         api = KubeApi(
             connect(kubeconfig=os.environ.get("KUBECONFIG") or None),
             reporting_instance=identity,
+            event_budget=EventBudget(
+                settings.KUBE_EVENTS_PER_S,
+                settings.KUBE_EVENT_BURST,
+                on_drop=extender_metrics.events_dropped.inc,
+            ),
         )
     return Extender(framework, api=api)
 

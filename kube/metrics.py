@@ -29,6 +29,12 @@ refused = Counter(
     "Calls refused for want of a client certificate or bearer token (kube/extender_auth.py).",
     registry=registry,
 )
+events_dropped = Counter(
+    "gpusched_kube_events_dropped",
+    "Kubernetes Events of the extender's binds not posted for being over the rate limit "
+    "(GPUSCHED_KUBE_EVENTS_PER_S, GPUSCHED_KUBE_EVENT_BURST); Bindings are never limited.",
+    registry=registry,
+)
 request_seconds = Histogram(
     "gpusched_extender_request_duration_seconds",
     "Time from a call's body read to its answer, by verb.",

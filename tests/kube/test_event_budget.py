@@ -35,24 +35,19 @@ def test_a_burst_of_bindings_beyond_the_event_budget_binds_every_pod_and_drops_t
     # A second later the bucket holds one event again.
     clock.advance(1.0)
     pod = fake.pod("ml-team", "p0")
-    assert api.event(
-        namespace="ml-team",
-        pod_name="p0",
-        pod_uid=pod["metadata"]["uid"],
-        kind="Normal",
-        reason="Scheduled",
-        action="Binding",
-        note="again",
-        now=clock.now(),
-    )
-    assert not api.event(
-        namespace="ml-team",
-        pod_name="p0",
-        pod_uid=pod["metadata"]["uid"],
-        kind="Normal",
-        reason="Scheduled",
-        action="Binding",
-        note="once more",
-        now=clock.now(),
-    )
+
+    def scheduled_again(note: str) -> bool:
+        return api.event(
+            namespace="ml-team",
+            pod_name="p0",
+            pod_uid=pod["metadata"]["uid"],
+            kind="Normal",
+            reason="Scheduled",
+            action="Binding",
+            note=note,
+            now=clock.now(),
+        )
+
+    assert scheduled_again("again")
+    assert not scheduled_again("once more")
     assert len(fake.events) == 3 and budget.dropped == 3 == len(told)  # runkube's /metrics counter
