@@ -200,22 +200,21 @@ def reaper(
                     ]
                     with recorder.lock:
                         recorder.bound_ms.extend(waits)
-            if time.monotonic() < deadline[0]:  # the jobs that are done free their GPUs
-                with tenant.lock:
-                    done = [
-                        n
-                        for n, o in tenant.outstanding.items()
-                        if o.bound_seen is not None and time.monotonic() - o.bound_seen >= hold
-                    ]
-                for name in done:
-                    status, _ = client.call(
-                        "POST", f"/api/v1/workloads/{name}/cancel", ENDPOINTS[3]
-                    )
-                    if status == 200:
-                        with tenant.lock:
-                            tenant.outstanding.pop(name, None)
-                        with recorder.lock:
-                            recorder.cancelled += 1
+            # The jobs that are done free their GPUs, in the drain too: a workload still waiting
+            # there may need them (the tenant is at its quota).
+            with tenant.lock:
+                done = [
+                    n
+                    for n, o in tenant.outstanding.items()
+                    if o.bound_seen is not None and time.monotonic() - o.bound_seen >= hold
+                ]
+            for name in done:
+                status, _ = client.call("POST", f"/api/v1/workloads/{name}/cancel", ENDPOINTS[3])
+                if status == 200:
+                    with tenant.lock:
+                        tenant.outstanding.pop(name, None)
+                    with recorder.lock:
+                        recorder.cancelled += 1
             time.sleep(max(0.0, POLL_S - (time.monotonic() - began)))
     finally:
         client.close()

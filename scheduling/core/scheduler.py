@@ -72,6 +72,8 @@ class Decision:
     # Where the chosen node is in node_names (every placed pod's record explains it: looking a
     # name up among thousands, pod after pod, was a visible part of the commit).
     chosen_row: int | None = None
+    # Every node's first failing reason, when nothing fit (PostFilter's input, kept for summary)
+    combined: NodeVerdicts | None = None
 
     @property
     def node(self) -> str | None:
@@ -84,7 +86,9 @@ class Decision:
             return f"assigned to {self.placement.node}"
         if not self.filters:
             return self.status.message()
-        combined = _combine(self.filters, len(self.node_names))
+        combined = self.combined
+        if combined is None:
+            combined = _combine(self.filters, len(self.node_names))
         counts: dict[str, int] = {}
         for code, n in enumerate(
             np.bincount(combined.codes, minlength=len(combined.reasons) + 1)[1:], start=1
@@ -224,6 +228,7 @@ class Framework:
                 state,
                 filters=filters,
                 nomination=nomination,
+                combined=verdicts_all,
             )
             reason = decision.summary()
             decision.status = Status.of(code, reason, plugin="Filter")
@@ -356,15 +361,23 @@ def _failing_codes(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> 
 
 
 def _combine(filters: tuple[tuple[str, NodeVerdicts], ...], size: int) -> NodeVerdicts:
-    """One verdict per node: its first failing plugin's reason (used by PostFilter)."""
+    """One verdict per node: its first failing plugin's reason (used by PostFilter). Per filter,
+    not per reason: a pod that fits nowhere was combined twice (PostFilter, then its message), and
+    a pass per reason of every filter was a fifth of an over-request run's CPU."""
     codes = np.zeros(size, dtype=np.uint8)
     reasons: list[str] = []
     unresolvable: list[bool] = []
     for _, verdicts in filters:
-        for code, reason in enumerate(verdicts.reasons, start=1):
-            hit = (verdicts.codes == code) & (codes == 0)
-            if hit.any():
-                reasons.append(reason)
-                unresolvable.append(verdicts.unresolvable[code - 1])
-                codes[hit] = len(reasons)
+        if not verdicts.failing:
+            continue
+        hit = (verdicts.codes != 0) & (codes == 0)
+        if not hit.any():
+            continue
+        failed = verdicts.codes[hit]
+        renumber = np.zeros(len(verdicts.reasons) + 1, dtype=np.uint8)
+        for code in np.unique(failed).tolist():
+            reasons.append(verdicts.reasons[code - 1])
+            unresolvable.append(verdicts.unresolvable[code - 1])
+            renumber[code] = len(reasons)
+        codes[hit] = renumber[failed]
     return NodeVerdicts(codes, tuple(reasons), tuple(unresolvable))

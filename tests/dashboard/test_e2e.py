@@ -227,8 +227,9 @@ def test_admin_watches_a_placement_appear_live(browser: Any, artifacts: Path) ->
 
 
 def setup_large_cluster(count: int) -> None:
-    for spec in build_nodes(synthetic_pools(count, "mixed")):
-        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
+    services.nodes_register(
+        specs=build_nodes(synthetic_pools(count, "mixed")), source=Node.Source.SIMULATOR
+    )
     admin = get_user_model().objects.create_user("admin", password="e2e-password-1")
     admin.is_staff = admin.is_superuser = True
     admin.save()

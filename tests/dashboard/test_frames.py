@@ -107,8 +107,9 @@ def test_a_5000_node_snapshot_keeps_every_frame_within_the_bound() -> None:
 
 
 def register(count: int) -> None:
-    for spec in build_nodes(synthetic_pools(count, "mixed")):
-        services.node_register(spec=spec, source=Node.Source.SIMULATOR)
+    services.nodes_register(
+        specs=build_nodes(synthetic_pools(count, "mixed")), source=Node.Source.SIMULATOR
+    )
 
 
 @pytest.mark.slow

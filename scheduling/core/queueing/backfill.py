@@ -17,6 +17,9 @@ With a fair-share order (`FairOrder`: each pod's queue and each queue's dominant
 ranks them), reservations follow it, as the issue asks of a queue's head: at most one per queue
 (the first of its owners to fail, so the batch should come in the fair-share order), and a
 reservation holds its nodes only against pods of queues at or behind its owner's in that order.
+Pods in no queue (no ClusterQueue: the queue is "") are not one queue: their owners are bounded by
+`max_reservations` alone (counted as one queue, one 8-GPU pod drained a node at a time for the
+whole cluster while others arrived faster: issue 37's over-request run).
 A queue within its share (share 0) is not kept off nodes held for a queue that borrows: fair
 sharing serves it first, and a reservation must not undo that.
 
@@ -345,7 +348,7 @@ class Reserver:
             self._starving_failed(pod, key, missing, decision, queue)
             return
         ordinary = [h for h in self._holds.values() if not h.starving]
-        if order is not None and any(h.queue == queue for h in ordinary):
+        if order is not None and queue and any(h.queue == queue for h in ordinary):
             return  # one per queue, its head's: this one holds nothing (settle forgets it)
         self.seen.add(key)
         book, now, horizon = self.policy.book, self.policy.now, self.policy.horizon_s

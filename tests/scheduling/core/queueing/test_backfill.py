@@ -327,6 +327,27 @@ def test_one_reservation_per_queue_its_head() -> None:
     assert sorted(r.key for r in outcome.reservations) == ["first", "other"]
 
 
+def test_owners_in_no_queue_hold_up_to_the_limit_of_reservations() -> None:
+    """Without ClusterQueues every pod's queue is "": that is no queue, so two 8-GPU pods that
+    fail each hold a node (not one for the whole cluster)."""
+    fw = framework()
+    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(3)])
+    running = [single(f"old-{k}") for k in range(24)]
+    schedule_batch(fw, snapshot, running)
+    ends = {p.uid: 10.0 * (k + 1) for k, p in enumerate(running)}
+    policy = BackfillPolicy(
+        now=0.0,
+        ends_at=lambda held: ends.get(held.pod.uid),
+        runtime_s=lambda pod: 1000.0,
+        fair_order=FairOrder(lambda pod: "", {}),
+    )
+    batch = [make_pod(f"whole-{k}").gpus(8).build() for k in range(3)]
+    outcome = schedule_batch(fw, snapshot, batch, backfill=policy)
+    held = list(outcome.reservations)
+    assert sorted(r.key for r in held) == ["whole-0", "whole-1"]  # max_reservations: 2
+    assert not set(held[0].nodes) & set(held[1].nodes)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     held=st.lists(
