@@ -6,6 +6,7 @@ converted by their one conversion each way."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import fields
@@ -81,6 +82,12 @@ def _modules(under: Path = ROOT) -> Iterator[tuple[str, Path]]:
             yield relative.as_posix(), path
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per process (every test here reads the whole tree)."""
+    return ast.parse(path.read_text(), path.relative_to(ROOT).as_posix())
+
+
 def _type_checking_only(tree: ast.AST) -> set[int]:
     """The ids of the nodes under `if TYPE_CHECKING:` (annotations only: no import at run time)."""
     found = set()
@@ -109,7 +116,7 @@ def _package_imports() -> Iterator[tuple[str, str, str]]:
     packages."""
     for package in LAYERS:
         for name, path in _modules(ROOT / package):
-            for line, module in _imported(ast.parse(path.read_text(), name)):
+            for line, module in _imported(_tree(path)):
                 target = module.split(".")[0]
                 if target in LAYERS and target != package:
                     yield package, module, f"{name}:{line}"
@@ -139,7 +146,7 @@ def test_the_core_imports_nothing_of_the_shell() -> None:
     found = [
         f"{name}:{line} imports {module}"
         for name, path in _modules(ROOT / "scheduling" / "core")
-        for line, module in _imported(ast.parse(path.read_text(), name))
+        for line, module in _imported(_tree(path))
         if module.split(".")[0] in LAYERS and not module.startswith(PURE)
     ]
     assert not found, found
@@ -239,7 +246,7 @@ def test_only_scheduling_services_write_its_rows_and_publish_its_events() -> Non
         f"{name}:{line} {what}"
         for name, path in _modules()
         if not name.startswith(WRITERS)
-        for line, what in _writes(name, ast.parse(path.read_text(), name))
+        for line, what in _writes(name, _tree(path))
         if (name, what) not in OTHER_WRITERS
     ]
     assert not found, found
@@ -287,7 +294,7 @@ def test_a_pods_resources_are_converted_in_one_place_each_way() -> None:
     for name, path in _modules():
         if name in CONVERSIONS:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), name)):
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, ast.Call):
                 continue
             callee = node.func.id if isinstance(node.func, ast.Name) else ""
