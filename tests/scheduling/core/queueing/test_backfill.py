@@ -14,6 +14,7 @@ from scheduling.core.queueing.backfill import (
     DEFAULT_STARVING_AFTER_S,
     BackfillPolicy,
     FairOrder,
+    Reservation,
     ReservationBook,
     plan,
 )
@@ -304,46 +305,43 @@ def test_a_starving_gang_keeps_its_reservation_past_the_horizon() -> None:
     assert not world.released
 
 
-def test_one_reservation_per_queue_its_head() -> None:
-    """Two gangs of one queue and one of another fail: the first gang of each queue holds a
-    reservation, the second gang of the first queue none."""
+def reserved_on_full_nodes(
+    nodes: int, batch: list[PodRequest], fair_order: FairOrder
+) -> list[Reservation]:
+    """The reservations `batch` makes on 8-GPU nodes full of 1-GPU pods ending every 10 s."""
     fw = framework()
-    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(2)])
-    running = [single(f"old-{k}") for k in range(16)]
+    snapshot = ClusterSnapshot(
+        [make_node(f"n{k}").topology("dgx-h100").build() for k in range(nodes)]
+    )
+    running = [single(f"old-{k}") for k in range(8 * nodes)]
     schedule_batch(fw, snapshot, running)
     ends = {p.uid: 10.0 * (k + 1) for k, p in enumerate(running)}
     policy = BackfillPolicy(
         now=0.0,
         ends_at=lambda held: ends.get(held.pod.uid),
         runtime_s=lambda pod: 1000.0,
-        fair_order=by_namespace({"a": 0.0, "b": 0.1}),
+        fair_order=fair_order,
     )
+    return list(schedule_batch(fw, snapshot, batch, backfill=policy).reservations)
+
+
+def test_one_reservation_per_queue_its_head() -> None:
+    """Two gangs of one queue and one of another fail: the first gang of each queue holds a
+    reservation, the second gang of the first queue none."""
     batch = [
         *in_queue("a", gang("first", 2, 4)),
         *in_queue("a", gang("second", 2, 4)),
         *in_queue("b", gang("other", 2, 4)),
     ]
-    outcome = schedule_batch(fw, snapshot, batch, backfill=policy)
-    assert sorted(r.key for r in outcome.reservations) == ["first", "other"]
+    reservations = reserved_on_full_nodes(2, batch, by_namespace({"a": 0.0, "b": 0.1}))
+    assert sorted(r.key for r in reservations) == ["first", "other"]
 
 
 def test_owners_in_no_queue_hold_up_to_the_limit_of_reservations() -> None:
     """Without ClusterQueues every pod's queue is "": that is no queue, so two 8-GPU pods that
     fail each hold a node (not one for the whole cluster)."""
-    fw = framework()
-    snapshot = ClusterSnapshot([make_node(f"n{k}").topology("dgx-h100").build() for k in range(3)])
-    running = [single(f"old-{k}") for k in range(24)]
-    schedule_batch(fw, snapshot, running)
-    ends = {p.uid: 10.0 * (k + 1) for k, p in enumerate(running)}
-    policy = BackfillPolicy(
-        now=0.0,
-        ends_at=lambda held: ends.get(held.pod.uid),
-        runtime_s=lambda pod: 1000.0,
-        fair_order=FairOrder(lambda pod: "", {}),
-    )
     batch = [make_pod(f"whole-{k}").gpus(8).build() for k in range(3)]
-    outcome = schedule_batch(fw, snapshot, batch, backfill=policy)
-    held = list(outcome.reservations)
+    held = reserved_on_full_nodes(3, batch, FairOrder(lambda pod: "", {}))
     assert sorted(r.key for r in held) == ["whole-0", "whole-1"]  # max_reservations: 2
     assert not set(held[0].nodes) & set(held[1].nodes)
 
