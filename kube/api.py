@@ -253,6 +253,7 @@ class KubeApi:
         action: str,  # "Binding" | "Scheduling"
         note: str,
         now: datetime,
+        budgeted: bool = True,  # False: the caller took the budget's token (kube.bind_request)
     ) -> bool:
         regarding = {
             "apiVersion": "v1",
@@ -261,7 +262,7 @@ class KubeApi:
             "namespace": namespace,
             "uid": pod_uid,
         }
-        return self._event(namespace, regarding, kind, reason, action, note, now)
+        return self._event(namespace, regarding, kind, reason, action, note, now, budgeted)
 
     def node_event(
         self, *, node: str, uid: str, kind: str, reason: str, action: str, note: str, now: datetime
@@ -279,9 +280,10 @@ class KubeApi:
         action: str,
         note: str,
         now: datetime,
+        budgeted: bool = True,
     ) -> bool:
         """Post it if the budget allows; False when dropped, refused or not delivered."""
-        if not self.event_budget.take():
+        if budgeted and not self.event_budget.take():
             return False
         body = {
             "apiVersion": "events.k8s.io/v1",

@@ -10,7 +10,7 @@
   claims hold other GPUs than the placement's (a claim allocated before), the claims are the
   truth: the allocation's GPU ids are moved to them. The pods of a chunk go out on the binder's
   threads while the cycle goes on (`InFlight`); their answers are taken, and written to the
-  database, on the cycle's thread before it ends.
+  database, on the cycle's thread, in this cycle or the next (scheduling.worker.cycle).
 """
 
 from __future__ import annotations
@@ -24,20 +24,19 @@ from typing import Any
 
 from kube.adopt import annotations_for
 from kube.api import BindOutcome, KubeApi
+from kube.bind_request import BIND_CONCURRENCY, BindRequest, send_binding
+from kube.binding_process import BindingProcess
 from kube.claims import ClaimBook, ReserveOutcome
 from kube.leader import LeaseLost
 from kube.models import KubePod
 from kube.translate import ANNOTATION_GPU_IDS
 from scheduling import services
 from scheduling.core.scheduler import Decision
-from scheduling.core.types import NodeSpec
+from scheduling.core.types import NodeSpec, Placement
 from scheduling.models import Pod
 from scheduling.worker.side import BindRefused, PodEviction, Verdict
 
 logger = logging.getLogger(__name__)
-
-# Bindings in flight at once (kube-scheduler binds each pod in a goroutine of its own).
-BIND_CONCURRENCY = 8
 
 
 def evict(
@@ -91,24 +90,44 @@ class Binder:
         still_leading: Callable[[], bool],
         pods: Callable[[], Mapping[str, dict[str, Any]]],
         node_spec: Callable[[str], NodeSpec | None],
+        process: BindingProcess | None = None,
     ) -> None:
         self.api = api
+        self.process = process  # where the Bindings of pods without claims are sent from
         self.claims = claims
         self.identity = identity
         self.still_leading = still_leading
         self.pods = pods  # the informer's current pods by namespace/name
         self.node_spec = node_spec
         self._pool: ThreadPoolExecutor | None = None
+        # The cluster uids of the pods whose Bindings are not answered yet: what the informer says
+        # of them may predate their Binding (kube.pod_sync holds it back until answered).
+        self.in_flight: set[str] = set()
 
     def bind(self, placed: Sequence[tuple[Pod, Decision]], now: datetime) -> InFlight:
-        """Bindings (and their claims and `Scheduled` events) go out several at a time on the
-        binder's pool, as kube-scheduler's binding cycles run beside its scheduling cycle: the
-        caller goes on meanwhile (the placements committed and assumed in its snapshot) and
-        calls `wait()` for what the API server refused, handled there (the database is written
-        from the caller's thread only)."""
+        """Bindings (and their claims and `Scheduled` events) go out several at a time, on the
+        binder's pool or from the binding process when there is one, as kube-scheduler's binding
+        cycles run beside its scheduling cycle: the caller goes on meanwhile (the placements
+        committed and assumed in its snapshot) and calls `wait()` for what the API server
+        refused, handled there (the database is written from the caller's thread only). A pod
+        with ResourceClaims is bound on the pool: its claims are written first, from the
+        claims' book of this process."""
         links = {kp.pod_id: kp for kp in KubePod.objects.filter(pod__in=[p for p, _ in placed])}
         current = self.pods()
         held: dict[int, tuple[int, ...]] = {}  # pod pk -> GPUs its claims hold, where not chosen
+
+        def request(
+            link: KubePod, placement: Placement, annotations: dict[str, str]
+        ) -> BindRequest:
+            return BindRequest(
+                namespace=link.namespace,
+                name=link.name,
+                uid=link.uid,
+                node=placement.node,
+                annotations=annotations,
+                event=self.api.event_budget.take(),
+                now=now,
+            )
 
         def make_real(item: tuple[Pod, Decision]) -> BindOutcome | None:
             pod, decision = item
@@ -128,31 +147,31 @@ class Binder:
                 if claimed.gpu_indices != tuple(sorted(placement.gpu_indices)):
                     held[pod.pk] = claimed.gpu_indices
                     annotations[ANNOTATION_GPU_IDS] = ",".join(map(str, claimed.gpu_indices))
-            outcome = self.api.bind(
-                namespace=link.namespace,
-                name=link.name,
-                uid=link.uid,
-                node=placement.node,
-                annotations=annotations,
-            )
+            outcome = send_binding(self.api, request(link, placement, annotations))
             if not outcome.ok and claimed.written:
                 self.claims.take_back(claimed.written, link.uid)
-            if outcome.ok:
-                self.api.event(
-                    namespace=link.namespace,
-                    pod_name=link.name,
-                    pod_uid=link.uid,
-                    kind="Normal",
-                    reason="Scheduled",
-                    action="Binding",
-                    note=f"Successfully assigned {link.namespace}/{link.name} to {placement.node}",
-                    now=now,
-                )
             return outcome
 
+        def has_claims(pod: Pod) -> bool:
+            obj = current.get(f"{links[pod.pk].namespace}/{links[pod.pk].name}") or {}
+            return bool((obj.get("spec") or {}).get("resourceClaims"))
+
+        sent: dict[int, Future[BindOutcome | None]] = {}
+        if self.process is not None:
+            plain = [(pod, d) for pod, d in placed if not has_claims(pod)]
+            if plain and self.still_leading():
+                requests = []
+                for pod, decision in plain:
+                    assert decision.placement is not None
+                    placement = decision.placement
+                    requests.append(request(links[pod.pk], placement, annotations_for(placement)))
+                futures = self.process.submit(requests)
+                sent = {pod.pk: future for (pod, _), future in zip(plain, futures, strict=True)}
         if self._pool is None:
             self._pool = ThreadPoolExecutor(BIND_CONCURRENCY, thread_name_prefix="binder")
-        futures = [self._pool.submit(make_real, item) for item in placed]
+        pool = self._pool
+        futures = [sent.get(item[0].pk) or pool.submit(make_real, item) for item in placed]
+        self.in_flight.update(link.uid for link in links.values())
         return InFlight(self, list(placed), futures, links, held, now)
 
     def answered(
@@ -209,6 +228,23 @@ class InFlight:
     held: dict[int, tuple[int, ...]]  # filled in by the pool's threads
     now: datetime
 
+    def done(self) -> bool:
+        return all(future.done() for future in self.futures)
+
     def wait(self) -> list[BindRefused]:
-        outcomes = [future.result() for future in self.futures]
-        return self.binder.answered(self.placed, outcomes, self.links, self.held, self.now)
+        outcomes = [_outcome(future) for future in self.futures]
+        try:
+            return self.binder.answered(self.placed, outcomes, self.links, self.held, self.now)
+        finally:
+            self.binder.in_flight.difference_update(link.uid for link in self.links.values())
+
+
+def _outcome(future: Future[BindOutcome | None]) -> BindOutcome | None:
+    """A Binding that could not be sent (the connection dropped, the binding process died) is
+    refused: its pod goes back to the queue. Had the API server taken it after all, the pod is
+    seen bound next and counted where it runs."""
+    try:
+        return future.result()
+    except Exception as exc:
+        logger.warning("a Binding could not be sent: %r", exc)
+        return BindOutcome(False, 0, f"not sent: {exc!r}")

@@ -9,7 +9,7 @@ again every sync until it does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from kube import services as kube_services
 from kube.adopt import placement_on, single_strategy_ask
 from kube.claims import ClaimBook, ClaimsPending
 from kube.groups import GroupError, GroupKind, GroupRef
-from kube.informer import Informer, PeriodicList
+from kube.informer import Change, Informer, PeriodicList
 from kube.jobs import INDEX_ANNOTATION, WANT_RUNNING, owner_job_uid
 from kube.materialize import POD_UID_ANNOTATION
 from kube.models import KubeJob, KubePod
@@ -52,6 +52,7 @@ class PodMirror:
         queues_admit: Callable[[], bool],
         node_spec: Callable[[str], NodeSpec | None],
         warn_once: Callable[..., None],
+        binding: Callable[[], Set[str]] = frozenset,
     ) -> None:
         self.pods = pods
         self.scheduler_name = scheduler_name
@@ -63,7 +64,9 @@ class PodMirror:
         self.queues_admit = queues_admit
         self.node_spec = node_spec
         self._warn_once = warn_once
+        self.binding = binding  # the uids of the pods whose Bindings are not answered yet
         self._claims_pending: set[str] = set()  # pod keys waiting for a claim to exist
+        self._held_back: dict[str, Change] = {}
 
     def pod_info(self, obj: Mapping[str, Any]) -> PodInfo:
         """The pod as gpusched reads it, its claims' GPUs in its ask (ClaimsPending while a claim
@@ -71,7 +74,8 @@ class PodMirror:
         return self.claims.ask_of(pod_info(obj), obj)
 
     def sync(self, counts: dict[str, int], now: datetime, *, full: bool) -> None:
-        changes = self.pods.drain()
+        changes = {**self._held_back, **self.pods.drain()}
+        self._held_back = {}
         if self._claims_pending:  # looked at again until their claims exist
             current = self.pods.snapshot()
             for key in self._claims_pending - changes.keys():
@@ -90,6 +94,14 @@ class PodMirror:
                 doc = {"metadata": {"uid": gone.uid, "namespace": gone.namespace}}
                 doc["metadata"]["name"] = gone.name
                 changes[f"gone/{gone.uid}"] = (doc, True)
+        # A pod whose Binding is not answered yet may be seen still unbound (the informer's
+        # event predates it): read as it is, it would be a bind that never went out. Its change
+        # waits for the answer; its deletion does not.
+        binding = self.binding()
+        if binding:
+            for key in [k for k, (obj, deleted) in changes.items() if not deleted]:
+                if _uid(changes[key][0]) in binding:
+                    self._held_back[key] = changes.pop(key)
         if not changes:
             return
         # What the database holds of the pods mirrored already, as values: their Pod row's phase

@@ -32,6 +32,7 @@ from typing import Any
 from kube import services as kube_services
 from kube.api import KubeApi
 from kube.binder import Binder, evict
+from kube.binding_process import BindingProcess, Connection, Reporter
 from kube.claims import ClaimBook, dra_node
 from kube.disruption import protected_uids
 from kube.groups import GROUP_OBJECTS
@@ -93,6 +94,9 @@ class KubernetesSide:
     admission: str = GPUSCHED  # or kube.kueue.KUEUE: Kueue admits, gpusched places
     kueue_config: str = ""  # "namespace/name" of Kueue's manager ConfigMap (admission fair sharing)
     still_leading: Callable[[], bool] = field(default=lambda: True)
+    # Where the binding process connects from (kube.binding_process); None: Bindings go out on
+    # this process's threads (tests, lock-step experiments).
+    binding_connection: Connection | None = None
     # What paces the periodic lists and the full resync: the wall clock in `runkube`, the
     # simulated clock in a lock-step experiment (so its decisions do not depend on how fast the
     # machine ran each simulated minute).
@@ -173,6 +177,7 @@ class KubernetesSide:
             queues_admit=lambda: self.queues_admit,
             node_spec=self._registered.get,
             warn_once=self._warn_once,
+            binding=lambda: self.binder.in_flight,
         )
         self.binder = Binder(
             self.api,
@@ -181,6 +186,7 @@ class KubernetesSide:
             still_leading=self.still_leading,
             pods=self.pods.snapshot,
             node_spec=self._registered.get,
+            process=self._binding_process(),
         )
         self._resync_at = 0.0
         self._seen_lists: tuple[int, ...] = ()
@@ -206,6 +212,16 @@ class KubernetesSide:
             informer.stop()
         for thread in self._threads:
             thread.join(timeout=5)
+        if self.binder.process is not None:
+            self.binder.process.close()
+
+    def _binding_process(self) -> BindingProcess | None:
+        if self.binding_connection is None:
+            return None
+        reporter = Reporter(
+            self.api.reporting_instance, self.api.reporting_controller, self.api.timeout_s
+        )
+        return BindingProcess(self.binding_connection, reporter)
 
     def poll(self) -> None:
         """One list-or-watch round of each informer (the synchronous mode)."""

@@ -128,6 +128,14 @@ class ClusterCache:
         if self._state is not None:
             self._state.held[request.uid] = (request, placement)
 
+    def unbind(self, uid: str) -> ClusterState | None:
+        """Our own bind, refused by the cluster side after it was held: held no more. The state
+        that held it, where the framework forgets it (None: the state was dropped since, and its
+        rebuild reads the database, where the pod waits again)."""
+        if self._state is None or self._state.held.pop(uid, None) is None:
+            return None
+        return self._state
+
     def freeze_kept(self) -> None:
         """With `freeze_long_lived`, what the process still holds between two cycles (the state,
         with the pods placed since the rebuild) joins what the rebuild froze: otherwise each full

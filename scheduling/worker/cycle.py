@@ -30,6 +30,12 @@ the core and the services.
     queue.
 11. Report why the others wait: per pod, per workload, and to the side.
 
+What step 10 sends is answered while the next cycle runs, as kube-scheduler's binding cycles run
+beside its scheduling cycle: the placements are committed and held in the snapshot meanwhile
+(assumed), their answers are taken when the next cycle starts, and what the side refused goes
+back to the queue then. A cycle that leaves no more work waits for every answer, so nothing is in
+flight while the loop sleeps; at most `IN_FLIGHT_BATCHES` batches' pods are in flight at once.
+
 A cycle has a deadline (`deadline_s`, SCHEDULER_CYCLE_DEADLINE_S): past it, the placements not yet
 committed are forgotten and wait for the next cycle (after the first chunk or gang: every cycle
 commits something), and no batch is taken after admission, reclaim or node actions that did work
@@ -86,6 +92,11 @@ from scheduling.worker.side import Answered, Binding, ClusterSide, Elector, Wait
 
 logger = logging.getLogger(__name__)
 
+# Committed placements the side may still be making real when a cycle ends, in batches: enough
+# to keep the side busy through the next cycle, few enough that a slow API server holds up the
+# scheduler instead of an unbounded queue of Bindings.
+IN_FLIGHT_BATCHES = 2
+
 
 def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -135,6 +146,8 @@ class SchedulingCycle:
     # deadline, that was every cycle's second half (issue 35).
     _batch_limit: int = field(default=0, init=False, repr=False)
     _quarantined: dict[str, str] | None = field(default=None, init=False, repr=False)
+    # Chunks the side is making real, oldest first, each with whether it is a gang.
+    _in_flight: list[tuple[_InFlight, bool]] = field(default_factory=list, init=False, repr=False)
     # Feasibility over the emptied cluster, kept while the nodes it was built from are current
     # (a rebuilt snapshot, or a cordon set or lifted in place, gives a new list of them).
     _feasibility: tuple[list[NodeSpec], EmptyClusterFeasibility] | None = field(
@@ -142,8 +155,12 @@ class SchedulingCycle:
     )
 
     def run_once(self) -> CycleReport:
+        report = CycleReport(side=self.side.name)
         try:
-            report = self._cycle()
+            self._take_answers(report, keep=None)
+            self._cycle(report)
+            limit = IN_FLIGHT_BATCHES * self.batch_size if report.more else 0
+            self._take_answers(report, keep=limit)
             if report.synced and self.estimator.due():
                 started = time.perf_counter()
                 report.estimated = self._estimate()
@@ -154,6 +171,29 @@ class SchedulingCycle:
             # Whatever the snapshot assumed in this cycle may not be committed: start afresh.
             self.cache.invalidate()
             raise
+
+    def _take_answers(self, report: CycleReport, *, keep: int | None) -> None:
+        """The side's answers to what is in flight: every chunk answered already, then, oldest
+        first, as many as must be waited for to leave at most `keep` pods in flight (None: wait
+        for none). Every chunk taken is answered (its refusals requeued) before the first error,
+        a lost lease say, is raised."""
+        started = time.perf_counter()
+        errors: list[Exception] = []
+        waiting = sum(len(chunk.committed) for chunk, _ in self._in_flight)
+        while self._in_flight:
+            chunk, gang = self._in_flight[0]
+            if not chunk.binding.done() and (keep is None or waiting <= keep):
+                break
+            self._in_flight.pop(0)
+            waiting -= len(chunk.committed)
+            try:
+                if self._answered(chunk, report) and gang:
+                    report.gangs_bound += 1
+            except Exception as exc:
+                errors.append(exc)
+        report.commit_s += time.perf_counter() - started
+        if errors:
+            raise errors[0]
 
     def _estimate(self) -> int:
         """Estimated starts from the state this cycle left, every few seconds. Advisory: a
@@ -176,8 +216,7 @@ class SchedulingCycle:
     def stand_down(self) -> None:
         self.elector.stand_down()
 
-    def _cycle(self) -> CycleReport:
-        report = CycleReport(side=self.side.name)
+    def _cycle(self, report: CycleReport) -> CycleReport:
         now = self.clock()
         started = time.perf_counter()
         self._due = self.timer() + self.deadline_s
@@ -276,19 +315,19 @@ class SchedulingCycle:
 
         # 9-10. Commit, then make real: single pods in chunks, each gang in one go; past the
         # deadline, what is left waits for the next cycle. What the side makes real is in flight
-        # while the next chunk commits and step 11 runs (the placements assumed in the snapshot
-        # meanwhile), and answered before the cycle ends.
+        # while the next chunk commits, step 11 runs and the next cycle starts (the placements
+        # assumed in the snapshot meanwhile).
         units = [
             (placed[k : k + self.commit_size], False)
             for k in range(0, len(placed), self.commit_size)
         ]
         units += [(members, True) for members in gangs]
-        in_flight: list[tuple[_InFlight, bool]] = []
         for k, (unit, gang) in enumerate(units):
             if k and self._past_due():
                 self._defer([pod for rest, _ in units[k:] for pod in rest], cluster, report)
                 break
-            in_flight.append((self._commit(cluster, unit, report, now, all_or_nothing=gang), gang))
+            chunk = self._commit(cluster, unit, report, now, all_or_nothing=gang)
+            self._in_flight.append((chunk, gang))
             heartbeat()
         report.commit_s = time.perf_counter() - started
 
@@ -306,20 +345,6 @@ class SchedulingCycle:
             [Waiting(pod, pod.last_reason, pod.nominated_node) for pod, _ in failed], now
         )
         report.waiting_s = time.perf_counter() - started
-
-        # 10. The side's answers: what it refused is forgotten, the rest held. Every chunk is
-        # answered (its refusals requeued) before the first error, a lost lease say, is raised.
-        started = time.perf_counter()
-        errors: list[Exception] = []
-        for binding, gang in in_flight:
-            try:
-                if self._answered(cluster, binding, report) and gang:
-                    report.gangs_bound += 1
-            except Exception as exc:
-                errors.append(exc)
-        report.commit_s += time.perf_counter() - started
-        if errors:
-            raise errors[0]
         report.attempted = len(pods)
         report.unschedulable = len(failed)
         report.more = report.over_deadline or len(pods) >= limit
@@ -487,21 +512,21 @@ class SchedulingCycle:
         for pod, decision in placed:
             if pod.pk in refused:
                 self.framework.forget(decision, cluster.snapshot)
+            elif decision.placement is not None:
+                self.cache.bound(decision.pod, decision.placement)  # until the side refuses it
         return _InFlight(committed, self.side.bind(committed, now), refused)
 
-    def _answered(self, cluster: ClusterState, binding: _InFlight, report: CycleReport) -> bool:
-        """What the side refused is forgotten, the rest held. True when everything was bound
-        (the database refused nothing of it either)."""
+    def _answered(self, binding: _InFlight, report: CycleReport) -> bool:
+        """What the side refused went back to the queue (the side's `wait`). True when
+        everything was bound (the database refused nothing of it either)."""
         rejected = binding.binding.wait()
         report.conflicts += sum(r.conflict for r in rejected)
         report.requeued += len(rejected)
         report.bound += len(binding.committed) - len(rejected)
         gone = {r.pod.pk for r in rejected}
         for pod, decision in binding.committed:
-            if pod.pk in gone:
-                self.framework.forget(decision, cluster.snapshot)
-            elif decision.placement is not None:
-                self.cache.bound(decision.pod, decision.placement)
+            if pod.pk in gone and (held := self.cache.unbind(decision.pod.uid)) is not None:
+                self.framework.forget(decision, held.snapshot)
         return not gone and not binding.refused
 
     # --- 11. reasons ----------------------------------------------------------------------------

@@ -81,6 +81,10 @@ class BindRefused:
 class Binding(Protocol):
     """Committed placements a side is making real."""
 
+    def done(self) -> bool:
+        """Whether the cluster answered for each (`wait` returns at once)."""
+        ...
+
     def wait(self) -> list[BindRefused]:
         """Once the cluster answered for each: the ones it refused."""
         ...
@@ -91,6 +95,9 @@ class Answered:
     """A binding the side answered at once."""
 
     refused: list[BindRefused] = field(default_factory=list)
+
+    def done(self) -> bool:
+        return True
 
     def wait(self) -> list[BindRefused]:
         return self.refused

@@ -4,14 +4,18 @@ Builds a throwaway database (Django's test-database machinery, on whatever DATAB
 SQLite by default, PostgreSQL when set) and a synthetic cluster, then times
 `SchedulingCycle.run_once()` until every pod is bound or waiting. Prints one JSON object.
 
-- `--side database`: the nodes registered and the pods submitted through the services;
+- `--side database`: the nodes registered and the pods submitted through the services, 100 to a
+  workload (`--pods-per-workload`);
 - `--side kubernetes`: the nodes and the pods (schedulerName gpusched, as users create them) in
   the simulated Kubernetes API, served by a forked child process (as a real API server runs
-  beside the scheduler); the timed cycles mirror them into the database and bind each through
-  the Binding API with the official client: pods bound per second against the API server.
+  beside the scheduler); the timed cycles mirror them into the database (each pod its own
+  workload, as Kueue makes plain pods) and bind each through the Binding API with the official
+  client, from the binding process as `runkube` does (kube.binding_process): pods bound per
+  second against the API server.
 
-Besides pods per second and each phase's seconds: this process's CPU milliseconds per pod bound
-(`cpu_ms_per_pod`, every thread of it) and the first sync (`first_sync_s`: listing and mirroring
+Besides pods per second and each phase's seconds: the scheduler's CPU milliseconds per pod bound
+(`cpu_ms_per_pod`: this process's, every thread of it, and the binding process's, also given
+alone as `binding_cpu_ms_per_pod`) and the first sync (`first_sync_s`: listing and mirroring
 every node and pod, on the Kubernetes side); there, the API server's CPU milliseconds per pod bound
 too (`server_cpu_ms_per_pod`: the forked child's, from /proc, over the same loop), and the events
 over runkube's default rate limit, dropped as kube-scheduler drops them (`events_dropped`:
@@ -27,13 +31,14 @@ from contextlib import AbstractContextManager as ContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from bench.forked_kube import ForkedCluster, forked_cluster
 from bench.loopback import process_cpu_seconds
 from kube.api import CONNECTIONS, KubeApi
-from kube.side import kubernetes_cycle
+from kube.binding_process import Connection
+from kube.side import KubernetesSide, kubernetes_cycle
 from kube.translate import ANNOTATION_POLICY, ANNOTATION_SCOPE
 from scheduling import services
 from scheduling.core.scheduler import Framework
@@ -50,7 +55,12 @@ from sim.kubernetes.launch import SimulatedCluster
 from sim.spec import ClusterSpec
 from sim.workload import synthetic_pods
 
+# The database side's workloads are submitted 100 pods each unless told otherwise; the pods of the
+# Kubernetes side are plain pods, each its own workload as Kueue makes them: `--pods-per-workload
+# 1` gives the database side as many workloads, to tell what the Kubernetes path costs from what
+# the number of workloads costs.
 PODS_PER_WORKLOAD = 100
+SUBMITTED_AT_ONCE = 1_000  # workloads per transaction while the database side is set up
 
 
 class Command(BaseCommand):
@@ -63,8 +73,11 @@ class Command(BaseCommand):
         parser.add_argument("--profile", default="gpusched")
         parser.add_argument("--topology", default="mixed")
         parser.add_argument("--side", choices=("database", "kubernetes"), default="database")
+        parser.add_argument("--pods-per-workload", type=int, default=PODS_PER_WORKLOAD)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["pods_per_workload"] < 1:
+            raise CommandError("--pods-per-workload must be at least 1")
         creation = connection.creation
         original = connection.settings_dict["NAME"]
         creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
@@ -87,26 +100,33 @@ class Command(BaseCommand):
                     identity="bench",
                     batch_size=options["batch"],
                     cache=ClusterCache(freeze_long_lived=True),
+                    binding_connection=Connection(host=server.url),
                 )
                 server_cpu_s = process_cpu_seconds(server.pid) or 0.0
                 timed = self._time(worker, options)
                 server_cpu_s = (process_cpu_seconds(server.pid) or 0.0) - server_cpu_s
+                side = worker.side
+                assert isinstance(side, KubernetesSide) and side.binder.process is not None
+                binding_ms = side.binder.process.cpu_s() * 1000 / max(timed["bound"], 1)
+                side.stop()
                 server_ms = server_cpu_s * 1000 / max(timed["bound"], 1)
                 return {
                     "side": "kubernetes",
                     **timed,
+                    "cpu_ms_per_pod": round(timed["cpu_ms_per_pod"] + binding_ms, 3),
+                    "binding_cpu_ms_per_pod": round(binding_ms, 3),
                     "server_cpu_ms_per_pod": round(server_ms, 3),
                     "events_dropped": api.event_budget.dropped,
                 }
         for spec in build_nodes(pools):
             services.node_register(spec=spec, source=Node.Source.SIMULATOR)
         tenant = services.tenant_create(name="bench")
-        for start in range(0, len(pods), PODS_PER_WORKLOAD):
-            chunk = pods[start : start + PODS_PER_WORKLOAD]
-            services.workload_submit(
-                tenant=tenant,
-                name=f"bench-{start // PODS_PER_WORKLOAD:05d}",
-                pod_sets=[
+        size = options["pods_per_workload"]
+        specs = [
+            services.WorkloadSpec(
+                tenant,
+                f"bench-{start // size:05d}",
+                [
                     services.PodSetSpec(
                         name=f"p{k}",
                         count=1,
@@ -116,13 +136,17 @@ class Command(BaseCommand):
                             topology_scope=pod.topology_scope,
                         ),
                     )
-                    for k, pod in enumerate(chunk)
+                    for k, pod in enumerate(pods[start : start + size])
                 ],
             )
+            for start in range(0, len(pods), size)
+        ]
+        for start in range(0, len(specs), SUBMITTED_AT_ONCE):
+            services.workloads_submit(specs=specs[start : start + SUBMITTED_AT_ONCE])
         worker = database_cycle(
             framework, batch_size=options["batch"], cache=ClusterCache(freeze_long_lived=True)
         )
-        return {"side": "database", **self._time(worker, options)}
+        return {"side": "database", "pods_per_workload": size, **self._time(worker, options)}
 
     def _time(self, worker: SchedulingCycle, options: dict[str, Any]) -> dict[str, Any]:
         """Every cycle until all pods are bound or wait, with the seconds of each phase; what

@@ -35,7 +35,8 @@ from kubernetes.client.exceptions import ApiException
 from common.loop import LoopCommand
 from common.process_metrics import add_metrics_arguments, serve_metrics, stop_serving
 from common.schema import require_migrated
-from kube.api import EventBudget, KubeApi, connect, own_namespace
+from kube.api import EventBudget, KubeApi, own_namespace
+from kube.binding_process import Connection
 from kube.kueue import ADMISSION_MODES, GPUSCHED, MANAGER_CONFIG, kueue_served
 from kube.leader import LeaseElector, LeaseLost
 from kube.side import KubernetesSide, kubernetes_cycle
@@ -115,12 +116,13 @@ class Command(LoopCommand):
         if not options["adopt"]:
             refuse_foreign_nodes()
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4()}"
+        connection = Connection(
+            kubeconfig=options["kubeconfig"],
+            context=options["context"],
+            in_cluster=True if options["in_cluster"] else None,
+        )
         api = KubeApi(
-            connect(
-                kubeconfig=options["kubeconfig"],
-                context=options["context"],
-                in_cluster=True if options["in_cluster"] else None,
-            ),
+            connection.api_client(),
             reporting_instance=identity,
             event_budget=EventBudget(
                 settings.KUBE_EVENTS_PER_S,
@@ -153,6 +155,7 @@ class Command(LoopCommand):
                 admission=options["admission"],
                 kueue_config=options["kueue_config"],
                 cache=ClusterCache(freeze_long_lived=True),
+                binding_connection=connection,  # Bindings from a process of their own
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
