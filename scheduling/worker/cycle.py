@@ -214,7 +214,15 @@ class SchedulingCycle:
             return 0
 
     def stand_down(self) -> None:
-        self.elector.stand_down()
+        """What is in flight is answered first (its refusals requeued), then the lease given up:
+        a command that stops after a cycle leaves no committed placement it did not see made
+        real or given back."""
+        try:
+            self._take_answers(CycleReport(side=self.side.name), keep=0)
+        except Exception:
+            logger.exception("answers to the last Bindings, taken while standing down")
+        finally:
+            self.elector.stand_down()
 
     def _cycle(self, report: CycleReport) -> CycleReport:
         now = self.clock()

@@ -123,3 +123,23 @@ def test_a_binding_process_that_dies_is_replaced_and_its_pods_bound_again(
         assert pod_phase("second") == Pod.Phase.BOUND
     finally:
         side.stop()
+
+
+def test_standing_down_answers_what_is_in_flight(fake: SimulatedKubernetes) -> None:
+    fake.add_node(objects.node("gpu-a"))
+    for name in ("a", "b"):
+        fake.add_pod(objects.pod(name, scheduler="gpusched", gpus=1))
+    answer = threading.Event()
+
+    def rival_binds_a_while_it_waits(namespace: str, name: str) -> None:
+        if name == "a":
+            fake.update_pod(namespace, name, lambda p: p["spec"].update(nodeName="gpu-a"))
+            answer.wait(timeout=30)
+
+    fake.on_binding = rival_binds_a_while_it_waits
+    sched = cycle(fake, batch_size=1)
+    assert sched.run_once().more  # a's Binding in flight when the command stops
+    answer.set()
+    sched.stand_down()
+    assert not side_of(sched).binder.in_flight
+    assert pod_phase("a") == Pod.Phase.PENDING  # refused (bound meanwhile): back in the queue
