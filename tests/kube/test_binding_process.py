@@ -27,6 +27,24 @@ def pod_phase(name: str) -> str:
     return str(KubePod.objects.get(name=name).pod.phase)
 
 
+def a_slow_binding(fake: SimulatedKubernetes, *, rival: bool = False) -> threading.Event:
+    """Pods `a` and `b` of one GPU on one node; the API server answers a's Binding only once
+    the event returned is set (a rival binds `a` first when `rival`)."""
+    fake.add_node(objects.node("gpu-a"))
+    for name in ("a", "b"):
+        fake.add_pod(objects.pod(name, scheduler="gpusched", gpus=1))
+    answer = threading.Event()
+
+    def slow_api_server(namespace: str, name: str) -> None:
+        if name == "a":
+            if rival:
+                fake.update_pod(namespace, name, lambda p: p["spec"].update(nodeName="gpu-a"))
+            answer.wait(timeout=30)
+
+    fake.on_binding = slow_api_server
+    return answer
+
+
 def test_the_binding_process_binds_and_a_refused_binding_goes_back_to_the_queue(
     fake: SimulatedKubernetes, tmp_path: Path
 ) -> None:
@@ -71,16 +89,7 @@ def test_the_binding_process_binds_and_a_refused_binding_goes_back_to_the_queue(
 def test_a_binding_in_flight_is_not_taken_for_one_that_never_went_out(
     fake: SimulatedKubernetes,
 ) -> None:
-    fake.add_node(objects.node("gpu-a"))
-    for name in ("a", "b"):
-        fake.add_pod(objects.pod(name, scheduler="gpusched", gpus=1))
-    answer = threading.Event()
-
-    def slow_api_server(namespace: str, name: str) -> None:
-        if name == "a":
-            answer.wait(timeout=30)
-
-    fake.on_binding = slow_api_server
+    answer = a_slow_binding(fake)
     sched = cycle(fake, batch_size=1)  # one pod a cycle: more is waiting after each
     side = side_of(sched)
     try:
@@ -126,17 +135,7 @@ def test_a_binding_process_that_dies_is_replaced_and_its_pods_bound_again(
 
 
 def test_standing_down_answers_what_is_in_flight(fake: SimulatedKubernetes) -> None:
-    fake.add_node(objects.node("gpu-a"))
-    for name in ("a", "b"):
-        fake.add_pod(objects.pod(name, scheduler="gpusched", gpus=1))
-    answer = threading.Event()
-
-    def rival_binds_a_while_it_waits(namespace: str, name: str) -> None:
-        if name == "a":
-            fake.update_pod(namespace, name, lambda p: p["spec"].update(nodeName="gpu-a"))
-            answer.wait(timeout=30)
-
-    fake.on_binding = rival_binds_a_while_it_waits
+    answer = a_slow_binding(fake, rival=True)
     sched = cycle(fake, batch_size=1)
     assert sched.run_once().more  # a's Binding in flight when the command stops
     answer.set()
