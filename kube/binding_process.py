@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import signal
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -66,6 +67,9 @@ _child: tuple[KubeApi, ThreadPoolExecutor] | None = None
 
 def _start_child(connection: Connection, reporter: Reporter) -> None:
     global _child
+    # A Ctrl-C reaches the whole process group: the parent decides when its Bindings stop
+    # (`close()`, which lets the chunk being sent finish).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     api = KubeApi(
         connection.api_client(),
         reporting_instance=reporter.instance,
