@@ -216,11 +216,12 @@ class Command(BaseCommand):
         self._spawn("scheduler", runkube, env)
 
     def _stop_children(self) -> None:
-        for child in self.children.values():
+        """Last started, first stopped: the scheduler and the arrivals before the cluster they
+        talk to, so none of them fails its last step on a server already gone."""
+        deadline = time.monotonic() + 15
+        for child in reversed(self.children.values()):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for child in self.children.values():
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
