@@ -9,8 +9,8 @@ connections to the API server, and answers each chunk as one message.
 
 The child connects as the parent did (`Connection`: the same kubeconfig, context or service
 account, or a plain address), so the credentials it uses are read where they live, never copied
-through the pipe. What the child sends is `kube.binder.make_real`'s second half, the same
-function the in-process pool runs: the Binding, then the `Scheduled` event the parent's budget
+through the pipe. The child runs `kube.bind_request.send_binding`, as the binder's threads do
+after a pod's claims are written: the Binding, then the `Scheduled` event the parent's budget
 allowed.
 """
 
