@@ -165,8 +165,8 @@ class Binder:
                     assert decision.placement is not None
                     placement = decision.placement
                     requests.append(request(links[pod.pk], placement, annotations_for(placement)))
-                futures = self.process.submit(requests)
-                sent = {pod.pk: future for (pod, _), future in zip(plain, futures, strict=True)}
+                answers = self.process.submit(requests)
+                sent = {pod.pk: answer for (pod, _), answer in zip(plain, answers, strict=True)}
         if self._pool is None:
             self._pool = ThreadPoolExecutor(BIND_CONCURRENCY, thread_name_prefix="binder")
         pool = self._pool
